@@ -1,0 +1,91 @@
+//! Typed errors, one enum per stage.
+//!
+//! Messages are short and lowercase and do not repeat their cause, which hangs off `#[source]`;
+//! the CLI prints the whole chain once. Errors a user can cause name the file or field and say
+//! what to do about it.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+/// A case that cannot be used.
+#[derive(Debug, Error, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum CaseError {
+    /// The case was written by another format version.
+    #[error("case version {found} is not supported (this build reads version {supported})")]
+    UnknownVersion {
+        /// Version found in the file.
+        found: u32,
+        /// Version this build reads.
+        supported: u32,
+    },
+    /// A field is out of range or inconsistent with another.
+    #[error("field `{field}`: {problem}")]
+    Invalid {
+        /// Dotted path of the field, e.g. `layouts.q.pad`.
+        field: String,
+        /// What is wrong and, where it helps, how to fix it.
+        problem: String,
+    },
+}
+
+/// A seed file that cannot be read or written.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum SeedError {
+    /// Reading or writing failed.
+    #[error("{path}: cannot {action}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// `read`, `write` or `create directory`.
+        action: &'static str,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file looks like JSON but does not parse as a seed or a case.
+    #[error("{path}: not a valid cudafuzz seed (line {line}, column {column}): {message}")]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the problem.
+        line: usize,
+        /// 1-based column of the problem.
+        column: usize,
+        /// serde's description, naming the field.
+        message: String,
+    },
+    /// The file parses, but the case in it is invalid.
+    #[error("{path}: invalid case")]
+    Case {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with the case.
+        #[source]
+        source: CaseError,
+    },
+    /// The seed's format tag or version is not one this build reads.
+    #[error("{path}: seed format `{format}` version {version} is not supported (this build reads `{expected}` version {supported}); replay it with the cudafuzz that wrote it")]
+    UnknownFormat {
+        /// The file.
+        path: PathBuf,
+        /// Format tag found.
+        format: String,
+        /// Version found.
+        version: u32,
+        /// Format tag expected.
+        expected: &'static str,
+        /// Version this build reads.
+        supported: u32,
+    },
+    /// Raw fuzzer bytes could not be decoded.
+    #[error("{path}: raw fuzzer input could not be decoded: {message}")]
+    Decode {
+        /// The file.
+        path: PathBuf,
+        /// arbitrary's message.
+        message: String,
+    },
+}

@@ -1,0 +1,254 @@
+//! Findings: what an oracle saw, in a form that can be saved, compared and deduplicated.
+//!
+//! A [`Finding`] is born in an oracle (`oracle/`), in the launch classifier (`launch/`) or in the
+//! supervisor (hangs, crashed workers). Its [`Signature`] is the dedupe key: two findings with the
+//! same signature are the same bug, so a campaign keeps one seed per signature.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::case::TensorId;
+
+/// What went wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FindingKind {
+    /// CUDA error 716: a load or store at an address not aligned to its size.
+    MisalignedAddress,
+    /// CUDA error 700: an access outside any allocation.
+    IllegalAddress,
+    /// CUDA error 719 or another sticky error raised while the kernel ran.
+    LaunchFailure,
+    /// The launch was refused before running (too many resources, too much shared memory, ...).
+    LaunchRejected,
+    /// Any other CUDA error returned by the launch or the synchronisation.
+    CudaError,
+    /// The kernel did not finish within the watchdog's time.
+    Hang,
+    /// The worker process died (signal or exit) outside a CUDA error.
+    WorkerCrash,
+    /// Output elements still hold the pre-filled sentinel.
+    UnwrittenOutput,
+    /// Bytes in a redzone or a stride gap changed: an out-of-bounds or gap write.
+    CanaryDamage,
+    /// The kernel changed its inputs.
+    InputClobbered,
+    /// NaN or infinity in outputs whose inputs and reference are finite: likely an out-of-bounds
+    /// read of poisoned memory.
+    NanLeak,
+    /// Output further from the fp64 reference than the same-precision reference is, with margin.
+    NumericalError,
+    /// Two runs of the same case gave different bits.
+    Nondeterminism,
+}
+
+impl FindingKind {
+    /// The snake_case name used in JSON and signatures.
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::MisalignedAddress => "misaligned_address",
+            FindingKind::IllegalAddress => "illegal_address",
+            FindingKind::LaunchFailure => "launch_failure",
+            FindingKind::LaunchRejected => "launch_rejected",
+            FindingKind::CudaError => "cuda_error",
+            FindingKind::Hang => "hang",
+            FindingKind::WorkerCrash => "worker_crash",
+            FindingKind::UnwrittenOutput => "unwritten_output",
+            FindingKind::CanaryDamage => "canary_damage",
+            FindingKind::InputClobbered => "input_clobbered",
+            FindingKind::NanLeak => "nan_leak",
+            FindingKind::NumericalError => "numerical_error",
+            FindingKind::Nondeterminism => "nondeterminism",
+        }
+    }
+}
+
+impl fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which check produced a finding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Oracle {
+    /// The CUDA status of the launch and the synchronisation.
+    CudaStatus,
+    /// The supervisor's timer.
+    Watchdog,
+    /// The supervisor noticing a dead worker.
+    Worker,
+    /// Output sentinel left in place.
+    Sentinel,
+    /// Redzone and gap canaries.
+    Canary,
+    /// Inputs compared before and after the launch.
+    InputIntegrity,
+    /// Non-finite outputs the inputs cannot explain.
+    NanLeak,
+    /// Comparison with the fp64 reference.
+    Reference,
+    /// Bitwise comparison of two runs.
+    Determinism,
+}
+
+impl Oracle {
+    /// The snake_case name used in JSON and signatures.
+    pub fn name(self) -> &'static str {
+        match self {
+            Oracle::CudaStatus => "cuda_status",
+            Oracle::Watchdog => "watchdog",
+            Oracle::Worker => "worker",
+            Oracle::Sentinel => "sentinel",
+            Oracle::Canary => "canary",
+            Oracle::InputIntegrity => "input_integrity",
+            Oracle::NanLeak => "nan_leak",
+            Oracle::Reference => "reference",
+            Oracle::Determinism => "determinism",
+        }
+    }
+}
+
+impl fmt::Display for Oracle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where in a tensor's allocation the first offending byte or element is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "region", rename_all = "snake_case")]
+pub enum Location {
+    /// A logical element `[b, h, s, d]`.
+    Element {
+        /// Index in logical BHSD order.
+        index: [u32; 4],
+    },
+    /// The redzone before the tensor's first byte.
+    RedzoneBefore {
+        /// How many bytes before the first byte.
+        bytes_before: u64,
+    },
+    /// The redzone after the tensor's last byte.
+    RedzoneAfter {
+        /// How many bytes past the last byte (1 = the byte right after it).
+        bytes_past_end: u64,
+    },
+    /// A stride gap inside the tensor's span.
+    Gap {
+        /// Byte offset from the tensor's base.
+        byte: u64,
+    },
+}
+
+impl Location {
+    /// The region name used in signatures: `element`, `redzone_before`, `redzone_after`, `gap`.
+    pub fn region(&self) -> &'static str {
+        match self {
+            Location::Element { .. } => "element",
+            Location::RedzoneBefore { .. } => "redzone_before",
+            Location::RedzoneAfter { .. } => "redzone_after",
+            Location::Gap { .. } => "gap",
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::Element { index: [b, h, s, d] } => write!(f, "element [b={b}, h={h}, s={s}, d={d}]"),
+            Location::RedzoneBefore { bytes_before } => write!(f, "{bytes_before} bytes before the first byte"),
+            Location::RedzoneAfter { bytes_past_end } => write!(f, "{bytes_past_end} bytes past the last byte"),
+            Location::Gap { byte } => write!(f, "stride gap at byte {byte}"),
+        }
+    }
+}
+
+/// One observed failure of one case.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// What went wrong.
+    pub kind: FindingKind,
+    /// Which check saw it.
+    pub oracle: Oracle,
+    /// The kernel (name, with its parameters as `NAME=VALUE` in brackets when it has any).
+    pub kernel: String,
+    /// The tensor concerned, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor: Option<TensorId>,
+    /// The first offending location, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<Location>,
+    /// How many elements or bytes are affected (1 when not counted).
+    pub count: u64,
+    /// The CUDA error name and code, for CUDA-status findings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_error: Option<String>,
+    /// Alignment (16, 8, 4, 2 or 1 bytes) of q, k, v, o in this case: part of the signature,
+    /// since an alignment bug depends on it.
+    pub alignment: [u64; 4],
+    /// Whether the case was inside the kernel's declared contract.
+    pub inside_contract: bool,
+    /// A human sentence with the numbers.
+    pub detail: String,
+}
+
+/// The dedupe key of a finding: two findings with equal signatures are one bug.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Signature(pub String);
+
+impl fmt::Display for Signature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Finding {
+    /// The dedupe key: kind, oracle, kernel with parameters, tensor, region and, where the bug
+    /// can depend on it, the alignment class of the tensors.
+    pub fn signature(&self) -> Signature {
+        let tensor = self.tensor.map(|t| t.name()).unwrap_or("-");
+        let region = self.location.as_ref().map(|l| l.region()).unwrap_or("-");
+        let align: Vec<String> = self
+            .alignment
+            .iter()
+            .zip(TensorId::ALL)
+            .map(|(a, t)| format!("{t}{a}"))
+            .collect();
+        Signature(format!(
+            "{}/{}/{}/{}/{}/{}",
+            self.kind,
+            self.oracle,
+            self.kernel,
+            tensor,
+            region,
+            align.join(",")
+        ))
+    }
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (oracle {})", self.kind, self.oracle)?;
+        if let Some(e) = &self.cuda_error {
+            write!(f, " {e}")?;
+        }
+        if let Some(t) = self.tensor {
+            write!(f, " in {t}")?;
+        }
+        if let Some(l) = &self.location {
+            write!(f, " at {l}")?;
+        }
+        if self.count > 1 {
+            write!(f, " ({} affected)", self.count)?;
+        }
+        if !self.inside_contract {
+            write!(f, " [outside contract]")?;
+        }
+        write!(f, ": {}", self.detail)
+    }
+}
