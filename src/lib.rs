@@ -5,14 +5,27 @@
 //! Everything up to the arena's layout and everything after the download is pure host code and
 //! is tested without a GPU; the CUDA calls live in [`gpu`], [`launch`] and the device half of
 //! [`arena`], and run inside a [`worker`] process that the [`supervisor`] restarts when a sticky
-//! CUDA error poisons its context.
+//! CUDA error poisons its context or a kernel hangs. [`manifest`] describes a kernel to the
+//! harness and [`compile`] turns it into a cubin with NVRTC.
 #![deny(missing_docs)]
 
+pub mod arena;
+pub mod bench;
 pub mod case;
-pub mod error;
-pub mod finding;
-pub mod plan;
-pub mod data;
-pub mod reference;
-pub mod manifest;
+pub mod cli;
 pub mod compile;
+pub mod corpus;
+pub mod data;
+pub mod error;
+pub mod exit;
+pub mod finding;
+pub mod gpu;
+pub mod launch;
+pub mod manifest;
+pub mod oracle;
+pub mod plan;
+pub mod reference;
+pub mod registry;
+pub mod report;
+pub mod supervisor;
+pub mod worker;

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use proptest::sample::select;
 
-use super::decode::{DecodeContext, HEAD_DIM_BOUNDARY, OFFSET_BOUNDARY, ORDERS, SEQ_BOUNDARY};
+use super::decode::{DecodeContext, HEAD_DIM_BOUNDARY, OFFSETS_ALIGNED, OFFSETS_MISALIGNED, OFFSETS_ODD, ORDERS, SEQ_BOUNDARY};
 use super::{Case, DataSpec, Dtype, Layouts, Placement, TensorLayout, ValueDist, CASE_VERSION};
 
 /// A boxed strategy producing valid [`Case`]s.
@@ -45,7 +45,13 @@ fn tensor_layout(any: bool) -> BoxedStrategy<TensorLayout> {
     if !any {
         return Just(TensorLayout::contiguous()).boxed();
     }
-    let offsets = select(OFFSET_BOUNDARY.to_vec());
+    // Same weights as the fuzzer decoder: mostly 0, every residue class still reached.
+    let offsets = prop_oneof![
+        10 => Just(0u32),
+        4 => select(OFFSETS_ALIGNED.to_vec()),
+        5 => select(OFFSETS_MISALIGNED.to_vec()),
+        1 => select(OFFSETS_ODD.to_vec()),
+    ];
     prop_oneof![
         3 => offsets.clone().prop_map(|offset_bytes| TensorLayout { offset_bytes, ..TensorLayout::contiguous() }),
         1 => (0..ORDERS.len(), prop::array::uniform3(select(vec![0u32, 1, 3, 8])), offsets)

@@ -169,7 +169,8 @@ pub struct Contract {
     pub seq_q: [u32; 2],
     /// Inclusive seq_k range.
     pub seq_k: [u32; 2],
-    /// Minimum alignment in bytes of every base pointer and stride.
+    /// Minimum alignment in bytes of every base pointer and stride; never less than the
+    /// element size, whatever the manifest says.
     #[serde(default = "one")]
     pub min_align: u32,
     /// Whether causal masking is supported.
@@ -239,7 +240,8 @@ impl Contract {
                 }
                 _ => {}
             }
-            let align = self.min_align as u64;
+            // No kernel loads an element from an address that is not a multiple of its size.
+            let align = (self.min_align as u64).max(tp.elem_bytes as u64);
             if align > 1 && !tp.aligned_to(align) {
                 if tp.offset_bytes % align != 0 {
                     reasons.push(format!("{t} base offset {} bytes is not a multiple of {align}", tp.offset_bytes));

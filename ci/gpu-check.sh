@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# GPU check: runs the GPU test suite and a smoke campaign on any CUDA host, then prints a
+# summary table last. Builds nothing: it uses binaries staged in .gpu/ by gpu-pack
+# (../shared/tools/gpu-pack), or target/release when a Rust toolchain built them here.
+#   bash ci/gpu-check.sh            # logs go to $OUT (if set) or ./gpu-check-logs
+set -uo pipefail
+cd "$(dirname "$0")/.."
+logs=${OUT:-gpu-check-logs}
+mkdir -p "$logs"
+if [ -x .gpu/bin/cudafuzz ]; then bin=.gpu/bin/cudafuzz; run_tests=.gpu/run-tests
+elif [ -x target/release/cudafuzz ]; then bin=target/release/cudafuzz; run_tests="cargo test --release --"
+else echo "gpu-check: no cudafuzz binary: run ../shared/tools/gpu-pack first" >&2; exit 4; fi
+export CUDAFUZZ_BIN="$PWD/$bin"
+rows=()
+row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$logs/gpu.txt" 2>&1
+gpu=$(head -n1 "$logs/gpu.txt")
+row "gpu" info "$gpu"
+
+# 1. The GPU test suite (every test executable; GPU tests print 'skipped:' without a GPU).
+$run_tests --test-threads=1 --nocapture > "$logs/tests.log" 2>&1; st=$?
+passed=$(grep -Eo '[0-9]+ passed' "$logs/tests.log" | awk '{s+=$1} END {print s+0}')
+failed=$(grep -Eo '[0-9]+ failed' "$logs/tests.log" | awk '{s+=$1} END {print s+0}')
+skipped=$(grep -c '^skipped:' "$logs/tests.log")
+row "test suite" "$([ $st = 0 ] && echo ok || echo FAIL)" "$passed passed, $failed failed, $skipped skipped"
+for t in misaligned_q_faults gpu_reference_agrees correct_kernel_passes a_hang_is_killed out_of_bounds_write unwritten_last_row; do
+  line=$(grep -E "test .*$t.* \.\.\. " "$logs/tests.log" | head -n1 | sed 's/.*\.\.\. //')
+  row "  $t" "${line:-?}" ""
+done
+
+# 2. Smoke campaigns through the CLI.
+$bin kernels > "$logs/kernels.log" 2>&1; row "cudafuzz kernels" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -c '^  [a-z]' "$logs/kernels.log") lines"
+$bin build --arch sm_90 > "$logs/build.log" 2>&1; st=$?
+row "cudafuzz build --arch sm_90" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(tail -n1 "$logs/build.log")"
+$bin fuzz --kernel simple_attn --cases 2000 --seed 1 --out "$logs/out-simple" > "$logs/fuzz-simple.log" 2>&1; st=$?
+row "fuzz simple_attn (2000 cases)" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^simple_attn:' "$logs/fuzz-simple.log" | tail -n1)"
+$bin fuzz --kernel vec_load_q --cases 300 --seed 1 --out "$logs/out-vec" > "$logs/fuzz-vec.log" 2>&1; st=$?
+found=$(grep -c 'misaligned_address' "$logs/fuzz-vec.log")
+row "fuzz vec_load_q finds 716 (exit 1)" "$([ $st = 1 ] && [ "$found" -gt 0 ] && echo ok || echo FAIL)" "$(grep -E '^vec_load_q:' "$logs/fuzz-vec.log" | tail -n1)"
+seed=$(ls "$logs"/out-vec/seeds/*misaligned* 2>/dev/null | head -n1)
+if [ -n "$seed" ]; then
+  $bin repro "$seed" > "$logs/repro.log" 2>&1; st=$?
+  row "repro saved 716 seed (exit 1)" "$([ $st = 1 ] && grep -q reproduced "$logs/repro.log" && echo ok || echo FAIL)" "$(grep 'saved signature' "$logs/repro.log" | sed 's/.*: //')"
+fi
+$bin bench --cases 3000 > "$logs/bench.log" 2>&1; st=$?
+row "bench (small cases)" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E 'cases/s' "$logs/bench.log" | head -n1)"
+
+echo
+echo "== gpu-check summary ($(date -u +%F))"
+printf '%s\n' "${rows[@]}"

@@ -1,0 +1,61 @@
+// cudafuzz.cuh: the define contract between the cudafuzz harness and its kernels, and the few
+// device helpers every kernel needs to read and write the element type.
+//
+// Kernels are compiled at run time by NVRTC, so this header (and every kernel) must compile with
+// no C/C++ standard library: no <cstdio>, <cstdint>, <cmath>, STL or host code. Use `int`,
+// `long long`, `unsigned int`; the only system headers are <cuda_fp16.h> and <cuda_bf16.h>.
+// Every entry point is `extern "C" __global__` so its name is not mangled.
+//
+// Defines the harness passes (NVRTC -D options):
+//   CUDAFUZZ=1                  always.
+//   CUDAFUZZ_DTYPE_F16=1   |
+//   CUDAFUZZ_DTYPE_BF16=1  |    exactly one: the element type of q, k, v and o.
+//   CUDAFUZZ_DTYPE_F32=1   |
+//   NAME=VALUE                  every tunable of the manifest's [params] (one value per build) and
+//                               every fixed define of its [defines] (e.g. BUG_VEC_LOAD_Q=1).
+//
+// Tensor conventions the harness guarantees:
+//   q [B, Hq, Sq, D], k and v [B, Hkv, Sk, D], o [B, Hq, Sq, D]. Each tensor is a base pointer
+//   plus explicit element strides (stride_b, stride_h, stride_s, stride_d, as long long); strides
+//   can be anything (permuted orders, padding, stride_d != 1) and base pointers may be offset by
+//   any byte count, so a kernel that assumes alignment or contiguity must say so in its manifest's
+//   [contract] (min_align, layouts), and the harness tests whether it was right.
+//   GQA: the kv head of query head h is h / (Hq / Hkv).
+//   Causal masking is bottom-right aligned: query i attends key j iff j <= i + Sk - Sq. A query
+//   row with no allowed key outputs 0 (and its log-sum-exp is -inf).
+#pragma once
+
+#if !defined(CUDAFUZZ)
+#error "cudafuzz kernels are compiled by the harness, which defines CUDAFUZZ=1"
+#endif
+
+#if (defined(CUDAFUZZ_DTYPE_F16) + defined(CUDAFUZZ_DTYPE_BF16) + defined(CUDAFUZZ_DTYPE_F32)) != 1
+#error "define exactly one of CUDAFUZZ_DTYPE_F16, CUDAFUZZ_DTYPE_BF16, CUDAFUZZ_DTYPE_F32"
+#endif
+
+#if defined(CUDAFUZZ_DTYPE_F16)
+#include <cuda_fp16.h>
+typedef __half cf_elem;
+__device__ __forceinline__ float cf_to_float(cf_elem x) { return __half2float(x); }
+__device__ __forceinline__ cf_elem cf_from_float(float x) { return __float2half_rn(x); }
+#elif defined(CUDAFUZZ_DTYPE_BF16)
+#include <cuda_bf16.h>
+typedef __nv_bfloat16 cf_elem;
+__device__ __forceinline__ float cf_to_float(cf_elem x) { return __bfloat162float(x); }
+__device__ __forceinline__ cf_elem cf_from_float(float x) { return __float2bfloat16_rn(x); }
+#else
+typedef float cf_elem;
+__device__ __forceinline__ float cf_to_float(cf_elem x) { return x; }
+__device__ __forceinline__ cf_elem cf_from_float(float x) { return x; }
+#endif
+
+// Every element type converts to float exactly, and float to double exactly.
+__device__ __forceinline__ double cf_to_double(cf_elem x) { return (double)cf_to_float(x); }
+
+// Round a float to the nearest-even cf_elem and back: the identity for f32.
+__device__ __forceinline__ float cf_round(float x) { return cf_to_float(cf_from_float(x)); }
+
+// Infinities without <cmath> (NVRTC has no INFINITY macro).
+#define CF_INF_F (__int_as_float(0x7f800000))
+#define CF_NEG_INF_F (__int_as_float((int)0xff800000u))
+#define CF_NEG_INF_D (__longlong_as_double((long long)0xfff0000000000000ull))

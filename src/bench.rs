@@ -1,0 +1,117 @@
+//! `cudafuzz bench`: throughput of the engine on small cases, with where the time goes.
+//!
+//! A benchmark, not a test: it prints a table (and JSON with `--json`) for the GPU it ran on.
+//! Small cases are the fuzzer's bread and butter (batch·heads ≤ 8, seq ≤ 256, head_dim ≤ 128),
+//! so their rate is what bounds how many cases a campaign tries per second.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::case::{Case, DecodeContext};
+use crate::manifest::Manifest;
+use crate::supervisor::{Supervisor, SupervisorError};
+use crate::worker::{Outcome, RunOptions, StageTimes};
+
+/// A small case: the `index`-th generated case clamped to batch·heads ≤ 8, seq ≤ 256 and
+/// head_dim ≤ 128, with the manifest's default parameters.
+pub fn small_case(m: &Manifest, ctx: &DecodeContext, seed: u64, index: u64) -> Case {
+    let mut c = crate::cli::generated_case(ctx, seed, index);
+    c.batch = c.batch.min(2);
+    c.heads_kv = c.heads_kv.min(2);
+    c.heads_q = c.heads_kv * (c.heads_q / c.heads_kv).min(2);
+    c.seq_q = c.seq_q.min(256);
+    c.seq_k = c.seq_k.min(256);
+    c.head_dim = c.head_dim.min(128);
+    c.scale = 1.0 / (c.head_dim as f32).sqrt();
+    c.params = m.default_params();
+    c
+}
+
+/// One benchmark row.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchRow {
+    /// What was measured.
+    pub label: String,
+    /// Cases run.
+    pub cases: u64,
+    /// Cases per second, end to end through the supervisor.
+    pub cases_per_sec: f64,
+    /// Mean stage times per case, microseconds.
+    pub mean: StageTimes,
+    /// Mean time per case not spent in any stage (supervisor ↔ worker messages), microseconds.
+    pub overhead_us: u64,
+    /// Cases that did not pass (should be 0 for a correct kernel).
+    pub not_passed: u64,
+}
+
+/// Runs `cases` small cases with `opts` and measures them; the first (compile) case is excluded.
+pub fn measure(sup: &mut Supervisor, m: &Manifest, opts: &RunOptions, cases: u64, label: &str) -> Result<BenchRow, SupervisorError> {
+    let ctx = m.decode_context();
+    let timeout = Duration::from_secs(10);
+    // Warm up: compile and load every dtype configuration once.
+    for i in 0..16 {
+        sup.run(&small_case(m, &ctx, 99, i), m, opts, timeout)?;
+    }
+    let mut sum = StageTimes::default();
+    let mut not_passed = 0;
+    let started = Instant::now();
+    for i in 0..cases {
+        let v = sup.run(&small_case(m, &ctx, 1, i), m, opts, timeout)?;
+        if !matches!(v.outcome, Outcome::Pass) {
+            not_passed += 1;
+        }
+        let t = &v.times;
+        sum.prepare_us += t.prepare_us;
+        sum.compile_us += t.compile_us;
+        sum.upload_us += t.upload_us;
+        sum.reference_us += t.reference_us;
+        sum.kernel_us += t.kernel_us;
+        sum.judge_us += t.judge_us;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let n = cases.max(1);
+    let mean = StageTimes {
+        prepare_us: sum.prepare_us / n,
+        compile_us: sum.compile_us / n,
+        upload_us: sum.upload_us / n,
+        reference_us: sum.reference_us / n,
+        kernel_us: sum.kernel_us / n,
+        judge_us: sum.judge_us / n,
+    };
+    let staged = mean.prepare_us + mean.compile_us + mean.upload_us + mean.reference_us + mean.kernel_us + mean.judge_us;
+    let per_case_us = (secs * 1e6 / n as f64) as u64;
+    Ok(BenchRow {
+        label: label.to_string(),
+        cases,
+        cases_per_sec: cases as f64 / secs,
+        mean,
+        overhead_us: per_case_us.saturating_sub(staged),
+        not_passed,
+    })
+}
+
+/// The table `cudafuzz bench` prints.
+pub fn table(rows: &[BenchRow]) -> String {
+    let mut s = format!(
+        "{:<34} {:>7} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>6}\n",
+        "configuration", "cases", "cases/s", "prep_us", "comp_us", "upl_us", "ref_us", "kern_us", "judge_us", "ipc_us", "fail"
+    );
+    for r in rows {
+        s.push_str(&format!(
+            "{:<34} {:>7} {:>9.0} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>6}\n",
+            r.label,
+            r.cases,
+            r.cases_per_sec,
+            r.mean.prepare_us,
+            r.mean.compile_us,
+            r.mean.upload_us,
+            r.mean.reference_us,
+            r.mean.kernel_us,
+            r.mean.judge_us,
+            r.overhead_us,
+            r.not_passed
+        ));
+    }
+    s
+}

@@ -1,0 +1,697 @@
+//! The command line: parse, validate, call the library, map errors to exit statuses.
+//!
+//! Kept thin on purpose (ripgrep's shape): every command is a small function that builds library
+//! objects and prints what they return. `anyhow` lives only here; the library's errors are typed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+
+use crate::case::{decode_case, Case, DecodeContext};
+use crate::compile::{build_all, Arch, Compiler};
+use crate::corpus::{self, Seed};
+use crate::exit;
+use crate::finding::Signature;
+use crate::manifest::Manifest;
+use crate::plan::{Contract, Plan};
+use crate::registry;
+use crate::report;
+use crate::supervisor::{Supervisor, SupervisorConfig, SupervisorError, DEFAULT_KERNEL_TIMEOUT};
+use crate::worker::{self, Outcome, ReferenceChoice, RunOptions, Verdict};
+
+/// cudafuzz: finds memory-safety and correctness bugs in CUDA attention kernels.
+#[derive(Debug, Parser)]
+#[command(name = "cudafuzz", version, about, long_about = None)]
+pub struct RawArgs {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Work with case files: print an example, check and plan one, decode fuzzer bytes.
+    #[command(subcommand)]
+    Case(CaseCommand),
+    /// List the shipped kernel manifests.
+    Kernels,
+    /// Compile every kernel × parameter combination × dtype × arch with NVRTC (no GPU needed).
+    Build(BuildArgs),
+    /// Run cases (JSON seeds, bare cases or raw fuzzer inputs) against a kernel on the GPU.
+    Run(RunArgs),
+    /// Replay a saved seed with its kernel and print the full report.
+    Repro(ReproArgs),
+    /// Generate cases and run them; save one seed per new finding signature.
+    Fuzz(FuzzArgs),
+    /// Measure engine throughput on small cases (a benchmark: prints a table).
+    Bench(BenchArgs),
+    /// Internal: the worker process the supervisor starts (cases in on stdin, events out).
+    #[command(hide = true)]
+    Worker {
+        /// GPU index.
+        #[arg(long, default_value_t = 0)]
+        gpu: usize,
+        /// GPU reference kernel manifest.
+        #[arg(long)]
+        reference: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum CaseCommand {
+    /// Print an example seed file (a small valid case).
+    Example {
+        /// Kernel name or manifest to put in the case.
+        #[arg(long, default_value = "simple_attn")]
+        kernel: String,
+    },
+    /// Validate a seed/case file and print its plan: strides, spans, alignment residues, and the
+    /// verdict against the kernel's contract.
+    Check {
+        /// The file.
+        file: PathBuf,
+        /// Kernel to judge the contract against (default: the case's own kernel).
+        #[arg(long)]
+        kernel: Option<String>,
+    },
+    /// Decode raw fuzzer bytes into a case and print it as a seed file.
+    Decode {
+        /// The raw input (e.g. a libFuzzer artifact).
+        file: PathBuf,
+        /// Kernel whose parameters and dtypes the fuzzer decoded with.
+        #[arg(long)]
+        kernel: Option<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+struct BuildArgs {
+    /// Kernels to build (names or manifest paths); default: every shipped manifest.
+    #[arg(long)]
+    kernel: Vec<String>,
+    /// Target architectures.
+    #[arg(long, value_delimiter = ',', default_value = "sm_80,sm_89,sm_90")]
+    arch: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum RefArg {
+    Gpu,
+    Cpu,
+}
+
+#[derive(Debug, Args, Clone)]
+struct EngineArgs {
+    /// GPU index.
+    #[arg(long, default_value_t = 0)]
+    gpu: usize,
+    /// Which fp64 reference judges outputs.
+    #[arg(long, value_enum, default_value = "gpu")]
+    reference: RefArg,
+    /// Skip the second run that checks bitwise determinism.
+    #[arg(long)]
+    no_determinism: bool,
+    /// Watchdog: milliseconds a kernel may run before it is called a hang (default: the
+    /// manifest's `timeout_ms`, else 10000).
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    /// Output directory for seeds and the journal.
+    #[arg(long, default_value = "cudafuzz-out")]
+    out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// Kernel name or manifest path (default: each case's own kernel).
+    #[arg(long)]
+    kernel: Option<String>,
+    /// Case files: seed JSON, bare case JSON, or raw fuzzer bytes.
+    #[arg(required = true)]
+    cases: Vec<PathBuf>,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+struct ReproArgs {
+    /// The seed file (JSON or a raw libFuzzer artifact).
+    seed: PathBuf,
+    /// Kernel, when the seed does not name one (raw fuzzer bytes) or to replay against another.
+    #[arg(long, env = "CUDAFUZZ_KERNEL")]
+    kernel: Option<String>,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+struct BenchArgs {
+    /// Kernel to run (a correct one, so every case does the full pipeline).
+    #[arg(long, default_value = "simple_attn")]
+    kernel: String,
+    /// Cases per configuration.
+    #[arg(long, default_value_t = 2000)]
+    cases: u64,
+    /// Also write the rows as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+struct FuzzArgs {
+    /// Kernels (names or manifest paths); default: every shipped kernel marked for fuzzing.
+    #[arg(long)]
+    kernel: Vec<String>,
+    /// Cases per kernel.
+    #[arg(long, default_value_t = 1000)]
+    cases: u64,
+    /// Stop each kernel after this long (e.g. 30s, 5m), whichever comes first.
+    #[arg(long, value_parser = parse_duration)]
+    time: Option<Duration>,
+    /// Generator seed: the same seed and case count give the same cases.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.find(|c: char| !c.is_ascii_digit()).map(|i| s.split_at(i)).unwrap_or((s, "s"));
+    let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a duration like 30s, 5m or 1h"))?;
+    match unit {
+        "s" | "" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        "h" => Ok(Duration::from_secs(n * 3600)),
+        "ms" => Ok(Duration::from_millis(n)),
+        _ => Err(format!("`{s}`: unknown unit `{unit}` (use ms, s, m or h)")),
+    }
+}
+
+/// A user-facing failure with the exit status it maps to.
+#[derive(Debug)]
+struct Exit(i32, String);
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.1)
+    }
+}
+
+impl std::error::Error for Exit {}
+
+/// An error and all its causes on one line, `outer: cause: root cause`.
+fn chain(e: impl Into<anyhow::Error>) -> String {
+    format!("{:#}", e.into())
+}
+
+fn fail(code: i32, msg: impl Into<String>) -> anyhow::Error {
+    Exit(code, msg.into()).into()
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let args = RawArgs::parse();
+    match run(args) {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            let code = e.downcast_ref::<Exit>().map(|x| x.0).unwrap_or(exit::USAGE);
+            eprintln!("cudafuzz: {e:#}");
+            ExitCode::from(code as u8)
+        }
+    }
+}
+
+fn run(args: RawArgs) -> Result<i32> {
+    match args.command {
+        Command::Case(c) => case_command(c),
+        Command::Kernels => kernels(),
+        Command::Build(b) => build(b),
+        Command::Run(r) => run_cases(r),
+        Command::Repro(r) => repro(r),
+        Command::Fuzz(f) => fuzz(f),
+        Command::Bench(b) => bench(b),
+        Command::Worker { gpu, reference } => Ok(worker::main(gpu, reference)),
+    }
+}
+
+fn resolve_kernel(spec: &str) -> Result<Manifest> {
+    registry::resolve(spec).map_err(|e| fail(exit::USAGE, e))
+}
+
+fn decode_context(kernel: Option<&Manifest>) -> DecodeContext {
+    kernel.map(|m| m.decode_context()).unwrap_or_default()
+}
+
+/// Loads a seed; raw bytes decode with the kernel's context.
+fn load_seed(path: &Path, kernel: Option<&Manifest>) -> Result<Seed> {
+    let (seed, _) = corpus::load(path, &decode_context(kernel)).map_err(|e| fail(exit::USAGE, chain(e)))?;
+    Ok(seed)
+}
+
+fn case_command(c: CaseCommand) -> Result<i32> {
+    match c {
+        CaseCommand::Example { kernel } => {
+            let mut case = Case::example(&kernel);
+            if let Ok(m) = registry::resolve(&kernel) {
+                case.params = m.default_params();
+            }
+            print!("{}", Seed::new(case).to_json());
+            Ok(exit::OK)
+        }
+        CaseCommand::Check { file, kernel } => {
+            let manifest = kernel.as_deref().map(resolve_kernel).transpose()?;
+            let seed = load_seed(&file, manifest.as_ref())?;
+            let case = &seed.case;
+            let plan = Plan::new(case);
+            print!("{}", report::plan_table(case, &plan));
+            let manifest = match manifest {
+                Some(m) => Some(m),
+                None if !case.kernel.is_empty() => registry::resolve(&case.kernel).ok(),
+                None => None,
+            };
+            match manifest {
+                Some(m) => print!("{}", report::contract_lines(&m.name, &m.contract.check(case, &plan))),
+                None => {
+                    println!("kernel `{}` not found: no contract to check against (pass --kernel)", case.kernel);
+                    print!("{}", report::contract_lines("any kernel", &Contract::anything().check(case, &plan)));
+                }
+            }
+            Ok(exit::OK)
+        }
+        CaseCommand::Decode { file, kernel } => {
+            let manifest = kernel.as_deref().map(resolve_kernel).transpose()?;
+            let bytes = std::fs::read(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
+            let case = decode_case(&mut arbitrary::Unstructured::new(&bytes), &decode_context(manifest.as_ref()))
+                .map_err(|e| fail(exit::USAGE, format!("{}: cannot decode: {e}", file.display())))?;
+            print!("{}", Seed::new(case).to_json());
+            Ok(exit::OK)
+        }
+    }
+}
+
+fn kernels() -> Result<i32> {
+    let dir = registry::kernels_dir();
+    println!("shipped kernels in {}:", dir.display());
+    let mut bad = 0;
+    for m in registry::shipped() {
+        match m {
+            Ok(m) => {
+                let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+                println!(
+                    "  {:<16} {:<40} {} [{}]",
+                    m.name,
+                    m.path.display(),
+                    m.contract.dtypes.iter().map(|d| d.name()).collect::<Vec<_>>().join(","),
+                    params.join(" ")
+                );
+                if !m.description.is_empty() {
+                    println!("  {:<16} {}", "", m.description);
+                }
+            }
+            Err(e) => {
+                bad += 1;
+                println!("  error: {e}");
+            }
+        }
+    }
+    Ok(if bad > 0 { exit::USAGE } else { exit::OK })
+}
+
+fn parse_archs(list: &[String]) -> Result<Vec<Arch>> {
+    list.iter()
+        .map(|a| a.parse::<Arch>().map_err(|e| fail(exit::USAGE, format!("--arch {a}: {e}"))))
+        .collect()
+}
+
+fn build(b: BuildArgs) -> Result<i32> {
+    let archs = parse_archs(&b.arch)?;
+    let manifests = manifests_or_shipped(&b.kernel, false)?;
+    let compiler = Compiler::new(None).map_err(|e| fail(exit::SETUP, chain(e)))?;
+    build_report(&manifests, &archs, &compiler)
+}
+
+fn build_report(manifests: &[Manifest], archs: &[Arch], compiler: &Compiler) -> Result<i32> {
+    let started = Instant::now();
+    let outcomes = build_all(manifests, archs, compiler);
+    let mut failed = 0;
+    let mut cached = 0;
+    for o in &outcomes {
+        match &o.result {
+            Ok((_, from_cache)) => cached += *from_cache as usize,
+            Err(log) => {
+                failed += 1;
+                eprintln!("FAILED {} {:?} {} {}:\n{log}", o.manifest, o.params, o.dtype, o.arch);
+            }
+        }
+    }
+    println!(
+        "compiled {} configurations ({} kernels x params x dtypes x {} archs) in {:.1} s: {} ok ({} from cache), {} failed",
+        outcomes.len(),
+        manifests.len(),
+        archs.len(),
+        started.elapsed().as_secs_f64(),
+        outcomes.len() - failed,
+        cached,
+        failed
+    );
+    Ok(if failed > 0 { exit::SETUP } else { exit::OK })
+}
+
+/// The named kernels, or every shipped one (`fuzz_only`: those marked for fuzzing).
+fn manifests_or_shipped(names: &[String], fuzz_only: bool) -> Result<Vec<Manifest>> {
+    if !names.is_empty() {
+        return names.iter().map(|n| resolve_kernel(n)).collect();
+    }
+    let mut out = Vec::new();
+    for m in registry::shipped() {
+        let m = m.map_err(|e| fail(exit::USAGE, e.to_string()))?;
+        if !fuzz_only || m.fuzz {
+            out.push(m);
+        }
+    }
+    Ok(out)
+}
+
+fn options(e: &EngineArgs) -> RunOptions {
+    RunOptions {
+        determinism: !e.no_determinism,
+        reference: match e.reference {
+            RefArg::Gpu => ReferenceChoice::Gpu,
+            RefArg::Cpu => ReferenceChoice::Cpu,
+        },
+    }
+}
+
+fn supervisor(e: &EngineArgs, stop: Arc<AtomicBool>) -> Result<Supervisor> {
+    let exe = std::env::current_exe().context("cannot find the cudafuzz executable")?;
+    Supervisor::new(SupervisorConfig {
+        exe,
+        gpu: e.gpu,
+        reference_manifest: match e.reference {
+            RefArg::Gpu => registry::reference_manifest(),
+            RefArg::Cpu => None,
+        },
+        journal: Some(e.out.join("journal.jsonl")),
+        stop,
+    })
+    .map_err(|e| fail(exit::SETUP, chain(e)))
+}
+
+fn stop_flag() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    // A second handler cannot be installed (e.g. in tests); Ctrl-C then just kills us.
+    let _ = ctrlc::set_handler(move || s.store(true, Ordering::SeqCst));
+    stop
+}
+
+fn timeout(e: &EngineArgs, m: &Manifest) -> Duration {
+    e.timeout_ms
+        .or(m.launch.timeout_ms)
+        .map(Duration::from_millis)
+        .unwrap_or(DEFAULT_KERNEL_TIMEOUT)
+}
+
+/// Fills in the manifest's default parameters a case does not set, and names the kernel.
+fn bind_case(mut case: Case, m: &Manifest) -> Case {
+    for (k, v) in m.default_params() {
+        case.params.entry(k).or_insert(v);
+    }
+    if case.kernel.is_empty() {
+        case.kernel = m.path.display().to_string();
+    }
+    case
+}
+
+fn no_gpu(e: SupervisorError) -> anyhow::Error {
+    match e {
+        SupervisorError::NoGpu(msg) => fail(exit::NO_GPU, format!("no GPU: {msg}")),
+        SupervisorError::Interrupted => fail(exit::INTERRUPTED, "interrupted"),
+        e => fail(exit::SETUP, chain(e)),
+    }
+}
+
+/// Counts of a batch of verdicts.
+#[derive(Default, Debug)]
+struct Tally {
+    pass: u64,
+    fail: u64,
+    error: u64,
+}
+
+impl Tally {
+    fn add(&mut self, v: &Verdict) {
+        match v.outcome {
+            Outcome::Pass => self.pass += 1,
+            Outcome::Fail { .. } => self.fail += 1,
+            _ => self.error += 1,
+        }
+    }
+
+    fn exit_code(&self) -> i32 {
+        if self.fail > 0 {
+            exit::FINDINGS
+        } else if self.error > 0 {
+            exit::SETUP
+        } else {
+            exit::OK
+        }
+    }
+}
+
+fn run_cases(r: RunArgs) -> Result<i32> {
+    let forced = r.kernel.as_deref().map(resolve_kernel).transpose()?;
+    let stop = stop_flag();
+    let mut sup = supervisor(&r.engine, stop.clone())?;
+    let opts = options(&r.engine);
+    let mut tally = Tally::default();
+    let started = Instant::now();
+    for path in &r.cases {
+        let seed = load_seed(path, forced.as_ref())?;
+        let manifest = match &forced {
+            Some(m) => m.clone(),
+            None if seed.case.kernel.is_empty() => bail!(fail(exit::USAGE, format!("{}: the case names no kernel; pass --kernel", path.display()))),
+            None => resolve_kernel(&seed.case.kernel)?,
+        };
+        let case = bind_case(seed.case, &manifest);
+        let verdict = match sup.run(&case, &manifest, &opts, timeout(&r.engine, &manifest)) {
+            Ok(v) => v,
+            Err(SupervisorError::Interrupted) => {
+                eprintln!("interrupted: {} passed, {} failed, {} errors before Ctrl-C", tally.pass, tally.fail, tally.error);
+                return Ok(exit::INTERRUPTED);
+            }
+            Err(e) => return Err(no_gpu(e)),
+        };
+        tally.add(&verdict);
+        println!("{}: {}", path.display(), report::one_line(&case, &verdict));
+    }
+    eprintln!(
+        "{} cases in {:.2} s: {} passed, {} failed, {} errors; {} worker start(s)",
+        r.cases.len(),
+        started.elapsed().as_secs_f64(),
+        tally.pass,
+        tally.fail,
+        tally.error,
+        sup.starts
+    );
+    Ok(tally.exit_code())
+}
+
+fn repro(r: ReproArgs) -> Result<i32> {
+    let forced = r.kernel.as_deref().map(resolve_kernel).transpose()?;
+    let seed = load_seed(&r.seed, forced.as_ref())?;
+    let manifest = match &forced {
+        Some(m) => m.clone(),
+        None if seed.case.kernel.is_empty() => {
+            return Err(fail(exit::USAGE, format!("{}: raw fuzzer input names no kernel; pass --kernel or set CUDAFUZZ_KERNEL", r.seed.display())))
+        }
+        None => resolve_kernel(&seed.case.kernel)?,
+    };
+    let case = bind_case(seed.case.clone(), &manifest);
+    let plan = Plan::new(&case);
+    print!("{}", report::plan_table(&case, &plan));
+    print!("{}", report::contract_lines(&manifest.name, &manifest.contract.check(&case, &plan)));
+    if let Some(f) = &seed.finding {
+        println!("saved finding: {f}");
+    }
+    let mut sup = supervisor(&r.engine, stop_flag())?;
+    let gpu = sup.gpu().map_err(no_gpu)?;
+    println!("gpu {}: {} ({}), driver {}", gpu.ordinal, gpu.name, gpu.arch, gpu.driver_version);
+    let verdict = sup.run(&case, &manifest, &options(&r.engine), timeout(&r.engine, &manifest)).map_err(no_gpu)?;
+    println!("{}", report::one_line(&case, &verdict));
+    println!("reference: {}; times (us): {:?}", verdict.reference, verdict.times);
+    if let (Some(saved), Outcome::Fail { findings }) = (&seed.signature, &verdict.outcome) {
+        let same = findings.iter().any(|f| &f.signature().0 == saved);
+        println!("saved signature {}: {}", saved, if same { "reproduced" } else { "NOT reproduced (a different failure)" });
+    }
+    let mut tally = Tally::default();
+    tally.add(&verdict);
+    Ok(tally.exit_code())
+}
+
+/// The case a fuzz campaign draws as number `index`: fuzzer-style bytes from a ChaCha stream,
+/// decoded like libFuzzer inputs, so a `(seed, index)` pair always gives the same case.
+pub fn generated_case(ctx: &DecodeContext, seed: u64, index: u64) -> Case {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(index);
+    let mut bytes = [0u8; 128];
+    rng.fill_bytes(&mut bytes);
+    decode_case(&mut arbitrary::Unstructured::new(&bytes), ctx).expect("decoding never fails")
+}
+
+fn fuzz(f: FuzzArgs) -> Result<i32> {
+    let manifests = manifests_or_shipped(&f.kernel, true)?;
+    if manifests.is_empty() {
+        bail!(fail(exit::USAGE, "no kernels to fuzz"));
+    }
+    let stop = stop_flag();
+    let mut sup = supervisor(&f.engine, stop.clone())?;
+    let gpu = match sup.gpu() {
+        Ok(g) => g,
+        Err(SupervisorError::NoGpu(msg)) => return fuzz_without_gpu(&f, &manifests, &msg),
+        Err(e) => return Err(no_gpu(e)),
+    };
+    println!("gpu {}: {} ({}), driver {}", gpu.ordinal, gpu.name, gpu.arch, gpu.driver_version);
+    let opts = options(&f.engine);
+    let seeds_dir = f.engine.out.join("seeds");
+    let mut seen: BTreeMap<Signature, PathBuf> = BTreeMap::new();
+    let mut total = Tally::default();
+    for m in &manifests {
+        let ctx = m.decode_context();
+        let bar = indicatif::ProgressBar::new(f.cases);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{prefix:>14} [{elapsed_precise}] {bar:30} {pos}/{len} {per_sec} {msg}")
+                .expect("valid template"),
+        );
+        bar.set_prefix(m.name.clone());
+        let started = Instant::now();
+        let mut tally = Tally::default();
+        let mut new_here = 0;
+        for i in 0..f.cases {
+            if f.time.is_some_and(|t| started.elapsed() >= t) {
+                break;
+            }
+            let case = bind_case(generated_case(&ctx, f.seed, i), m);
+            let verdict = match sup.run(&case, m, &opts, timeout(&f.engine, m)) {
+                Ok(v) => v,
+                Err(SupervisorError::Interrupted) => {
+                    bar.abandon();
+                    eprintln!("interrupted: {} passed, {} failed, {} errors; {} distinct findings saved in {}", total.pass + tally.pass, total.fail + tally.fail, total.error + tally.error, seen.len(), seeds_dir.display());
+                    return Ok(exit::INTERRUPTED);
+                }
+                Err(e) => return Err(no_gpu(e)),
+            };
+            tally.add(&verdict);
+            match &verdict.outcome {
+                Outcome::Fail { findings } => {
+                    for finding in findings {
+                        let sig = finding.signature();
+                        if seen.contains_key(&sig) {
+                            continue;
+                        }
+                        let saved = corpus::save(&seeds_dir, &Seed::with_finding(case.clone(), finding.clone()))
+                            .map_err(|e| fail(exit::SETUP, chain(e)))?;
+                        bar.suspend(|| {
+                            println!("NEW   {}\n      {finding}\n      seed: {}", case.summary(), saved.path.display());
+                        });
+                        seen.insert(sig, saved.path);
+                        new_here += 1;
+                    }
+                }
+                Outcome::Error { message } => {
+                    bar.suspend(|| eprintln!("ERROR {}: {message}", case.summary()));
+                }
+                _ => {}
+            }
+            bar.set_message(format!("{} findings", new_here));
+            bar.inc(1);
+        }
+        bar.finish();
+        let n = tally.pass + tally.fail + tally.error;
+        println!(
+            "{}: {} cases in {:.1} s ({:.0}/s): {} passed, {} failed, {} errors; {} distinct findings",
+            m.name,
+            n,
+            started.elapsed().as_secs_f64(),
+            n as f64 / started.elapsed().as_secs_f64().max(1e-9),
+            tally.pass,
+            tally.fail,
+            tally.error,
+            new_here
+        );
+        total.pass += tally.pass;
+        total.fail += tally.fail;
+        total.error += tally.error;
+    }
+    for path in seen.values() {
+        print!("{}", report::replay_lines(path));
+    }
+    Ok(total.exit_code())
+}
+
+/// With no GPU, do what the host can: compile every configuration, plan the cases the campaign
+/// would run, and say clearly that nothing ran on a GPU.
+fn fuzz_without_gpu(f: &FuzzArgs, manifests: &[Manifest], why: &str) -> Result<i32> {
+    eprintln!("cudafuzz: NO GPU on this machine ({why}).");
+    eprintln!("cudafuzz: no kernel was run; doing the host-side work only: compile, plan, contract.");
+    match Compiler::new(None) {
+        Ok(compiler) => {
+            let archs = parse_archs(&["sm_80".into(), "sm_89".into(), "sm_90".into()])?;
+            let code = build_report(manifests, &archs, &compiler)?;
+            if code != exit::OK {
+                return Ok(code);
+            }
+        }
+        Err(e) => eprintln!("cudafuzz: cannot compile either: {}", chain(e)),
+    }
+    for m in manifests {
+        let ctx = m.decode_context();
+        let (mut inside, mut outside) = (0u64, 0u64);
+        let n = f.cases.min(100_000);
+        for i in 0..n {
+            let case = bind_case(generated_case(&ctx, f.seed, i), m);
+            if m.contract.check(&case, &Plan::new(&case)).is_inside() {
+                inside += 1;
+            } else {
+                outside += 1;
+            }
+        }
+        println!("{}: planned {n} cases: {inside} inside its contract, {outside} outside (not run: no GPU)", m.name);
+    }
+    Ok(exit::NO_GPU)
+}
+
+fn bench(b: BenchArgs) -> Result<i32> {
+    let m = resolve_kernel(&b.kernel)?;
+    let mut gpu_engine = b.engine.clone();
+    gpu_engine.reference = RefArg::Gpu;
+    let mut sup = supervisor(&gpu_engine, stop_flag())?;
+    let gpu = sup.gpu().map_err(no_gpu)?;
+    let mut cpu_engine = b.engine.clone();
+    cpu_engine.reference = RefArg::Cpu;
+    let mut cpu_sup = supervisor(&cpu_engine, stop_flag())?;
+    let configs = [
+        ("gpu fp64 ref, no determinism run", RunOptions { determinism: false, reference: ReferenceChoice::Gpu }),
+        ("gpu fp64 ref + determinism run", RunOptions { determinism: true, reference: ReferenceChoice::Gpu }),
+        ("cpu fp64 ref, no determinism run", RunOptions { determinism: false, reference: ReferenceChoice::Cpu }),
+    ];
+    let mut rows = Vec::new();
+    for (label, opts) in configs {
+        let s = if opts.reference == ReferenceChoice::Gpu { &mut sup } else { &mut cpu_sup };
+        let cases = if opts.reference == ReferenceChoice::Cpu { (b.cases / 4).max(1) } else { b.cases };
+        rows.push(crate::bench::measure(s, &m, &opts, cases, label).map_err(no_gpu)?);
+    }
+    println!("cudafuzz bench: kernel {} on {} ({}), driver {}, {}", m.name, gpu.name, gpu.arch, gpu.driver_version, "small cases: batch*heads <= 8, seq <= 256, head_dim <= 128");
+    print!("{}", crate::bench::table(&rows));
+    if let Some(path) = &b.json {
+        std::fs::write(path, serde_json::to_string_pretty(&rows)?).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(exit::OK)
+}

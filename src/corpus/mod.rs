@@ -1,0 +1,260 @@
+//! Seed files: saved cases that replay a run exactly.
+//!
+//! A [`Seed`] is JSON with a format tag and version, the [`Case`], and optionally the finding it
+//! reproduces and its signature. Reading also accepts a bare case (as a human might write one)
+//! and raw libFuzzer bytes, which decode through the same `arbitrary` decoder the fuzz target
+//! uses. Writing is atomic (a temporary file in the same directory, then a rename that refuses
+//! to replace anything), so a crash mid-write never leaves half a seed and nothing a user saved
+//! is ever overwritten.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use arbitrary::Unstructured;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::case::{decode_case, Case, DecodeContext};
+use crate::error::SeedError;
+use crate::finding::Finding;
+
+/// Format tag of seed files.
+pub const SEED_FORMAT: &str = "cudafuzz-seed";
+/// Seed format version this build writes and reads.
+pub const SEED_VERSION: u32 = 1;
+
+/// A saved case, with the finding it reproduces when it was saved for one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Seed {
+    /// Always [`SEED_FORMAT`].
+    pub format: String,
+    /// Always [`SEED_VERSION`] when written by this build.
+    pub version: u32,
+    /// The case.
+    pub case: Case,
+    /// The finding this case produced when saved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finding: Option<Finding>,
+    /// The finding's signature, for grouping without recomputing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    /// Free text: where the seed came from.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+/// How a seed file was encoded on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeedEncoding {
+    /// A [`Seed`] JSON document.
+    Seed,
+    /// A bare [`Case`] JSON document.
+    Case,
+    /// Raw fuzzer bytes decoded with `arbitrary`.
+    Raw,
+}
+
+impl Seed {
+    /// A seed for a case with no finding.
+    pub fn new(case: Case) -> Seed {
+        Seed { format: SEED_FORMAT.into(), version: SEED_VERSION, case, finding: None, signature: None, note: String::new() }
+    }
+
+    /// A seed for a case and the finding it reproduces.
+    pub fn with_finding(case: Case, finding: Finding) -> Seed {
+        let signature = Some(finding.signature().0);
+        Seed { finding: Some(finding), signature, ..Seed::new(case) }
+    }
+
+    /// Pretty JSON, newline-terminated.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("seeds always serialize");
+        s.push('\n');
+        s
+    }
+}
+
+/// Reads a seed, a bare case, or raw fuzzer bytes (decoded with `ctx`) from `path`, and
+/// validates the case. Text that starts with `{` is JSON; anything else is raw bytes.
+pub fn load(path: &Path, ctx: &DecodeContext) -> Result<(Seed, SeedEncoding), SeedError> {
+    let bytes = fs::read(path).map_err(|source| SeedError::Io { path: path.into(), action: "read", source })?;
+    let (seed, encoding) = parse(path, &bytes, ctx)?;
+    seed.case.validate().map_err(|source| SeedError::Case { path: path.into(), source })?;
+    Ok((seed, encoding))
+}
+
+fn parse(path: &Path, bytes: &[u8], ctx: &DecodeContext) -> Result<(Seed, SeedEncoding), SeedError> {
+    let looks_json = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') && std::str::from_utf8(bytes).is_ok();
+    if !looks_json {
+        let case = decode_case(&mut Unstructured::new(bytes), ctx)
+            .map_err(|e| SeedError::Decode { path: path.into(), message: e.to_string() })?;
+        return Ok((Seed::new(case), SeedEncoding::Raw));
+    }
+    let json_err = |e: serde_json::Error| SeedError::Json {
+        path: path.into(),
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    };
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(json_err)?;
+    if let Some(format) = value.get("format") {
+        let format = format.as_str().unwrap_or("?").to_string();
+        let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
+        if format != SEED_FORMAT || version != SEED_VERSION {
+            return Err(SeedError::UnknownFormat {
+                path: path.into(),
+                format,
+                version,
+                expected: SEED_FORMAT,
+                supported: SEED_VERSION,
+            });
+        }
+        let seed: Seed = serde_json::from_slice(bytes).map_err(json_err)?;
+        return Ok((seed, SeedEncoding::Seed));
+    }
+    if let Some(v) = value.get("version").and_then(|v| v.as_u64()) {
+        if v != crate::case::CASE_VERSION as u64 {
+            return Err(SeedError::Case {
+                path: path.into(),
+                source: crate::error::CaseError::UnknownVersion { found: v as u32, supported: crate::case::CASE_VERSION },
+            });
+        }
+    }
+    let case: Case = serde_json::from_slice(bytes).map_err(json_err)?;
+    Ok((Seed::new(case), SeedEncoding::Case))
+}
+
+/// Short content hash of a seed's case, used in file names.
+pub fn case_hash(case: &Case) -> String {
+    let json = serde_json::to_vec(case).expect("cases always serialize");
+    let digest = Sha256::digest(&json);
+    digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Saves a seed under `dir` with a name derived from its kernel, finding kind and case hash.
+///
+/// The write is atomic and never replaces an existing file: if a file of that name already
+/// holds the same bytes, its path is returned (`already == true`); if it holds something else, a
+/// numbered sibling name is used.
+pub fn save(dir: &Path, seed: &Seed) -> Result<SavedSeed, SeedError> {
+    let io = |action, source| SeedError::Io { path: dir.into(), action, source };
+    fs::create_dir_all(dir).map_err(|e| io("create directory", e))?;
+    let kernel = Path::new(&seed.case.kernel)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .filter(|s| !s.is_empty())
+        .unwrap_or("case")
+        .to_string();
+    let kind = seed.finding.as_ref().map(|f| f.kind.name()).unwrap_or("case");
+    let stem = format!("{kernel}-{kind}-{}", case_hash(&seed.case));
+    let text = seed.to_json();
+    for n in 1.. {
+        let name = if n == 1 { format!("{stem}.json") } else { format!("{stem}-{n}.json") };
+        let path = dir.join(name);
+        if let Ok(existing) = fs::read(&path) {
+            if existing == text.as_bytes() {
+                return Ok(SavedSeed { path, already: true });
+            }
+            continue;
+        }
+        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io("write", e))?;
+        tmp.write_all(text.as_bytes()).map_err(|e| io("write", e))?;
+        tmp.as_file().sync_all().map_err(|e| io("write", e))?;
+        match tmp.persist_noclobber(&path) {
+            Ok(_) => return Ok(SavedSeed { path, already: false }),
+            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(SeedError::Io { path, action: "write", source: e.error }),
+        }
+    }
+    unreachable!("the loop above returns")
+}
+
+/// Writes `seed` to exactly `path`, atomically, refusing to replace an existing file.
+pub fn save_as(path: &Path, seed: &Seed) -> Result<(), SeedError> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let io = |action, source| SeedError::Io { path: path.into(), action, source };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io("write", e))?;
+    tmp.write_all(seed.to_json().as_bytes()).map_err(|e| io("write", e))?;
+    tmp.persist_noclobber(path).map_err(|e| io("write", e.error))?;
+    Ok(())
+}
+
+/// Where [`save`] put a seed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SavedSeed {
+    /// The file.
+    pub path: PathBuf,
+    /// Whether an identical seed was already there.
+    pub already: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::CaseError;
+
+    fn ctx() -> DecodeContext {
+        DecodeContext { kernel: "simple_attn".into(), ..Default::default() }
+    }
+
+    #[test]
+    fn seed_round_trips_and_is_never_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let seed = Seed::new(Case::example("kernels/testing/simple_attn.toml"));
+        let first = save(dir.path(), &seed).unwrap();
+        assert!(!first.already);
+        assert!(first.path.file_name().unwrap().to_str().unwrap().starts_with("simple_attn-case-"));
+        let again = save(dir.path(), &seed).unwrap();
+        assert_eq!(again, SavedSeed { path: first.path.clone(), already: true });
+        // A different file squatting on the name is kept; the seed goes beside it.
+        let squatted = fs::read_to_string(&first.path).unwrap();
+        fs::write(&first.path, "{\"mine\": 1}").unwrap();
+        let beside = save(dir.path(), &seed).unwrap();
+        assert_ne!(beside.path, first.path);
+        assert_eq!(fs::read_to_string(&first.path).unwrap(), "{\"mine\": 1}");
+        assert_eq!(fs::read_to_string(&beside.path).unwrap(), squatted);
+        let (loaded, enc) = load(&beside.path, &ctx()).unwrap();
+        assert_eq!(enc, SeedEncoding::Seed);
+        assert_eq!(loaded, seed);
+        assert!(save_as(&first.path, &seed).is_err(), "save_as must not replace a file");
+    }
+
+    #[test]
+    fn bare_case_and_raw_bytes_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("case.json");
+        fs::write(&p, serde_json::to_string(&Case::example("x")).unwrap()).unwrap();
+        assert_eq!(load(&p, &ctx()).unwrap().1, SeedEncoding::Case);
+        let raw = dir.path().join("crash-123");
+        fs::write(&raw, [7u8, 200, 3, 99, 0, 1, 2, 250, 17]).unwrap();
+        let (seed, enc) = load(&raw, &ctx()).unwrap();
+        assert_eq!(enc, SeedEncoding::Raw);
+        assert_eq!(seed.case.kernel, "simple_attn");
+    }
+
+    #[test]
+    fn errors_name_the_file_and_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.json");
+        let mut v = serde_json::to_value(Seed::new(Case::example("x"))).unwrap();
+        v["case"]["heads_q"] = 3.into();
+        v["case"]["heads_kv"] = 2.into();
+        fs::write(&p, v.to_string()).unwrap();
+        let e = load(&p, &ctx()).unwrap_err();
+        assert!(e.to_string().contains("bad.json"), "{e}");
+        match e {
+            SeedError::Case { source: CaseError::Invalid { field, .. }, .. } => assert_eq!(field, "heads_q"),
+            e => panic!("{e:?}"),
+        }
+        v["version"] = 9.into();
+        fs::write(&p, v.to_string()).unwrap();
+        assert!(matches!(load(&p, &ctx()).unwrap_err(), SeedError::UnknownFormat { version: 9, .. }));
+        fs::write(&p, "{\"format\": \"cudafuzz-seed\", \"version\": 1, \"case\": {\"dtype\": \"f17\"}}").unwrap();
+        let e = load(&p, &ctx()).unwrap_err();
+        assert!(matches!(e, SeedError::Json { .. }) && e.to_string().contains("f17"), "{e}");
+        fs::write(&p, "{ not json").unwrap();
+        assert!(matches!(load(&p, &ctx()).unwrap_err(), SeedError::Json { line: 1, .. }));
+    }
+}

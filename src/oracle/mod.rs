@@ -1,0 +1,268 @@
+//! Host oracles: judge one run from the bytes downloaded after it, cheapest check first.
+//!
+//! Every oracle compares the downloaded allocations with the [`HostImage`] they were uploaded
+//! from, or the output with the references, and returns [`Finding`]s. They never touch the GPU,
+//! so they run identically in tests on fabricated buffers. The order is deliberate: memory
+//! oracles (sentinel, canary, input integrity) say *where* a kernel went wrong and do not depend
+//! on numerics; the value oracles (NaN leak, reference) run on what is left.
+
+use crate::arena::{buffer_values, element_bytes_mask, element_at, for_each_element, sentinel_bits, HostImage};
+use crate::case::{Case, TensorId};
+use crate::data;
+use crate::finding::{Finding, FindingKind, Location, Oracle};
+use crate::manifest::{BufferRole, ResolvedBuffer};
+use crate::plan::Plan;
+use crate::reference::{max_abs_diff, tolerance, RefOutput};
+
+/// What every oracle needs to know about the run it judges.
+#[derive(Clone, Copy, Debug)]
+pub struct Judged<'a> {
+    /// The case.
+    pub case: &'a Case,
+    /// Its plan.
+    pub plan: &'a Plan,
+    /// Kernel label for findings (`name[BLOCK_M=64]`).
+    pub kernel: &'a str,
+    /// Whether the case is inside the kernel's contract.
+    pub inside_contract: bool,
+}
+
+impl Judged<'_> {
+    /// A finding with this run's kernel, alignment and contract filled in.
+    pub fn finding(&self, kind: FindingKind, oracle: Oracle, detail: String) -> Finding {
+        Finding {
+            kind,
+            oracle,
+            kernel: self.kernel.to_string(),
+            tensor: None,
+            location: None,
+            count: 1,
+            cuda_error: None,
+            alignment: alignment_of(self.plan),
+            inside_contract: self.inside_contract,
+            detail,
+        }
+    }
+}
+
+/// The alignment class of q, k, v, o.
+pub fn alignment_of(plan: &Plan) -> [u64; 4] {
+    TensorId::ALL.map(|t| plan.tensor(t).alignment())
+}
+
+/// Memory oracles: canaries in redzones and gaps of every allocation, unchanged inputs, and
+/// no sentinel left in the output.
+pub fn check_memory(j: &Judged<'_>, image: &HostImage, after: &[Vec<u8>]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for (i, alloc) in image.layout.allocs.iter().enumerate() {
+        let before = &image.bytes[i];
+        let now = &after[i];
+        let tensor = match &alloc.holder {
+            crate::arena::Holder::Tensor(t) => Some(*t),
+            crate::arena::Holder::Buffer(_) => None,
+        };
+        let name = alloc.holder.name();
+        let ds = alloc.data_offset as usize;
+        let de = ds + alloc.span_bytes as usize;
+        // Redzone before: report the damaged byte closest to the data (the likely underflow).
+        if let Some(pos) = (0..ds).rev().find(|&b| before[b] != now[b]) {
+            let count = (0..ds).filter(|&b| before[b] != now[b]).count() as u64;
+            let mut f = j.finding(
+                FindingKind::CanaryDamage,
+                Oracle::Canary,
+                format!("{count} bytes of the redzone before {name} were overwritten (write before the start)"),
+            );
+            f.tensor = tensor;
+            f.location = Some(Location::RedzoneBefore { bytes_before: (ds - pos) as u64 });
+            f.count = count;
+            findings.push(f);
+        }
+        if let Some(pos) = (de..now.len()).find(|&b| before[b] != now[b]) {
+            let count = (de..now.len()).filter(|&b| before[b] != now[b]).count() as u64;
+            let last = (de..now.len()).rev().find(|&b| before[b] != now[b]).unwrap_or(pos);
+            let mut f = j.finding(
+                FindingKind::CanaryDamage,
+                Oracle::Canary,
+                format!(
+                    "{count} bytes after the end of {name} were overwritten, up to {} bytes past its last byte (write past the end)",
+                    last - de + 1
+                ),
+            );
+            f.tensor = tensor;
+            f.location = Some(Location::RedzoneAfter { bytes_past_end: (pos - de + 1) as u64 });
+            f.count = count;
+            findings.push(f);
+        }
+        let Some(t) = tensor else { continue };
+        let tp = j.plan.tensor(t);
+        let mask = element_bytes_mask(tp);
+        let changed_gap: Vec<usize> = (0..mask.len()).filter(|&b| !mask[b] && before[ds + b] != now[ds + b]).collect();
+        if let Some(&first) = changed_gap.first() {
+            let mut f = j.finding(
+                FindingKind::CanaryDamage,
+                Oracle::Canary,
+                format!("{} bytes in the stride gaps of {name} were overwritten (write between rows)", changed_gap.len()),
+            );
+            f.tensor = Some(t);
+            f.location = Some(Location::Gap { byte: first as u64 });
+            f.count = changed_gap.len() as u64;
+            findings.push(f);
+        }
+        let eb = tp.elem_bytes as usize;
+        if t.is_output() {
+            let sentinel = &sentinel_bits(j.case.dtype).to_le_bytes()[..eb];
+            let mut first = None;
+            let mut count = 0u64;
+            for_each_element(tp, |idx, off| {
+                let at = ds + off as usize * eb;
+                if &now[at..at + eb] == sentinel {
+                    count += 1;
+                    first.get_or_insert(idx);
+                }
+            });
+            if let Some(index) = first {
+                let mut f = j.finding(
+                    FindingKind::UnwrittenOutput,
+                    Oracle::Sentinel,
+                    format!("{count} of {} output elements were never written", tp.numel),
+                );
+                f.tensor = Some(t);
+                f.location = Some(Location::Element { index });
+                f.count = count;
+                findings.push(f);
+            }
+        } else if before[ds..de] != now[ds..de] {
+            let changed: Vec<usize> = (0..mask.len()).filter(|&b| mask[b] && before[ds + b] != now[ds + b]).collect();
+            if let Some(&first) = changed.first() {
+                let mut f = j.finding(
+                    FindingKind::InputClobbered,
+                    Oracle::InputIntegrity,
+                    format!("{} bytes of input {name} changed during the launch", changed.len()),
+                );
+                f.tensor = Some(t);
+                f.location = element_at(tp, first as u64).map(|index| Location::Element { index });
+                f.count = changed.len() as u64;
+                findings.push(f);
+            }
+        }
+    }
+    findings
+}
+
+/// Value oracles on the output: non-finite values the reference does not have (a read of a
+/// poisoned redzone or gap reached the result), then the FlashAttention error rule
+/// `max|out − ref64| ≤ 2·max|out_lowp − ref64| + floor`. Elements still holding the sentinel are
+/// skipped: [`check_memory`] already reported them.
+pub fn check_values(
+    j: &Judged<'_>,
+    image: &HostImage,
+    after: &[Vec<u8>],
+    buffers: &[ResolvedBuffer],
+    ref64: &RefOutput,
+    lowp: &RefOutput,
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let o_index = TensorId::ALL.iter().position(|&t| t == TensorId::O).expect("o is a tensor");
+    let tp = j.plan.tensor(TensorId::O);
+    let data = image.data(o_index, &after[o_index]);
+    let bits = data::read_strided_bits(data, tp, j.case.dtype);
+    let out = data::read_strided(data, tp, j.case.dtype);
+    let sentinel = sentinel_bits(j.case.dtype);
+    let shape = tp.shape;
+    let mut nonfinite = 0u64;
+    let mut first_nonfinite = None;
+    let mut worst = (0.0f64, None);
+    let mut compared_out = Vec::with_capacity(out.len());
+    let mut compared_ref = Vec::with_capacity(out.len());
+    for (i, (&x, &r)) in out.iter().zip(&ref64.o).enumerate() {
+        if bits[i] == sentinel {
+            continue;
+        }
+        if !x.is_finite() && r.is_finite() {
+            nonfinite += 1;
+            first_nonfinite.get_or_insert(i);
+            continue;
+        }
+        let err = (x - r).abs();
+        if err > worst.0 || worst.1.is_none() {
+            worst = (err, Some(i));
+        }
+        compared_out.push(x);
+        compared_ref.push(r);
+    }
+    if let Some(i) = first_nonfinite {
+        let mut f = j.finding(
+            FindingKind::NanLeak,
+            Oracle::NanLeak,
+            format!("{nonfinite} output elements are NaN or infinite while the inputs and the fp64 reference are finite (out-of-bounds read of a poisoned redzone or gap?)"),
+        );
+        f.tensor = Some(TensorId::O);
+        f.location = Some(Location::Element { index: data::logical_index(shape, i as u64) });
+        f.count = nonfinite;
+        findings.push(f);
+    }
+    let tol = tolerance(j.case, ref64, lowp);
+    let err = max_abs_diff(&compared_out, &compared_ref);
+    if err > tol.bound {
+        let over = compared_out.iter().zip(&compared_ref).filter(|(x, r)| (*x - *r).abs() > tol.bound).count() as u64;
+        let mut f = j.finding(
+            FindingKind::NumericalError,
+            Oracle::Reference,
+            format!(
+                "max |out - ref64| = {err:.3e} exceeds 2 x {:.3e} (same-precision error) + {:.3e} = {:.3e}",
+                tol.err_lowp, tol.floor, tol.bound
+            ),
+        );
+        f.tensor = Some(TensorId::O);
+        f.location = worst.1.map(|i| Location::Element { index: data::logical_index(shape, i as u64) });
+        f.count = over;
+        findings.push(f);
+    }
+    findings.extend(check_lse(j, image, after, buffers, ref64));
+    findings
+}
+
+/// Compares a manifest buffer with role `lse` against the reference log-sum-exp.
+fn check_lse(j: &Judged<'_>, image: &HostImage, after: &[Vec<u8>], buffers: &[ResolvedBuffer], ref64: &RefOutput) -> Option<Finding> {
+    let b = buffers.iter().position(|b| b.role == Some(BufferRole::Lse))?;
+    let (index, dtype) = (TensorId::ALL.len() + b, buffers[b].dtype);
+    let values = buffer_values(dtype, image.data(index, &after[index]));
+    let mut bad = 0u64;
+    let mut first = None;
+    for (i, (&x, &r)) in values.iter().zip(&ref64.lse).enumerate() {
+        let ok = if r.is_finite() { (x - r).abs() <= 1e-3 * r.abs().max(1.0) } else { x == r };
+        if !ok {
+            bad += 1;
+            first.get_or_insert((i, x, r));
+        }
+    }
+    let (i, x, r) = first?;
+    let mut f = j.finding(
+        FindingKind::NumericalError,
+        Oracle::Reference,
+        format!("{bad} log-sum-exp values differ from the reference; first at row {i}: {x} vs {r}"),
+    );
+    f.count = bad;
+    Some(f)
+}
+
+/// Bitwise determinism: the same case run twice must give identical output bytes.
+pub fn check_determinism(j: &Judged<'_>, first: &[u8], second: &[u8]) -> Option<Finding> {
+    if first == second {
+        return None;
+    }
+    let tp = j.plan.tensor(TensorId::O);
+    let a = data::read_strided_bits(first, tp, j.case.dtype);
+    let b = data::read_strided_bits(second, tp, j.case.dtype);
+    let diff: Vec<usize> = (0..a.len()).filter(|&i| a[i] != b[i]).collect();
+    let first_diff = *diff.first()?;
+    let mut f = j.finding(
+        FindingKind::Nondeterminism,
+        Oracle::Determinism,
+        format!("{} output elements differ between two runs of the same case (a race?)", diff.len()),
+    );
+    f.tensor = Some(TensorId::O);
+    f.location = Some(Location::Element { index: data::logical_index(tp.shape, first_diff as u64) });
+    f.count = diff.len() as u64;
+    Some(f)
+}

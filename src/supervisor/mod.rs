@@ -1,0 +1,334 @@
+//! The supervisor: owns worker processes, the journal and the watchdog.
+//!
+//! Like nextest's dispatcher, it alone holds run state; workers only exchange typed messages with
+//! it. Each case is appended to the journal *before* it is sent, so a worker that dies — sticky
+//! 700/716, segfault, `kill -9`, a hang the watchdog ends — never takes the case with it. A dead
+//! worker becomes a [`FindingKind::WorkerCrash`] or [`FindingKind::Hang`] finding, and the next
+//! case gets a fresh worker. Workers run in their own process group, so the watchdog's SIGTERM,
+//! grace period and SIGKILL reach everything they started, and a terminal's Ctrl-C reaches only
+//! the supervisor, which stops cleanly.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::case::Case;
+use crate::finding::{FindingKind, Oracle};
+use crate::gpu::GpuInfo;
+use crate::manifest::Manifest;
+use crate::oracle::Judged;
+use crate::plan::Plan;
+use crate::worker::{kernel_label, Outcome, RunOptions, StageTimes, Verdict, WorkerEvent, WorkerRequest, EXIT_STICKY};
+
+/// Default time a kernel may run before the watchdog calls it a hang.
+pub const DEFAULT_KERNEL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time a worker may spend before launching (compiling, reference) before it is presumed stuck.
+pub const SETUP_TIMEOUT: Duration = Duration::from_secs(300);
+/// Grace between SIGTERM and SIGKILL.
+pub const KILL_GRACE: Duration = Duration::from_millis(500);
+
+/// Why the supervisor cannot go on.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum SupervisorError {
+    /// The worker could not open a GPU.
+    #[error("{0}")]
+    NoGpu(String),
+    /// The worker process could not be started.
+    #[error("cannot start the worker process {exe}")]
+    Spawn {
+        /// The executable.
+        exe: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The journal could not be written.
+    #[error("cannot write the journal {path}")]
+    Journal {
+        /// The journal.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The user interrupted the run.
+    #[error("interrupted")]
+    Interrupted,
+}
+
+/// How workers are started and watched.
+#[derive(Clone, Debug)]
+pub struct SupervisorConfig {
+    /// The executable that implements `worker` (normally this one).
+    pub exe: PathBuf,
+    /// GPU index for the worker.
+    pub gpu: usize,
+    /// The GPU reference kernel's manifest, passed to workers.
+    pub reference_manifest: Option<PathBuf>,
+    /// Where cases are journalled before they are sent.
+    pub journal: Option<PathBuf>,
+    /// Set to stop between (or during) cases.
+    pub stop: Arc<AtomicBool>,
+}
+
+struct WorkerHandle {
+    child: Child,
+    stdin: ChildStdin,
+    events: Receiver<String>,
+    gpu: GpuInfo,
+}
+
+/// One supervised worker slot and its journal.
+pub struct Supervisor {
+    cfg: SupervisorConfig,
+    worker: Option<WorkerHandle>,
+    journal: Option<File>,
+    next_id: u64,
+    /// How many workers were started (the first start included).
+    pub starts: u64,
+}
+
+#[derive(Serialize)]
+struct JournalEntry<'a> {
+    id: u64,
+    manifest: &'a Path,
+    case: &'a Case,
+}
+
+impl Supervisor {
+    /// A supervisor with no worker yet; the first case starts one.
+    pub fn new(cfg: SupervisorConfig) -> Result<Supervisor, SupervisorError> {
+        let journal = match &cfg.journal {
+            Some(path) => {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).map_err(|source| SupervisorError::Journal { path: path.clone(), source })?;
+                }
+                Some(
+                    OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(path)
+                        .map_err(|source| SupervisorError::Journal { path: path.clone(), source })?,
+                )
+            }
+            None => None,
+        };
+        Ok(Supervisor { cfg, worker: None, journal, next_id: 0, starts: 0 })
+    }
+
+    /// The GPU of the current worker, starting one if needed.
+    pub fn gpu(&mut self) -> Result<GpuInfo, SupervisorError> {
+        self.ensure_worker()?;
+        Ok(self.worker.as_ref().expect("started").gpu.clone())
+    }
+
+    fn ensure_worker(&mut self) -> Result<(), SupervisorError> {
+        if self.worker.is_some() {
+            return Ok(());
+        }
+        let mut cmd = Command::new(&self.cfg.exe);
+        cmd.arg("worker").arg("--gpu").arg(self.cfg.gpu.to_string());
+        if let Some(r) = &self.cfg.reference_manifest {
+            cmd.arg("--reference").arg(r);
+        }
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).process_group(0);
+        let mut child = cmd.spawn().map_err(|source| SupervisorError::Spawn { exe: self.cfg.exe.clone(), source })?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        self.starts += 1;
+        match rx.recv_timeout(SETUP_TIMEOUT).ok().and_then(|l| serde_json::from_str::<WorkerEvent>(&l).ok()) {
+            Some(WorkerEvent::Ready { gpu }) => {
+                self.worker = Some(WorkerHandle { child, stdin, events: rx, gpu });
+                Ok(())
+            }
+            Some(WorkerEvent::StartFailed { message }) => {
+                let _ = child.wait();
+                Err(SupervisorError::NoGpu(message))
+            }
+            _ => {
+                kill_group(&mut child);
+                Err(SupervisorError::NoGpu("the worker process exited before opening the GPU".into()))
+            }
+        }
+    }
+
+    fn journal(&mut self, entry: &impl Serialize) -> Result<(), SupervisorError> {
+        if let Some(f) = &mut self.journal {
+            let line = serde_json::to_string(entry).expect("journal entries serialize");
+            writeln!(f, "{line}").and_then(|()| f.flush()).map_err(|source| SupervisorError::Journal {
+                path: self.cfg.journal.clone().unwrap_or_default(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Runs one case in the worker and returns its verdict; hangs and dead workers become
+    /// findings. `timeout` bounds the kernel's run from its launch.
+    pub fn run(&mut self, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<Verdict, SupervisorError> {
+        if self.cfg.stop.load(Ordering::SeqCst) {
+            return Err(SupervisorError::Interrupted);
+        }
+        self.ensure_worker()?;
+        let id = self.next_id;
+        self.next_id += 1;
+        self.journal(&JournalEntry { id, manifest: &manifest.path, case })?;
+        let req = WorkerRequest { id, case: case.clone(), manifest: manifest.path.clone(), options: opts.clone() };
+        let line = serde_json::to_string(&req).expect("requests serialize");
+        let worker = self.worker.as_mut().expect("started");
+        if writeln!(worker.stdin, "{line}").and_then(|()| worker.stdin.flush()).is_err() {
+            return Ok(self.bury(case, manifest, None));
+        }
+        // Two runs of the kernel when checking determinism, plus host work around them.
+        let kernel_budget = timeout * if opts.determinism { 2 } else { 1 } + Duration::from_secs(2);
+        let mut deadline = Instant::now() + SETUP_TIMEOUT;
+        let mut launched_at = None;
+        loop {
+            if self.cfg.stop.load(Ordering::SeqCst) {
+                if let Some(mut w) = self.worker.take() {
+                    kill_group(&mut w.child);
+                }
+                return Err(SupervisorError::Interrupted);
+            }
+            let worker = self.worker.as_mut().expect("started");
+            let slice = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
+            match worker.events.recv_timeout(slice) {
+                Ok(line) => match serde_json::from_str::<WorkerEvent>(&line) {
+                    Ok(WorkerEvent::Launched { id: got }) if got == id => {
+                        launched_at = Some(Instant::now());
+                        deadline = Instant::now() + kernel_budget;
+                    }
+                    Ok(WorkerEvent::Done { id: got, verdict }) if got == id => {
+                        self.journal(&serde_json::json!({ "id": id, "outcome": &verdict.outcome }))?;
+                        if verdict.sticky {
+                            self.reap();
+                        }
+                        return Ok(verdict);
+                    }
+                    // Anything else on stdout (stray prints from a kernel's host code) is ignored.
+                    _ => {}
+                },
+                Err(RecvTimeoutError::Timeout) => {
+                    if Instant::now() >= deadline {
+                        let mut w = self.worker.take().expect("started");
+                        kill_group(&mut w.child);
+                        let verdict = match launched_at {
+                            Some(at) => self.synthesize(case, manifest, FindingKind::Hang, Oracle::Watchdog, format!(
+                                "the kernel did not finish within {:.1} s of its launch; the worker was killed (SIGTERM, then SIGKILL)",
+                                at.elapsed().as_secs_f64()
+                            )),
+                            None => self.synthesize(case, manifest, FindingKind::Hang, Oracle::Watchdog, format!(
+                                "the worker did not launch the kernel within {} s (compiling or preparing the case)",
+                                SETUP_TIMEOUT.as_secs()
+                            )),
+                        };
+                        self.journal(&serde_json::json!({ "id": id, "outcome": &verdict.outcome }))?;
+                        return Ok(verdict);
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    let verdict = self.bury(case, manifest, launched_at);
+                    self.journal(&serde_json::json!({ "id": id, "outcome": &verdict.outcome }))?;
+                    return Ok(verdict);
+                }
+            }
+        }
+    }
+
+    /// Waits for a worker that is exiting after a sticky error.
+    fn reap(&mut self) {
+        if let Some(mut w) = self.worker.take() {
+            drop(w.stdin);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = w.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            kill_group(&mut w.child);
+        }
+    }
+
+    /// The worker died mid-case: report how.
+    fn bury(&mut self, case: &Case, manifest: &Manifest, launched: Option<Instant>) -> Verdict {
+        let mut w = self.worker.take().expect("started");
+        let status = w.child.wait().ok();
+        let how = match status {
+            Some(s) if s.signal().is_some() => format!("was killed by signal {}", s.signal().unwrap_or(0)),
+            Some(s) if s.code() == Some(EXIT_STICKY) => "exited after a sticky CUDA error without reporting it".to_string(),
+            Some(s) => format!("exited with status {}", s.code().unwrap_or(-1)),
+            None => "vanished".to_string(),
+        };
+        let when = if launched.is_some() { "while the kernel ran" } else { "before the kernel was launched" };
+        self.synthesize(case, manifest, FindingKind::WorkerCrash, Oracle::Worker, format!("the worker process {how} {when}"))
+    }
+
+    fn synthesize(&self, case: &Case, manifest: &Manifest, kind: FindingKind, oracle: Oracle, detail: String) -> Verdict {
+        let plan = Plan::new(case);
+        let contract = manifest.contract.check(case, &plan);
+        let label = kernel_label(manifest, case);
+        let j = Judged { case, plan: &plan, kernel: &label, inside_contract: contract.is_inside() };
+        Verdict {
+            outcome: Outcome::Fail { findings: vec![j.finding(kind, oracle, detail)] },
+            contract,
+            reference: "none".into(),
+            sticky: true,
+            times: StageTimes::default(),
+        }
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        if let Some(mut w) = self.worker.take() {
+            drop(w.stdin);
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = w.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            kill_group(&mut w.child);
+        }
+    }
+}
+
+/// SIGTERM to the child's process group, a grace period, then SIGKILL; reaps the child.
+fn kill_group(child: &mut Child) {
+    let pgid = child.id() as libc::pid_t;
+    // SAFETY: signalling a process group we created; failure (already gone) is harmless.
+    unsafe { libc::kill(-pgid, libc::SIGTERM) };
+    let deadline = Instant::now() + KILL_GRACE;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            // SAFETY: as above; the group may still hold grandchildren.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    let _ = child.wait();
+}

@@ -1,0 +1,355 @@
+//! The engine: runs one case on the GPU from start to verdict, inside a worker process.
+//!
+//! [`Engine::run_case`] is the pipeline of DESIGN.md in order: plan → contract → generate inputs
+//! → build the arena image → compile (cached) → fp64 reference → launch → synchronise →
+//! classify → download → oracles. It keeps loaded modules and manifests across cases, so a
+//! long-lived worker pays NVRTC and module loading once per configuration.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::arena::device::DeviceArena;
+use crate::arena::{buffer_values, HostImage};
+use crate::case::{Case, TensorId};
+use crate::compile::{request_for, Compiler};
+use crate::data;
+use crate::finding::{Finding, FindingKind, Oracle};
+use crate::gpu::{CudaStatus, Gpu, GpuInfo};
+use crate::launch::{self, LaunchRejection, Module};
+use crate::manifest::{Manifest, ResolvedLaunch};
+use crate::oracle::{self, Judged};
+use crate::plan::{ContractVerdict, Plan};
+use crate::reference::{CpuF64, CpuSamePrecision, RefOutput, Reference};
+
+/// Which fp64 reference judges the output.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReferenceChoice {
+    /// The GPU reference kernel (`kernels/reference/attention_f64`), falling back to the CPU
+    /// for cases outside its contract (the verdict says which one ran).
+    #[default]
+    Gpu,
+    /// The CPU reference.
+    Cpu,
+}
+
+/// Per-run switches.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunOptions {
+    /// Run the kernel a second time and compare bits.
+    pub determinism: bool,
+    /// Which reference to use.
+    pub reference: ReferenceChoice,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { determinism: true, reference: ReferenceChoice::Gpu }
+    }
+}
+
+/// How a case ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Outcome {
+    /// Every oracle passed.
+    Pass,
+    /// At least one oracle failed.
+    Fail {
+        /// What the oracles saw, cheapest first.
+        findings: Vec<Finding>,
+    },
+    /// The harness could not run the case (manifest, compile or driver problem): not a kernel
+    /// finding, and never counted as a pass.
+    Error {
+        /// What went wrong and how to fix it.
+        message: String,
+    },
+}
+
+/// Wall time spent in each stage, in microseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StageTimes {
+    /// Planning, input generation and image building.
+    pub prepare_us: u64,
+    /// Compiling or fetching from cache, and loading.
+    pub compile_us: u64,
+    /// Upload of all allocations.
+    pub upload_us: u64,
+    /// Reference (GPU kernel + download, or CPU).
+    pub reference_us: u64,
+    /// Kernel launch to synchronisation (both runs when checking determinism).
+    pub kernel_us: u64,
+    /// Download and oracles.
+    pub judge_us: u64,
+}
+
+/// The result of one case.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// How it ended.
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    /// Contract verdict of the case.
+    pub contract: ContractVerdict,
+    /// Which reference judged it (`gpu`, `cpu`, or `none` when the kernel failed first).
+    pub reference: String,
+    /// The CUDA context is unusable: the worker must exit after reporting.
+    pub sticky: bool,
+    /// Where the time went.
+    pub times: StageTimes,
+}
+
+/// The kernel label used in findings: `name` or `name[P=V,...]`.
+pub fn kernel_label(manifest: &Manifest, case: &Case) -> String {
+    if case.params.is_empty() {
+        manifest.name.clone()
+    } else {
+        let p: Vec<String> = case.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!("{}[{}]", manifest.name, p.join(","))
+    }
+}
+
+/// A GPU context with caches, serving cases one at a time.
+pub struct Engine {
+    gpu: Gpu,
+    compiler: Compiler,
+    manifests: HashMap<PathBuf, Manifest>,
+    modules: HashMap<String, Module>,
+    reference_manifest: Option<PathBuf>,
+}
+
+impl Engine {
+    /// Opens GPU `ordinal`; `reference_manifest` is the GPU reference kernel's manifest.
+    pub fn new(ordinal: usize, reference_manifest: Option<PathBuf>) -> Result<Engine, String> {
+        let gpu = Gpu::open(ordinal).map_err(|e| e.to_string())?;
+        let compiler = Compiler::new(None).map_err(|e| format!("{:#}", anyhow::Error::from(e)))?;
+        Ok(Engine { gpu, compiler, manifests: HashMap::new(), modules: HashMap::new(), reference_manifest })
+    }
+
+    /// What GPU this engine runs on.
+    pub fn gpu(&self) -> &GpuInfo {
+        &self.gpu.info
+    }
+
+    fn manifest(&mut self, path: &Path) -> Result<Manifest, String> {
+        if let Some(m) = self.manifests.get(path) {
+            return Ok(m.clone());
+        }
+        let m = Manifest::load(path).map_err(|e| e.to_string())?;
+        self.manifests.insert(path.to_path_buf(), m.clone());
+        Ok(m)
+    }
+
+    fn module(&mut self, manifest: &Manifest, case: &Case) -> Result<&mut Module, String> {
+        let req = request_for(manifest, &case.params, case.dtype, self.gpu.info.arch, &Default::default());
+        let compiled = self.compiler.compile(&req).map_err(|e| e.to_string())?;
+        if !self.modules.contains_key(&compiled.key) {
+            let module = Module::load(&compiled.cubin, &manifest.entry)
+                .map_err(|s| format!("loading {} (entry `{}`) failed: {s}", manifest.source.display(), manifest.entry))?;
+            self.modules.insert(compiled.key.clone(), module);
+        }
+        Ok(self.modules.get_mut(&compiled.key).expect("inserted above"))
+    }
+
+    /// Runs one case against the kernel of `manifest_path`. `on_launch` is called right before
+    /// the kernel under test is launched, so a supervisor can arm its watchdog then (compiling is
+    /// not a hang).
+    pub fn run_case(&mut self, case: &Case, manifest_path: &Path, opts: &RunOptions, on_launch: &mut dyn FnMut()) -> Verdict {
+        let mut times = StageTimes::default();
+        let verdict = |outcome, contract, reference: &str, sticky, times: &StageTimes| Verdict {
+            outcome,
+            contract,
+            reference: reference.to_string(),
+            sticky,
+            times: times.clone(),
+        };
+        let error = |message: String| Outcome::Error { message };
+        let t = Instant::now();
+        let manifest = match self.manifest(manifest_path) {
+            Ok(m) => m,
+            Err(e) => return verdict(error(e), ContractVerdict::Inside, "none", false, &times),
+        };
+        if let Err(e) = manifest.check_params(&case.params) {
+            return verdict(error(e.to_string()), ContractVerdict::Inside, "none", false, &times);
+        }
+        let plan = Plan::new(case);
+        let contract = manifest.contract.check(case, &plan);
+        let label = kernel_label(&manifest, case);
+        let judged = Judged { case, plan: &plan, kernel: &label, inside_contract: contract.is_inside() };
+        let resolved = match manifest.resolve(case, &plan) {
+            Ok(r) => r,
+            Err(e) => return verdict(error(e.to_string()), contract, "none", false, &times),
+        };
+        let inputs = data::generate(case);
+        let image = HostImage::build(case, &plan, &inputs, &resolved.buffers);
+        times.prepare_us = t.elapsed().as_micros() as u64;
+
+        let t = Instant::now();
+        let gpu_info = self.gpu.info.clone();
+        let module = match self.module(&manifest, case) {
+            Ok(m) => m,
+            Err(e) => return verdict(error(e), contract, "none", false, &times),
+        };
+        let reserved = module.reserve_shared(resolved.shared_bytes, &gpu_info);
+        times.compile_us = t.elapsed().as_micros() as u64;
+        if let Err(rejection) = reserved {
+            let f = rejection_finding(&judged, &rejection);
+            return verdict(Outcome::Fail { findings: vec![f] }, contract, "none", false, &times);
+        }
+
+        let t = Instant::now();
+        let arena = match DeviceArena::upload(&image) {
+            Ok(a) => a,
+            Err(s) => return verdict(error(format!("uploading the case failed: {s}")), contract, "none", launch::is_sticky(&s), &times),
+        };
+        times.upload_us = t.elapsed().as_micros() as u64;
+
+        let t = Instant::now();
+        let (references, reference_name) = match self.references(case, &plan, &inputs, &image, &arena, opts.reference) {
+            Ok(r) => r,
+            Err(e) => return verdict(error(e), contract, "none", true, &times),
+        };
+        times.reference_us = t.elapsed().as_micros() as u64;
+
+        let t = Instant::now();
+        let module = self.module(&manifest, case).expect("compiled above");
+        on_launch();
+        let first = run_once(module, &resolved, &arena, &image, &judged);
+        times.kernel_us = t.elapsed().as_micros() as u64;
+        let after = match first {
+            Ok(after) => after,
+            Err((f, sticky)) => return verdict(Outcome::Fail { findings: vec![f] }, contract, &reference_name, sticky, &times),
+        };
+
+        let t = Instant::now();
+        let mut findings = oracle::check_memory(&judged, &image, &after);
+        findings.extend(oracle::check_values(&judged, &image, &after, &resolved.buffers, &references.0, &references.1));
+        times.judge_us = t.elapsed().as_micros() as u64;
+        if opts.determinism {
+            let t = Instant::now();
+            let o = TensorId::ALL.iter().position(|&x| x == TensorId::O).expect("o");
+            let again = match arena.write(&image, o) {
+                Err(s) => Err((status_finding(&judged, &s, false), launch::is_sticky(&s))),
+                Ok(()) => run_once(self.module_cached(&manifest, case), &resolved, &arena, &image, &judged),
+            };
+            times.kernel_us += t.elapsed().as_micros() as u64;
+            match again {
+                Ok(second) => {
+                    let first_o = image.data(o, &after[o]);
+                    let second_o = image.data(o, &second[o]);
+                    findings.extend(oracle::check_determinism(&judged, first_o, second_o));
+                }
+                Err((f, sticky)) => {
+                    findings.push(f);
+                    return verdict(Outcome::Fail { findings }, contract, &reference_name, sticky, &times);
+                }
+            }
+        }
+        let outcome = if findings.is_empty() { Outcome::Pass } else { Outcome::Fail { findings } };
+        verdict(outcome, contract, &reference_name, false, &times)
+    }
+
+    fn module_cached(&mut self, manifest: &Manifest, case: &Case) -> &mut Module {
+        self.module(manifest, case).expect("compiled earlier in this case")
+    }
+
+    /// The fp64 and same-precision references, from the GPU kernel when it can take the case.
+    fn references(
+        &mut self,
+        case: &Case,
+        plan: &Plan,
+        inputs: &data::Inputs,
+        image: &HostImage,
+        arena: &DeviceArena,
+        choice: ReferenceChoice,
+    ) -> Result<((RefOutput, RefOutput), String), String> {
+        if choice == ReferenceChoice::Gpu {
+            if let Some(path) = self.reference_manifest.clone() {
+                let manifest = self.manifest(&path)?;
+                let mut ref_case = case.clone();
+                ref_case.params = manifest.default_params();
+                if manifest.contract.check(&ref_case, plan).is_inside() {
+                    return self.gpu_reference(&manifest, &ref_case, plan, image, arena).map(|r| (r, "gpu".to_string()));
+                }
+            }
+        }
+        Ok(((CpuF64.forward(case, inputs), CpuSamePrecision.forward(case, inputs)), "cpu".to_string()))
+    }
+
+    fn gpu_reference(&mut self, manifest: &Manifest, case: &Case, plan: &Plan, image: &HostImage, arena: &DeviceArena) -> Result<(RefOutput, RefOutput), String> {
+        let resolved = manifest.resolve(case, plan).map_err(|e| e.to_string())?;
+        // The reference reads q, k, v from the case's arena and writes its own dense buffers.
+        let ref_image = HostImage::build(case, plan, &data::Inputs { q: vec![], k: vec![], v: vec![] }, &resolved.buffers);
+        let n_tensors = TensorId::ALL.len();
+        let mut bufs = Vec::new();
+        for i in n_tensors..ref_image.bytes.len() {
+            let single = single_alloc_image(&ref_image, i);
+            bufs.push(DeviceArena::upload(&single).map_err(|s| format!("reference buffer allocation failed: {s}"))?);
+        }
+        let gpu_info = self.gpu.info.clone();
+        let module = self.module(manifest, case)?;
+        module.reserve_shared(resolved.shared_bytes, &gpu_info).map_err(|r| format!("reference kernel: {r}"))?;
+        // Reference arguments: tensors point into the case's arena, buffers into `bufs`.
+        let mut merged = DeviceArena { allocs: arena.allocs[..n_tensors].to_vec() };
+        let mut merged_image = image.clone();
+        merged_image.layout.allocs.truncate(n_tensors);
+        merged_image.bytes.truncate(n_tensors);
+        merged_image.data_uninit.truncate(n_tensors);
+        for (i, b) in bufs.iter().enumerate() {
+            merged.allocs.push(b.allocs[0]);
+            merged_image.layout.allocs.push(ref_image.layout.allocs[n_tensors + i].clone());
+            merged_image.bytes.push(Vec::new());
+            merged_image.data_uninit.push(true);
+        }
+        let result = launch::launch(module, &resolved, &merged, &merged_image)
+            .map_err(|r| format!("reference kernel launch: {r}"))
+            .and_then(|()| crate::gpu::synchronize().map_err(|s| format!("reference kernel failed: {s}")));
+        let downloads: Result<Vec<Vec<u8>>, String> =
+            (n_tensors..merged.allocs.len()).map(|i| merged.download_one(i).map_err(|s| s.to_string())).collect();
+        // The merged arena borrows allocations owned by `arena` and `bufs`: never free them twice.
+        merged.allocs.clear();
+        result?;
+        let downloads = downloads?;
+        let values = |name: &str| -> Result<Vec<f64>, String> {
+            let b = resolved.buffers.iter().position(|b| b.name == name).ok_or_else(|| format!("reference manifest has no buffer `{name}`"))?;
+            Ok(buffer_values(resolved.buffers[b].dtype, merged_image.data(n_tensors + b, &downloads[b])))
+        };
+        let lse = values("ref_lse")?;
+        Ok((RefOutput { o: values("ref_o")?, lse: lse.clone() }, RefOutput { o: values("ref_o_lowp")?, lse }))
+    }
+}
+
+/// An image holding only allocation `i` of `image`.
+fn single_alloc_image(image: &HostImage, i: usize) -> HostImage {
+    let mut layout = image.layout.clone();
+    layout.allocs = vec![image.layout.allocs[i].clone()];
+    HostImage { layout, bytes: vec![image.bytes[i].clone()], data_uninit: vec![image.data_uninit[i]] }
+}
+
+/// Launches once, synchronises and downloads everything; a CUDA error becomes a finding, with
+/// whether it poisoned the context.
+fn run_once(module: &Module, resolved: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<Vec<Vec<u8>>, (Finding, bool)> {
+    launch::launch(module, resolved, arena, image).map_err(|r| (rejection_finding(j, &r), false))?;
+    crate::gpu::synchronize()
+        .map_err(|s| (status_finding(j, &s, false), launch::is_sticky(&s)))?;
+    arena.download().map_err(|s| (status_finding(j, &s, false), launch::is_sticky(&s)))
+}
+
+fn status_finding(j: &Judged<'_>, s: &CudaStatus, at_launch: bool) -> Finding {
+    let kind = launch::classify(s, at_launch);
+    let mut f = j.finding(kind, Oracle::CudaStatus, format!("the kernel failed with {s}"));
+    f.cuda_error = Some(s.to_string());
+    f
+}
+
+fn rejection_finding(j: &Judged<'_>, r: &LaunchRejection) -> Finding {
+    match r {
+        LaunchRejection::Cuda(s) => status_finding(j, s, true),
+        LaunchRejection::SharedMemory { .. } => j.finding(FindingKind::LaunchRejected, Oracle::CudaStatus, r.to_string()),
+    }
+}

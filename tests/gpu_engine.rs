@@ -1,0 +1,237 @@
+//! GPU engine tests: real kernels, real faults, real worker restarts.
+//!
+//! Each test needs a CUDA GPU. Without one it prints `skipped: <reason>` and returns, so the
+//! suite compiles and runs everywhere but never claims a GPU result it did not get.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudafuzz::case::{Case, TensorId};
+use cudafuzz::finding::{FindingKind, Location, Oracle};
+use cudafuzz::manifest::Manifest;
+use cudafuzz::supervisor::{Supervisor, SupervisorConfig};
+use cudafuzz::worker::{Outcome, ReferenceChoice, RunOptions, Verdict};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The cudafuzz binary that implements `worker`: `$CUDAFUZZ_BIN`, cargo's, or a staged `.gpu/bin`.
+fn exe() -> PathBuf {
+    if let Some(p) = std::env::var_os("CUDAFUZZ_BIN") {
+        return p.into();
+    }
+    let cargo = PathBuf::from(env!("CARGO_BIN_EXE_cudafuzz"));
+    if cargo.exists() {
+        return cargo;
+    }
+    root().join(".gpu/bin/cudafuzz")
+}
+
+/// `Some(reason)` when this machine cannot run GPU tests.
+fn no_gpu() -> Option<String> {
+    match cudafuzz::gpu::device_count() {
+        Ok(_) => None,
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+macro_rules! require_gpu {
+    () => {
+        if let Some(why) = no_gpu() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+}
+
+fn manifest(rel: &str) -> Manifest {
+    Manifest::load(&root().join(rel)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn supervisor(reference: bool) -> Supervisor {
+    let journal = std::env::temp_dir().join(format!("cudafuzz-test-journal-{}.jsonl", std::process::id()));
+    Supervisor::new(SupervisorConfig {
+        exe: exe(),
+        gpu: 0,
+        reference_manifest: reference.then(|| root().join("kernels/reference/attention_f64.toml")),
+        journal: Some(journal),
+        stop: Arc::new(AtomicBool::new(false)),
+    })
+    .unwrap()
+}
+
+fn case_for(m: &Manifest) -> Case {
+    let mut c = Case::example(&m.path.display().to_string());
+    c.params = m.default_params();
+    c
+}
+
+fn run(sup: &mut Supervisor, m: &Manifest, case: &Case) -> Verdict {
+    let timeout = m.launch.timeout_ms.map(Duration::from_millis).unwrap_or(Duration::from_secs(10));
+    sup.run(case, m, &RunOptions::default(), timeout).unwrap()
+}
+
+fn findings(v: &Verdict) -> Vec<cudafuzz::finding::Finding> {
+    match &v.outcome {
+        Outcome::Fail { findings } => findings.clone(),
+        Outcome::Pass => vec![],
+        o => panic!("harness error: {o:?}"),
+    }
+}
+
+#[test]
+fn misaligned_q_faults_with_716_every_time_and_the_worker_restarts() {
+    require_gpu!();
+    let m = manifest("kernels/testing/vec_load_q.toml");
+    let mut sup = supervisor(true);
+    let aligned = case_for(&m);
+    let mut shifted = aligned.clone();
+    shifted.layouts.q.offset_bytes = 8;
+    let mut faults = 0;
+    for round in 0..20 {
+        let v = run(&mut sup, &m, &aligned);
+        assert_eq!(v.outcome, Outcome::Pass, "round {round}: aligned case must pass: {v:?}");
+        let f = findings(&run(&mut sup, &m, &shifted));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].kind, FindingKind::MisalignedAddress, "{f:?}");
+        assert!(f[0].cuda_error.as_deref().unwrap_or("").contains("716"), "{f:?}");
+        assert_eq!(f[0].alignment[0], 8);
+        faults += 1;
+    }
+    assert_eq!(faults, 20);
+    // One start, then one restart after each of the 20 faults (the last restart happens lazily).
+    assert_eq!(sup.starts, 20, "the worker must be restarted after every sticky fault");
+    eprintln!("716 on 20/20 misaligned runs, 20/20 aligned passes, {} worker starts", sup.starts);
+}
+
+#[test]
+fn out_of_bounds_write_is_caught_by_the_canary_without_a_sanitizer() {
+    require_gpu!();
+    let m = manifest("kernels/testing/oob_write.toml");
+    let mut sup = supervisor(true);
+    let f = findings(&run(&mut sup, &m, &case_for(&m)));
+    let canary: Vec<_> = f.iter().filter(|f| f.kind == FindingKind::CanaryDamage).collect();
+    assert!(!canary.is_empty(), "{f:?}");
+    assert!(canary.iter().all(|f| f.oracle == Oracle::Canary && f.tensor == Some(TensorId::O)), "{f:?}");
+    assert!(
+        canary.iter().any(|f| matches!(f.location, Some(Location::RedzoneAfter { bytes_past_end: 1..=4 }))),
+        "the write just past o's last element must be located: {f:?}"
+    );
+    for x in &f {
+        eprintln!("oob_write: {x}");
+    }
+}
+
+#[test]
+fn unwritten_last_row_is_caught_by_the_sentinel() {
+    require_gpu!();
+    let m = manifest("kernels/testing/skip_last_row.toml");
+    let mut sup = supervisor(true);
+    let case = case_for(&m);
+    let f = findings(&run(&mut sup, &m, &case));
+    let unwritten: Vec<_> = f.iter().filter(|f| f.kind == FindingKind::UnwrittenOutput).collect();
+    assert_eq!(unwritten.len(), 1, "{f:?}");
+    let u = unwritten[0];
+    assert_eq!(u.oracle, Oracle::Sentinel);
+    // One row (head_dim elements) per (batch, head).
+    assert_eq!(u.count, (case.batch * case.heads_q * case.head_dim) as u64);
+    assert_eq!(u.location, Some(Location::Element { index: [0, 0, case.seq_q - 1, 0] }));
+    eprintln!("skip_last_row: {u}");
+}
+
+#[test]
+fn a_hang_is_killed_by_the_watchdog_and_the_run_continues() {
+    require_gpu!();
+    let hang = manifest("kernels/testing/hang.toml");
+    let ok = manifest("kernels/testing/simple_attn.toml");
+    let mut sup = supervisor(true);
+    let started = std::time::Instant::now();
+    let f = findings(&run(&mut sup, &hang, &case_for(&hang)));
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!((f[0].kind, f[0].oracle), (FindingKind::Hang, Oracle::Watchdog), "{f:?}");
+    eprintln!("hang reported after {:.1} s: {}", started.elapsed().as_secs_f64(), f[0]);
+    let after = run(&mut sup, &ok, &case_for(&ok));
+    assert_eq!(after.outcome, Outcome::Pass, "the next case must run on a fresh worker: {after:?}");
+    assert_eq!(sup.starts, 2);
+}
+
+#[test]
+fn gpu_reference_agrees_with_the_cpu_reference() {
+    require_gpu!();
+    let m = manifest("kernels/testing/simple_attn.toml");
+    let mut sup = supervisor(true);
+    let ctx = m.decode_context();
+    let mut checked = 0;
+    for i in 0..60u64 {
+        let mut case = cudafuzz::cli::generated_case(&ctx, 7, i);
+        case.params = m.default_params();
+        if !m.contract.check(&case, &cudafuzz::plan::Plan::new(&case)).is_inside() {
+            continue;
+        }
+        // The same case judged by each reference must pass under both.
+        for reference in [ReferenceChoice::Gpu, ReferenceChoice::Cpu] {
+            let opts = RunOptions { determinism: false, reference };
+            let v = sup.run(&case, &m, &opts, Duration::from_secs(10)).unwrap();
+            assert_eq!(v.outcome, Outcome::Pass, "{:?} reference, case {}: {v:?}", reference, case.summary());
+            if reference == ReferenceChoice::Gpu {
+                assert_eq!(v.reference, "gpu");
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} cases inside the contract");
+    eprintln!("{checked} cases pass under both the GPU and the CPU reference");
+}
+
+#[test]
+fn correct_kernel_passes_generated_cases_inside_its_contract() {
+    require_gpu!();
+    let m = manifest("kernels/testing/simple_attn.toml");
+    let mut sup = supervisor(true);
+    let ctx = m.decode_context();
+    let (mut pass, mut outside) = (0, 0);
+    for i in 0..300u64 {
+        let mut case = cudafuzz::cli::generated_case(&ctx, 11, i);
+        for (k, v) in m.default_params() {
+            case.params.entry(k).or_insert(v);
+        }
+        let v = run(&mut sup, &m, &case);
+        if !v.contract.is_inside() {
+            outside += 1;
+            continue;
+        }
+        assert_eq!(v.outcome, Outcome::Pass, "case {}: {v:?}", serde_json::to_string(&case).unwrap());
+        pass += 1;
+    }
+    eprintln!("simple_attn: {pass} generated cases pass, {outside} outside its contract");
+    assert!(pass > 200);
+}
+
+#[test]
+fn cli_run_prints_verdicts_and_exits_nonzero_on_a_finding() {
+    require_gpu!();
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest("kernels/testing/vec_load_q.toml");
+    let mut case = case_for(&m);
+    let good = dir.path().join("good.json");
+    std::fs::write(&good, cudafuzz::corpus::Seed::new(case.clone()).to_json()).unwrap();
+    case.layouts.q.offset_bytes = 8;
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, cudafuzz::corpus::Seed::new(case).to_json()).unwrap();
+    let out = std::process::Command::new(exe())
+        .current_dir(root())
+        .args(["run", "--out"])
+        .arg(dir.path().join("out"))
+        .arg(&good)
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(cudafuzz::exit::FINDINGS));
+    assert!(stdout.contains("PASS") && stdout.contains("misaligned_address"), "{stdout}");
+    assert!(Path::new(&dir.path().join("out/journal.jsonl")).exists());
+}
