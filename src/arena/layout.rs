@@ -73,6 +73,17 @@ impl AllocLayout {
         self.data_offset + self.span_bytes + self.redzone_after
     }
 
+    /// The allocation of a manifest buffer of `bytes` bytes.
+    pub fn for_buffer(name: &str, bytes: u64, placement: Placement) -> AllocLayout {
+        AllocLayout {
+            holder: Holder::Buffer(name.to_string()),
+            data_offset: REDZONE_BEFORE,
+            span_bytes: bytes.max(1),
+            redzone_after: AllocLayout::redzone_after_for(bytes, placement),
+            canary: OUTPUT_CANARY,
+        }
+    }
+
     /// The redzone after a tensor of `span` bytes under `placement`: large enough to hold a tail
     /// tile read or written past the end, capped so large cases stay affordable.
     pub fn redzone_after_for(span: u64, placement: Placement) -> u64 {
@@ -105,13 +116,7 @@ impl ArenaLayout {
             })
             .collect();
         for (name, bytes) in buffers {
-            allocs.push(AllocLayout {
-                holder: Holder::Buffer(name.clone()),
-                data_offset: REDZONE_BEFORE,
-                span_bytes: (*bytes).max(1),
-                redzone_after: AllocLayout::redzone_after_for(*bytes, case.placement),
-                canary: OUTPUT_CANARY,
-            });
+            allocs.push(AllocLayout::for_buffer(name, *bytes, case.placement));
         }
         ArenaLayout { allocs }
     }

@@ -61,24 +61,23 @@ impl HostImage {
             data_uninit.push(false);
         }
         for (alloc, buf) in layout.allocs[TensorId::ALL.len()..].iter().zip(buffers) {
-            let mut img = vec![alloc.canary; alloc.total_bytes() as usize];
-            let start = alloc.data_offset as usize;
-            let fill = match buf.init {
-                BufferInit::Zero => Some(0.0),
-                BufferInit::NegInf => Some(f64::NEG_INFINITY),
-                BufferInit::Const(x) => Some(x),
-                BufferInit::Uninit => None,
-            };
-            if let Some(x) = fill {
-                let elem = buffer_element_bytes(buf.dtype, x);
-                for chunk in img[start..start + (buf.count as usize * elem.len())].chunks_exact_mut(elem.len()) {
-                    chunk.copy_from_slice(&elem);
-                }
-            }
+            let (img, uninit) = buffer_image(alloc, buf);
             bytes.push(img);
-            data_uninit.push(fill.is_none());
+            data_uninit.push(uninit);
         }
         HostImage { layout, bytes, data_uninit }
+    }
+
+    /// Images of the manifest buffers alone (no tensors), laid out as [`HostImage::build`]
+    /// would lay them out: used for a second kernel (the GPU reference) that reads a case's
+    /// tensors but writes buffers of its own.
+    pub fn buffers_only(case: &Case, buffers: &[ResolvedBuffer]) -> HostImage {
+        let allocs: Vec<AllocLayout> = buffers
+            .iter()
+            .map(|b| AllocLayout::for_buffer(&b.name, b.count * b.dtype.size() as u64, case.placement))
+            .collect();
+        let (bytes, data_uninit) = allocs.iter().zip(buffers).map(|(a, b)| buffer_image(a, b)).unzip();
+        HostImage { layout: ArenaLayout { allocs }, bytes, data_uninit }
     }
 
     /// The data bytes of one allocation (the span, without redzones).
@@ -86,6 +85,25 @@ impl HostImage {
         let a = &self.layout.allocs[alloc];
         &bytes[a.data_offset as usize..(a.data_offset + a.span_bytes) as usize]
     }
+}
+
+/// The initial bytes of a buffer's allocation, and whether its data is left uninitialised.
+fn buffer_image(alloc: &AllocLayout, buf: &ResolvedBuffer) -> (Vec<u8>, bool) {
+    let mut img = vec![alloc.canary; alloc.total_bytes() as usize];
+    let start = alloc.data_offset as usize;
+    let fill = match buf.init {
+        BufferInit::Zero => Some(0.0),
+        BufferInit::NegInf => Some(f64::NEG_INFINITY),
+        BufferInit::Const(x) => Some(x),
+        BufferInit::Uninit => None,
+    };
+    if let Some(x) = fill {
+        let elem = buffer_element_bytes(buf.dtype, x);
+        for chunk in img[start..start + (buf.count as usize * elem.len())].chunks_exact_mut(elem.len()) {
+            chunk.copy_from_slice(&elem);
+        }
+    }
+    (img, fill.is_none())
 }
 
 /// Little-endian bytes of one buffer element holding `x` (saturating for integers).

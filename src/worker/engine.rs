@@ -120,6 +120,8 @@ pub struct Engine {
     compiler: Compiler,
     manifests: HashMap<PathBuf, Manifest>,
     modules: HashMap<String, Module>,
+    /// Which loaded module serves (manifest, params, dtype): skips hashing sources per case.
+    module_keys: HashMap<(PathBuf, Vec<(String, i64)>, crate::case::Dtype), String>,
     reference_manifest: Option<PathBuf>,
 }
 
@@ -128,7 +130,14 @@ impl Engine {
     pub fn new(ordinal: usize, reference_manifest: Option<PathBuf>) -> Result<Engine, String> {
         let gpu = Gpu::open(ordinal).map_err(|e| e.to_string())?;
         let compiler = Compiler::new(None).map_err(|e| format!("{:#}", anyhow::Error::from(e)))?;
-        Ok(Engine { gpu, compiler, manifests: HashMap::new(), modules: HashMap::new(), reference_manifest })
+        Ok(Engine {
+            gpu,
+            compiler,
+            manifests: HashMap::new(),
+            modules: HashMap::new(),
+            module_keys: HashMap::new(),
+            reference_manifest,
+        })
     }
 
     /// What GPU this engine runs on.
@@ -146,6 +155,10 @@ impl Engine {
     }
 
     fn module(&mut self, manifest: &Manifest, case: &Case) -> Result<&mut Module, String> {
+        let memo = (manifest.path.clone(), case.params.iter().map(|(k, v)| (k.clone(), *v)).collect(), case.dtype);
+        if let Some(key) = self.module_keys.get(&memo) {
+            return Ok(self.modules.get_mut(key).expect("memoised modules stay loaded"));
+        }
         let req = request_for(manifest, &case.params, case.dtype, self.gpu.info.arch, &Default::default());
         let compiled = self.compiler.compile(&req).map_err(|e| e.to_string())?;
         if !self.modules.contains_key(&compiled.key) {
@@ -153,6 +166,7 @@ impl Engine {
                 .map_err(|s| format!("loading {} (entry `{}`) failed: {s}", manifest.source.display(), manifest.entry))?;
             self.modules.insert(compiled.key.clone(), module);
         }
+        self.module_keys.insert(memo, compiled.key.clone());
         Ok(self.modules.get_mut(&compiled.key).expect("inserted above"))
     }
 
@@ -284,51 +298,36 @@ impl Engine {
     fn gpu_reference(&mut self, manifest: &Manifest, case: &Case, plan: &Plan, image: &HostImage, arena: &DeviceArena) -> Result<(RefOutput, RefOutput), String> {
         let resolved = manifest.resolve(case, plan).map_err(|e| e.to_string())?;
         // The reference reads q, k, v from the case's arena and writes its own dense buffers.
-        let ref_image = HostImage::build(case, plan, &data::Inputs { q: vec![], k: vec![], v: vec![] }, &resolved.buffers);
-        let n_tensors = TensorId::ALL.len();
-        let mut bufs = Vec::new();
-        for i in n_tensors..ref_image.bytes.len() {
-            let single = single_alloc_image(&ref_image, i);
-            bufs.push(DeviceArena::upload(&single).map_err(|s| format!("reference buffer allocation failed: {s}"))?);
-        }
+        let buf_image = HostImage::buffers_only(case, &resolved.buffers);
+        let buf_arena = DeviceArena::upload(&buf_image).map_err(|s| format!("reference buffer allocation failed: {s}"))?;
         let gpu_info = self.gpu.info.clone();
         let module = self.module(manifest, case)?;
         module.reserve_shared(resolved.shared_bytes, &gpu_info).map_err(|r| format!("reference kernel: {r}"))?;
-        // Reference arguments: tensors point into the case's arena, buffers into `bufs`.
-        let mut merged = DeviceArena { allocs: arena.allocs[..n_tensors].to_vec() };
-        let mut merged_image = image.clone();
-        merged_image.layout.allocs.truncate(n_tensors);
-        merged_image.bytes.truncate(n_tensors);
-        merged_image.data_uninit.truncate(n_tensors);
-        for (i, b) in bufs.iter().enumerate() {
-            merged.allocs.push(b.allocs[0]);
-            merged_image.layout.allocs.push(ref_image.layout.allocs[n_tensors + i].clone());
-            merged_image.bytes.push(Vec::new());
-            merged_image.data_uninit.push(true);
-        }
-        let result = launch::launch(module, &resolved, &merged, &merged_image)
+        // A view with the case's tensors first and the reference's buffers after, as `launch`
+        // expects; it owns nothing, so its allocation list is emptied before it drops.
+        let n_tensors = TensorId::ALL.len();
+        let mut view = DeviceArena { allocs: arena.allocs[..n_tensors].to_vec() };
+        view.allocs.extend_from_slice(&buf_arena.allocs);
+        let mut view_layout = image.layout.allocs[..n_tensors].to_vec();
+        view_layout.extend_from_slice(&buf_image.layout.allocs);
+        let view_image = HostImage {
+            layout: crate::arena::ArenaLayout { allocs: view_layout },
+            bytes: Vec::new(),
+            data_uninit: Vec::new(),
+        };
+        let result = launch::launch(module, &resolved, &view, &view_image)
             .map_err(|r| format!("reference kernel launch: {r}"))
             .and_then(|()| crate::gpu::synchronize().map_err(|s| format!("reference kernel failed: {s}")));
-        let downloads: Result<Vec<Vec<u8>>, String> =
-            (n_tensors..merged.allocs.len()).map(|i| merged.download_one(i).map_err(|s| s.to_string())).collect();
-        // The merged arena borrows allocations owned by `arena` and `bufs`: never free them twice.
-        merged.allocs.clear();
+        view.allocs.clear();
         result?;
-        let downloads = downloads?;
+        let downloads = buf_arena.download().map_err(|s| s.to_string())?;
         let values = |name: &str| -> Result<Vec<f64>, String> {
             let b = resolved.buffers.iter().position(|b| b.name == name).ok_or_else(|| format!("reference manifest has no buffer `{name}`"))?;
-            Ok(buffer_values(resolved.buffers[b].dtype, merged_image.data(n_tensors + b, &downloads[b])))
+            Ok(buffer_values(resolved.buffers[b].dtype, buf_image.data(b, &downloads[b])))
         };
         let lse = values("ref_lse")?;
         Ok((RefOutput { o: values("ref_o")?, lse: lse.clone() }, RefOutput { o: values("ref_o_lowp")?, lse }))
     }
-}
-
-/// An image holding only allocation `i` of `image`.
-fn single_alloc_image(image: &HostImage, i: usize) -> HostImage {
-    let mut layout = image.layout.clone();
-    layout.allocs = vec![image.layout.allocs[i].clone()];
-    HostImage { layout, bytes: vec![image.bytes[i].clone()], data_uninit: vec![image.data_uninit[i]] }
 }
 
 /// Launches once, synchronises and downloads everything; a CUDA error becomes a finding, with
