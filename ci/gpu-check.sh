@@ -33,9 +33,9 @@ done
 $bin kernels > "$logs/kernels.log" 2>&1; row "cudafuzz kernels" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -c '^  [a-z]' "$logs/kernels.log") lines"
 $bin build --arch sm_90 > "$logs/build.log" 2>&1; st=$?
 row "cudafuzz build --arch sm_90" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(tail -n1 "$logs/build.log")"
-$bin fuzz --kernel simple_attn --cases 2000 --seed 1 --out "$logs/out-simple" > "$logs/fuzz-simple.log" 2>&1; st=$?
-row "fuzz simple_attn (2000 cases)" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^simple_attn:' "$logs/fuzz-simple.log" | tail -n1)"
-$bin fuzz --kernel vec_load_q --cases 100 --seed 1 --out "$logs/out-vec" > "$logs/fuzz-vec.log" 2>&1; st=$?
+$bin fuzz --kernel simple_attn --cases 3000 --jobs 4 --seed 1 --out "$logs/out-simple" > "$logs/fuzz-simple.log" 2>&1; st=$?
+row "fuzz simple_attn: 0 findings (exit 0)" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^simple_attn:' "$logs/fuzz-simple.log" | tail -n1)"
+$bin fuzz --kernel vec_load_q --cases 100 --jobs 4 --seed 1 --out "$logs/out-vec" > "$logs/fuzz-vec.log" 2>&1; st=$?
 found=$(grep -c 'misaligned_address' "$logs/fuzz-vec.log")
 row "fuzz vec_load_q 100 cases: 716 found" "$([ $st = 1 ] && [ "$found" -gt 0 ] && echo ok || echo FAIL)" "$(grep -E '^vec_load_q:' "$logs/fuzz-vec.log" | tail -n1)"
 seed=$(ls "$logs"/out-vec/seeds/*misaligned* 2>/dev/null | head -n1)
@@ -43,9 +43,15 @@ if [ -n "$seed" ]; then
   $bin repro "$seed" > "$logs/repro.log" 2>&1; st=$?
   row "repro saved 716 seed (exit 1)" "$([ $st = 1 ] && grep -q reproduced "$logs/repro.log" && echo ok || echo FAIL)" "$(grep 'saved signature' "$logs/repro.log" | sed 's/.*: //')"
 fi
-$bin bench --cases 3000 > "$logs/bench.log" 2>&1; st=$?
-row "bench (small cases)" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E "^gpu fp64 ref, no determinism" "$logs/bench.log" | head -n1)"
+for k in oob_write skip_last_row; do
+  $bin fuzz --kernel $k --cases 100 --jobs 4 --seed 1 --out "$logs/out-$k" > "$logs/fuzz-$k.log" 2>&1; st=$?
+  row "fuzz $k: found (exit 1)" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(grep -E "^$k:" "$logs/fuzz-$k.log" | tail -n1 | cut -c1-120)"
+done
+$bin bench --cases 2000 --jobs 4 --json "$logs/bench.json" > "$logs/bench.log" 2>&1; st=$?
+row "bench (small cases)" "$([ $st = 0 ] && echo ok || echo FAIL)" "see below"
 
 echo
 echo "== gpu-check summary ($(date -u +%F))"
 printf '%s\n' "${rows[@]}"
+echo
+cat "$logs/bench.log"

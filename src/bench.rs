@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::case::{Case, DecodeContext};
 use crate::manifest::Manifest;
-use crate::supervisor::{Supervisor, SupervisorError};
+use crate::supervisor::{Pool, Slot, Supervisor, SupervisorError};
 use crate::worker::{Outcome, RunOptions, StageTimes};
 
 /// A small case: the `index`-th generated case clamped to batch·heads ≤ 8, seq ≤ 256 and
@@ -39,7 +39,8 @@ pub struct BenchRow {
     pub cases_per_sec: f64,
     /// Mean stage times per case, microseconds.
     pub mean: StageTimes,
-    /// Mean time per case not spent in any stage (supervisor ↔ worker messages), microseconds.
+    /// Mean wall time per case not spent in any stage (supervisor ↔ worker messages; with
+    /// several workers, negative overlap is clamped to 0), microseconds.
     pub overhead_us: u64,
     /// Cases that did not pass (should be 0 for a correct kernel).
     pub not_passed: u64,
@@ -61,34 +62,9 @@ pub fn measure(sup: &mut Supervisor, m: &Manifest, opts: &RunOptions, cases: u64
         if !matches!(v.outcome, Outcome::Pass) {
             not_passed += 1;
         }
-        let t = &v.times;
-        sum.prepare_us += t.prepare_us;
-        sum.compile_us += t.compile_us;
-        sum.upload_us += t.upload_us;
-        sum.reference_us += t.reference_us;
-        sum.kernel_us += t.kernel_us;
-        sum.judge_us += t.judge_us;
+        add(&mut sum, &v.times);
     }
-    let secs = started.elapsed().as_secs_f64();
-    let n = cases.max(1);
-    let mean = StageTimes {
-        prepare_us: sum.prepare_us / n,
-        compile_us: sum.compile_us / n,
-        upload_us: sum.upload_us / n,
-        reference_us: sum.reference_us / n,
-        kernel_us: sum.kernel_us / n,
-        judge_us: sum.judge_us / n,
-    };
-    let staged = mean.prepare_us + mean.compile_us + mean.upload_us + mean.reference_us + mean.kernel_us + mean.judge_us;
-    let per_case_us = (secs * 1e6 / n as f64) as u64;
-    Ok(BenchRow {
-        label: label.to_string(),
-        cases,
-        cases_per_sec: cases as f64 / secs,
-        mean,
-        overhead_us: per_case_us.saturating_sub(staged),
-        not_passed,
-    })
+    Ok(row(label, cases, started.elapsed().as_secs_f64(), &sum, not_passed))
 }
 
 /// The table `cudafuzz bench` prints.
@@ -114,4 +90,57 @@ pub fn table(rows: &[BenchRow]) -> String {
         ));
     }
     s
+}
+
+/// Like [`measure`], with cases spread over every worker of `pool`.
+pub fn measure_pool(pool: &mut Pool, m: &Manifest, opts: &RunOptions, cases: u64, label: &str) -> Result<BenchRow, SupervisorError> {
+    let ctx = m.decode_context();
+    let timeout = Duration::from_secs(10);
+    let warm = |i: u64| Some(small_case(m, &ctx, 99, i));
+    pool.run_indexed(16 * pool.slots.len() as u64, None, m, opts, timeout, &warm, &mut |_, _| Ok(()))?;
+    let mut sum = StageTimes::default();
+    let mut not_passed = 0;
+    let make = |i: u64| Some(small_case(m, &ctx, 1, i));
+    let started = Instant::now();
+    pool.run_indexed(cases, None, m, opts, timeout, &make, &mut |_, slot| {
+        if let Slot::Ran(_, v) = slot {
+            if !matches!(v.outcome, Outcome::Pass) {
+                not_passed += 1;
+            }
+            add(&mut sum, &v.times);
+        }
+        Ok(())
+    })?;
+    Ok(row(label, cases, started.elapsed().as_secs_f64(), &sum, not_passed))
+}
+
+fn add(sum: &mut StageTimes, t: &StageTimes) {
+    sum.prepare_us += t.prepare_us;
+    sum.compile_us += t.compile_us;
+    sum.upload_us += t.upload_us;
+    sum.reference_us += t.reference_us;
+    sum.kernel_us += t.kernel_us;
+    sum.judge_us += t.judge_us;
+}
+
+fn row(label: &str, cases: u64, secs: f64, sum: &StageTimes, not_passed: u64) -> BenchRow {
+    let n = cases.max(1);
+    let mean = StageTimes {
+        prepare_us: sum.prepare_us / n,
+        compile_us: sum.compile_us / n,
+        upload_us: sum.upload_us / n,
+        reference_us: sum.reference_us / n,
+        kernel_us: sum.kernel_us / n,
+        judge_us: sum.judge_us / n,
+    };
+    let staged = mean.prepare_us + mean.compile_us + mean.upload_us + mean.reference_us + mean.kernel_us + mean.judge_us;
+    let per_case_us = (secs * 1e6 / n as f64) as u64;
+    BenchRow {
+        label: label.to_string(),
+        cases,
+        cases_per_sec: cases as f64 / secs,
+        mean,
+        overhead_us: per_case_us.saturating_sub(staged),
+        not_passed,
+    }
 }

@@ -8,8 +8,13 @@ use cudafuzz::case::Case;
 use cudafuzz::corpus::Seed;
 use cudafuzz::exit;
 
+/// The binary under test: `$CUDAFUZZ_BIN` (a staged copy on a GPU host), else cargo's.
+fn exe() -> PathBuf {
+    std::env::var_os("CUDAFUZZ_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cudafuzz")))
+}
+
 fn cudafuzz(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cudafuzz"))
+    Command::new(exe())
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(args)
         .output()

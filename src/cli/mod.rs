@@ -23,7 +23,7 @@ use crate::manifest::Manifest;
 use crate::plan::{Contract, Plan};
 use crate::registry;
 use crate::report;
-use crate::supervisor::{Supervisor, SupervisorConfig, SupervisorError, DEFAULT_KERNEL_TIMEOUT};
+use crate::supervisor::{Pool, Slot, Supervisor, SupervisorConfig, SupervisorError, DEFAULT_KERNEL_TIMEOUT};
 use crate::worker::{self, Outcome, ReferenceChoice, RunOptions, Verdict};
 
 /// cudafuzz: finds memory-safety and correctness bugs in CUDA attention kernels.
@@ -124,6 +124,12 @@ struct EngineArgs {
     /// Output directory for seeds and the journal.
     #[arg(long, default_value = "cudafuzz-out")]
     out: PathBuf,
+    /// Worker processes (they share the GPUs round-robin); results stay in case order.
+    #[arg(long, default_value_t = 1)]
+    jobs: usize,
+    /// GPUs to spread workers over: `all`, or a count starting at --gpu (at least one worker each).
+    #[arg(long)]
+    gpus: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -178,6 +184,10 @@ struct FuzzArgs {
     /// Generator seed: the same seed and case count give the same cases.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Also run generated cases that lie outside the kernel's declared contract (their findings
+    /// show which preconditions the kernel really has); by default they are skipped and counted.
+    #[arg(long)]
+    outside_contract: bool,
     #[command(flatten)]
     engine: EngineArgs,
 }
@@ -390,15 +400,39 @@ fn options(e: &EngineArgs) -> RunOptions {
 }
 
 fn supervisor(e: &EngineArgs, stop: Arc<AtomicBool>) -> Result<Supervisor> {
+    slot_supervisor(e, stop, e.gpu, e.out.join("journal.jsonl"))
+}
+
+/// One supervisor per worker slot: `--jobs` of them, spread over `--gpus` round-robin.
+fn pool(e: &EngineArgs, stop: Arc<AtomicBool>) -> Result<Pool> {
+    let gpus: Vec<usize> = match e.gpus.as_deref() {
+        None => vec![e.gpu],
+        Some("all") => (0..crate::gpu::device_count().unwrap_or(1)).collect(),
+        Some(n) => {
+            let n: usize = n.parse().map_err(|_| fail(exit::USAGE, format!("--gpus {n}: expected `all` or a number")))?;
+            (e.gpu..e.gpu + n.max(1)).collect()
+        }
+    };
+    let jobs = e.jobs.max(gpus.len());
+    let slots = (0..jobs)
+        .map(|j| {
+            let journal = if j == 0 { e.out.join("journal.jsonl") } else { e.out.join(format!("journal-{j}.jsonl")) };
+            slot_supervisor(e, stop.clone(), gpus[j % gpus.len()], journal)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Pool::new(slots))
+}
+
+fn slot_supervisor(e: &EngineArgs, stop: Arc<AtomicBool>, gpu: usize, journal: PathBuf) -> Result<Supervisor> {
     let exe = std::env::current_exe().context("cannot find the cudafuzz executable")?;
     Supervisor::new(SupervisorConfig {
         exe,
-        gpu: e.gpu,
+        gpu,
         reference_manifest: match e.reference {
             RefArg::Gpu => registry::reference_manifest(),
             RefArg::Cpu => None,
         },
-        journal: Some(e.out.join("journal.jsonl")),
+        journal: Some(journal),
         stop,
     })
     .map_err(|e| fail(exit::SETUP, chain(e)))
@@ -552,13 +586,20 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
         bail!(fail(exit::USAGE, "no kernels to fuzz"));
     }
     let stop = stop_flag();
-    let mut sup = supervisor(&f.engine, stop.clone())?;
-    let gpu = match sup.gpu() {
+    let mut pool = pool(&f.engine, stop.clone())?;
+    let gpu = match pool.slots[0].gpu() {
         Ok(g) => g,
         Err(SupervisorError::NoGpu(msg)) => return fuzz_without_gpu(&f, &manifests, &msg),
         Err(e) => return Err(no_gpu(e)),
     };
-    println!("gpu {}: {} ({}), driver {}", gpu.ordinal, gpu.name, gpu.arch, gpu.driver_version);
+    println!(
+        "gpu {}: {} ({}), driver {}; {} worker(s)",
+        gpu.ordinal,
+        gpu.name,
+        gpu.arch,
+        gpu.driver_version,
+        pool.slots.len()
+    );
     let opts = options(&f.engine);
     let seeds_dir = f.engine.out.join("seeds");
     let mut seen: BTreeMap<Signature, PathBuf> = BTreeMap::new();
@@ -574,19 +615,19 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
         let started = Instant::now();
         let mut tally = Tally::default();
         let mut new_here = 0;
-        for i in 0..f.cases {
-            if f.time.is_some_and(|t| started.elapsed() >= t) {
-                break;
-            }
+        let mut skipped = 0u64;
+        let make = |i: u64| {
             let case = bind_case(generated_case(&ctx, f.seed, i), m);
-            let verdict = match sup.run(&case, m, &opts, timeout(&f.engine, m)) {
-                Ok(v) => v,
-                Err(SupervisorError::Interrupted) => {
-                    bar.abandon();
-                    eprintln!("interrupted: {} passed, {} failed, {} errors; {} distinct findings saved in {}", total.pass + tally.pass, total.fail + tally.fail, total.error + tally.error, seen.len(), seeds_dir.display());
-                    return Ok(exit::INTERRUPTED);
+            (f.outside_contract || m.contract.check(&case, &Plan::new(&case)).is_inside()).then_some(case)
+        };
+        let mut on_result = |_i: u64, slot: Slot| -> Result<(), SupervisorError> {
+            bar.inc(1);
+            let (case, verdict) = match slot {
+                Slot::Skipped => {
+                    skipped += 1;
+                    return Ok(());
                 }
-                Err(e) => return Err(no_gpu(e)),
+                Slot::Ran(case, verdict) => (case, verdict),
             };
             tally.add(&verdict);
             match &verdict.outcome {
@@ -596,35 +637,47 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
                         if seen.contains_key(&sig) {
                             continue;
                         }
-                        let saved = corpus::save(&seeds_dir, &Seed::with_finding(case.clone(), finding.clone()))
-                            .map_err(|e| fail(exit::SETUP, chain(e)))?;
-                        bar.suspend(|| {
-                            println!("NEW   {}\n      {finding}\n      seed: {}", case.summary(), saved.path.display());
-                        });
+                        let saved = corpus::save(&seeds_dir, &Seed::with_finding((*case).clone(), finding.clone()))
+                            .map_err(|e| SupervisorError::Journal { path: seeds_dir.clone(), source: std::io::Error::other(chain(e)) })?;
+                        bar.suspend(|| println!("NEW   {}\n      {finding}\n      seed: {}", case.summary(), saved.path.display()));
                         seen.insert(sig, saved.path);
                         new_here += 1;
                     }
                 }
-                Outcome::Error { message } => {
-                    bar.suspend(|| eprintln!("ERROR {}: {message}", case.summary()));
-                }
+                Outcome::Error { message } => bar.suspend(|| eprintln!("ERROR {}: {message}", case.summary())),
                 _ => {}
             }
-            bar.set_message(format!("{} findings", new_here));
-            bar.inc(1);
+            bar.set_message(format!("{new_here} findings"));
+            Ok(())
+        };
+        let deadline = f.time.map(|t| started + t);
+        match pool.run_indexed(f.cases, deadline, m, &opts, timeout(&f.engine, m), &make, &mut on_result) {
+            Ok(()) => {}
+            Err(SupervisorError::Interrupted) => {
+                bar.abandon();
+                eprintln!(
+                    "interrupted: {} passed, {} failed, {} errors; {} distinct findings saved in {}",
+                    total.pass + tally.pass,
+                    total.fail + tally.fail,
+                    total.error + tally.error,
+                    seen.len(),
+                    seeds_dir.display()
+                );
+                return Ok(exit::INTERRUPTED);
+            }
+            Err(e) => return Err(no_gpu(e)),
         }
         bar.finish();
         let n = tally.pass + tally.fail + tally.error;
+        let secs = started.elapsed().as_secs_f64();
         println!(
-            "{}: {} cases in {:.1} s ({:.0}/s): {} passed, {} failed, {} errors; {} distinct findings",
+            "{}: {n} cases in {secs:.1} s ({:.0}/s): {} passed, {} failed, {} errors; {new_here} distinct findings; {skipped} outside the contract skipped; {} worker starts so far",
             m.name,
-            n,
-            started.elapsed().as_secs_f64(),
-            n as f64 / started.elapsed().as_secs_f64().max(1e-9),
+            n as f64 / secs.max(1e-9),
             tally.pass,
             tally.fail,
             tally.error,
-            new_here
+            pool.starts()
         );
         total.pass += tally.pass;
         total.fail += tally.fail;
@@ -688,7 +741,18 @@ fn bench(b: BenchArgs) -> Result<i32> {
         let cases = if opts.reference == ReferenceChoice::Cpu { (b.cases / 4).max(1) } else { b.cases };
         rows.push(crate::bench::measure(s, &m, &opts, cases, label).map_err(no_gpu)?);
     }
-    println!("cudafuzz bench: kernel {} on {} ({}), driver {}, {}", m.name, gpu.name, gpu.arch, gpu.driver_version, "small cases: batch*heads <= 8, seq <= 256, head_dim <= 128");
+    drop((sup, cpu_sup));
+    if b.engine.jobs > 1 || b.engine.gpus.is_some() {
+        let mut pool = pool(&gpu_engine, stop_flag())?;
+        let label = format!("gpu fp64 ref, {} workers", pool.slots.len());
+        let opts = RunOptions { determinism: false, reference: ReferenceChoice::Gpu };
+        let cases = b.cases * pool.slots.len() as u64;
+        rows.push(crate::bench::measure_pool(&mut pool, &m, &opts, cases, &label).map_err(no_gpu)?);
+    }
+    println!(
+        "cudafuzz bench: kernel {} on {} ({}), driver {}; small cases: batch*heads <= 8, seq <= 256, head_dim <= 128",
+        m.name, gpu.name, gpu.arch, gpu.driver_version
+    );
     print!("{}", crate::bench::table(&rows));
     if let Some(path) = &b.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)?).with_context(|| format!("cannot write {}", path.display()))?;

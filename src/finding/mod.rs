@@ -208,26 +208,21 @@ impl fmt::Display for Signature {
 }
 
 impl Finding {
-    /// The dedupe key: kind, oracle, kernel with parameters, tensor, region and, where the bug
-    /// can depend on it, the alignment class of the tensors.
+    /// The dedupe key: kind, oracle, kernel with parameters, tensor, region, and which tensors
+    /// are not 16-byte aligned (the class a vector-load bug depends on; q at +8 and q at +4 are
+    /// the same bug, q at +8 and k at +8 may not be).
     pub fn signature(&self) -> Signature {
         let tensor = self.tensor.map(|t| t.name()).unwrap_or("-");
         let region = self.location.as_ref().map(|l| l.region()).unwrap_or("-");
-        let align: Vec<String> = self
+        let below: Vec<&str> = self
             .alignment
             .iter()
             .zip(TensorId::ALL)
-            .map(|(a, t)| format!("{t}{a}"))
+            .filter(|(a, _)| **a < crate::plan::VECTOR_ALIGN)
+            .map(|(_, t)| t.name())
             .collect();
-        Signature(format!(
-            "{}/{}/{}/{}/{}/{}",
-            self.kind,
-            self.oracle,
-            self.kernel,
-            tensor,
-            region,
-            align.join(",")
-        ))
+        let align = if below.is_empty() { "aligned".to_string() } else { format!("unaligned:{}", below.join(",")) };
+        Signature(format!("{}/{}/{}/{}/{}/{}", self.kind, self.oracle, self.kernel, tensor, region, align))
     }
 }
 

@@ -332,3 +332,96 @@ fn kill_group(child: &mut Child) {
     unsafe { libc::kill(-pgid, libc::SIGKILL) };
     let _ = child.wait();
 }
+
+/// Several supervised workers (several per GPU, or one per GPU), each driven by its own thread.
+///
+/// Results are handed back in case-index order whatever order the workers finish in, so a
+/// campaign with the same seed and case count saves the same seeds with 1 worker or 16.
+pub struct Pool {
+    /// One supervisor per worker slot.
+    pub slots: Vec<Supervisor>,
+}
+
+/// What happened to case `i` of a pooled run.
+#[derive(Debug)]
+pub enum Slot {
+    /// `make` declined the index (e.g. outside the contract).
+    Skipped,
+    /// The case ran.
+    Ran(Box<Case>, Box<Verdict>),
+}
+
+impl Pool {
+    /// A pool of the given supervisors; the first case of each starts its worker.
+    pub fn new(slots: Vec<Supervisor>) -> Pool {
+        Pool { slots }
+    }
+
+    /// Total worker starts over all slots.
+    pub fn starts(&self) -> u64 {
+        self.slots.iter().map(|s| s.starts).sum()
+    }
+
+    /// Runs indices `0..n` against `manifest`: `make(i)` gives the case or `None` to skip.
+    /// Stops handing out new indices at `deadline`. `on_result` sees every handled index in
+    /// increasing order; indices never handed out are not reported.
+    pub fn run_indexed(
+        &mut self,
+        n: u64,
+        deadline: Option<Instant>,
+        manifest: &Manifest,
+        opts: &RunOptions,
+        timeout: Duration,
+        make: &(dyn Fn(u64) -> Option<Case> + Sync),
+        on_result: &mut dyn FnMut(u64, Slot) -> Result<(), SupervisorError>,
+    ) -> Result<(), SupervisorError> {
+        let next = std::sync::atomic::AtomicU64::new(0);
+        let abort = AtomicBool::new(false);
+        let (tx, rx) = mpsc::channel::<(u64, Result<Slot, SupervisorError>)>();
+        std::thread::scope(|scope| {
+            for sup in self.slots.iter_mut() {
+                let (tx, next, abort) = (tx.clone(), &next, &abort);
+                scope.spawn(move || loop {
+                    if abort.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d) {
+                        break;
+                    }
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= n {
+                        break;
+                    }
+                    let slot = match make(i) {
+                        None => Ok(Slot::Skipped),
+                        Some(case) => sup.run(&case, manifest, opts, timeout).map(|v| Slot::Ran(Box::new(case), Box::new(v))),
+                    };
+                    let failed = slot.is_err();
+                    if tx.send((i, slot)).is_err() || failed {
+                        break;
+                    }
+                });
+            }
+            drop(tx);
+            let mut first_err = None;
+            let mut deliver = |slot: Result<Slot, SupervisorError>, i: u64| {
+                let outcome = slot.and_then(|s| if first_err.is_none() { on_result(i, s) } else { Ok(()) });
+                if let Err(e) = outcome {
+                    abort.store(true, Ordering::SeqCst);
+                    first_err.get_or_insert(e);
+                }
+            };
+            let mut pending = std::collections::BTreeMap::new();
+            let mut expect = 0u64;
+            for (i, slot) in rx.iter() {
+                pending.insert(i, slot);
+                while let Some(slot) = pending.remove(&expect) {
+                    deliver(slot, expect);
+                    expect += 1;
+                }
+            }
+            // Indices after a gap (a worker stopped by the deadline) are still reported, in order.
+            for (i, slot) in pending {
+                deliver(slot, i);
+            }
+            first_err.map_or(Ok(()), Err)
+        })
+    }
+}
