@@ -20,8 +20,8 @@ row "gpu" info "$gpu"
 
 # 1. The GPU test suite (every test executable; GPU tests print 'skipped:' without a GPU).
 $run_tests --test-threads=1 --nocapture > "$logs/tests.log" 2>&1; st=$?
-passed=$(grep -Eo '[0-9]+ passed' "$logs/tests.log" | awk '{s+=$1} END {print s+0}')
-failed=$(grep -Eo '[0-9]+ failed' "$logs/tests.log" | awk '{s+=$1} END {print s+0}')
+passed=$(grep '^test result' "$logs/tests.log" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
+failed=$(grep '^test result' "$logs/tests.log" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
 skipped=$(grep -c '^skipped:' "$logs/tests.log")
 row "test suite" "$([ $st = 0 ] && echo ok || echo FAIL)" "$passed passed, $failed failed, $skipped skipped"
 for t in misaligned_q_faults gpu_reference_agrees correct_kernel_passes a_hang_is_killed out_of_bounds_write unwritten_last_row; do
