@@ -103,6 +103,15 @@ pub fn decode_case(u: &mut Unstructured<'_>, ctx: &DecodeContext) -> Result<Case
     })
 }
 
+/// Decoding with no kernel context: any dtype, no parameters, an empty kernel name. Fuzz targets
+/// that know their kernel call [`decode_case`] with its [`DecodeContext`] instead, so that the
+/// parameters and dtypes drawn are ones the kernel was compiled for.
+impl<'a> arbitrary::Arbitrary<'a> for Case {
+    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
+        decode_case(u, &DecodeContext::default())
+    }
+}
+
 /// Three times in four a boundary value, otherwise any value in `1..=max`.
 fn biased(u: &mut Unstructured<'_>, boundary: &[u32], max: u32) -> Result<u32> {
     if u.int_in_range(0..=3u8)? < 3 {
@@ -140,6 +149,15 @@ fn layout(u: &mut Unstructured<'_>) -> Result<TensorLayout> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_arbitrary_impl_is_the_context_free_decoder() {
+        let bytes = [9u8, 200, 17, 3, 250, 4, 4, 0, 128, 77, 1, 2, 3];
+        let via_trait: Case = arbitrary::Arbitrary::arbitrary(&mut Unstructured::new(&bytes)).unwrap();
+        let direct = decode_case(&mut Unstructured::new(&bytes), &DecodeContext::default()).unwrap();
+        assert_eq!(via_trait, direct);
+        via_trait.validate().unwrap();
+    }
 
     #[test]
     fn empty_input_decodes_to_a_small_aligned_case() {

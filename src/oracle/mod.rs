@@ -275,3 +275,159 @@ pub fn check_determinism(j: &Judged<'_>, first: &[u8], second: &[u8]) -> Option<
     f.count = diff.len() as u64;
     Some(f)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::{Case, Dim, TensorLayout};
+    use crate::data::Inputs;
+    use crate::reference::{CpuF64, CpuSamePrecision, Reference};
+
+    /// A case with a padded, permuted k and o (so there are gaps), its image, inputs and a
+    /// "perfect kernel" result: the image with o holding the fp64 reference rounded to f16.
+    struct Fixture {
+        case: Case,
+        plan: Plan,
+        image: HostImage,
+        inputs: Inputs,
+        after: Vec<Vec<u8>>,
+    }
+
+    fn fixture() -> Fixture {
+        let mut case = Case::example("k");
+        case.layouts.k = TensorLayout { order: [Dim::B, Dim::S, Dim::H, Dim::D], pad: [0, 0, 1, 8], offset_bytes: 6 };
+        case.layouts.o = TensorLayout { order: [Dim::B, Dim::H, Dim::S, Dim::D], pad: [0, 0, 0, 3], offset_bytes: 2 };
+        let plan = Plan::new(&case);
+        let inputs = data::generate(&case);
+        let image = HostImage::build(&case, &plan, &inputs, &[]);
+        let mut after = image.bytes.clone();
+        let o = 3;
+        let start = image.layout.allocs[o].data_offset as usize;
+        let r = CpuF64.forward(&case, &inputs);
+        data::write_strided(&r.o, plan.tensor(TensorId::O), case.dtype, &mut after[o][start..]);
+        Fixture { case, plan, image, inputs, after }
+    }
+
+    fn judged(f: &Fixture) -> Judged<'_> {
+        Judged { case: &f.case, plan: &f.plan, kernel: "k", inside_contract: true }
+    }
+
+    fn values(f: &Fixture) -> Vec<Finding> {
+        let r64 = CpuF64.forward(&f.case, &f.inputs);
+        let lowp = CpuSamePrecision.forward(&f.case, &f.inputs);
+        check_values(&judged(f), &f.image, &f.after, &[], &r64, &lowp)
+    }
+
+    #[test]
+    fn a_correct_result_passes_every_oracle() {
+        let f = fixture();
+        assert_eq!(check_memory(&judged(&f), &f.image, &f.after), vec![]);
+        assert_eq!(values(&f), vec![]);
+    }
+
+    #[test]
+    fn a_write_past_the_end_is_canary_damage_located_in_bytes() {
+        let mut f = fixture();
+        let a = &f.image.layout.allocs[3];
+        let end = (a.data_offset + a.span_bytes) as usize;
+        f.after[3][end + 5] ^= 0xFF;
+        let found = check_memory(&judged(&f), &f.image, &f.after);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].kind, FindingKind::CanaryDamage);
+        assert_eq!(found[0].tensor, Some(TensorId::O));
+        assert_eq!(found[0].location, Some(Location::RedzoneAfter { bytes_past_end: 6 }));
+    }
+
+    #[test]
+    fn gap_and_underflow_writes_are_told_apart() {
+        let mut f = fixture();
+        let k = &f.image.layout.allocs[1];
+        let ds = k.data_offset as usize;
+        // Row pitch of k is 72 elements of 2 bytes: bytes 128..144 of row 0 are padding.
+        f.after[1][ds + 130] = 0;
+        f.after[1][ds - 1] = 0;
+        let found = check_memory(&judged(&f), &f.image, &f.after);
+        let regions: Vec<_> = found.iter().map(|x| (x.tensor, x.location.clone())).collect();
+        assert!(regions.contains(&(Some(TensorId::K), Some(Location::Gap { byte: 130 }))), "{found:?}");
+        assert!(regions.contains(&(Some(TensorId::K), Some(Location::RedzoneBefore { bytes_before: 1 }))), "{found:?}");
+    }
+
+    #[test]
+    fn an_unwritten_row_leaves_the_sentinel() {
+        let mut f = fixture();
+        let tp = f.plan.tensor(TensorId::O).clone();
+        let ds = f.image.layout.allocs[3].data_offset as usize;
+        let last = f.case.seq_q - 1;
+        for d in 0..f.case.head_dim {
+            let at = ds + tp.byte_offset([0, 1, last, d]) as usize;
+            f.after[3][at..at + 2].copy_from_slice(&f.image.bytes[3][at..at + 2]);
+        }
+        let found = check_memory(&judged(&f), &f.image, &f.after);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].kind, FindingKind::UnwrittenOutput);
+        assert_eq!(found[0].count, f.case.head_dim as u64);
+        assert_eq!(found[0].location, Some(Location::Element { index: [0, 1, last, 0] }));
+        // The value oracles skip sentinel elements instead of reporting them twice.
+        assert_eq!(values(&f), vec![]);
+    }
+
+    #[test]
+    fn a_changed_input_is_reported() {
+        let mut f = fixture();
+        let ds = f.image.layout.allocs[0].data_offset as usize;
+        f.after[0][ds + 3] ^= 1;
+        let found = check_memory(&judged(&f), &f.image, &f.after);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].kind, FindingKind::InputClobbered);
+        assert_eq!(found[0].location, Some(Location::Element { index: [0, 0, 0, 1] }));
+    }
+
+    #[test]
+    fn nan_and_wrong_values_are_told_apart() {
+        let mut f = fixture();
+        let tp = f.plan.tensor(TensorId::O).clone();
+        let ds = f.image.layout.allocs[3].data_offset as usize;
+        let at = ds + tp.byte_offset([0, 0, 3, 7]) as usize;
+        f.after[3][at..at + 2].copy_from_slice(&[0xFF, 0xFF]);
+        let found = values(&f);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].kind, FindingKind::NanLeak);
+        assert_eq!(found[0].location, Some(Location::Element { index: [0, 0, 3, 7] }));
+
+        let mut f = fixture();
+        let at = ds + tp.byte_offset([0, 1, 10, 2]) as usize;
+        let x = data::from_bits(u16::from_le_bytes([f.after[3][at], f.after[3][at + 1]]) as u32, f.case.dtype);
+        let bits = data::to_bits(x + 0.25, f.case.dtype) as u16;
+        f.after[3][at..at + 2].copy_from_slice(&bits.to_le_bytes());
+        let found = values(&f);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].kind, FindingKind::NumericalError);
+        assert_eq!(found[0].location, Some(Location::Element { index: [0, 1, 10, 2] }));
+    }
+
+    #[test]
+    fn determinism_compares_bits() {
+        let f = fixture();
+        let o = &f.after[3];
+        let data = f.image.data(3, o);
+        assert_eq!(check_determinism(&judged(&f), data, data), None);
+        let mut other = data.to_vec();
+        other[0] ^= 1;
+        let d = check_determinism(&judged(&f), data, &other).expect("a differing bit is found");
+        assert_eq!((d.kind, d.count), (FindingKind::Nondeterminism, 1));
+    }
+
+    #[test]
+    fn signatures_group_alignment_classes() {
+        let f = fixture();
+        let j = judged(&f);
+        let mut a = j.finding(FindingKind::MisalignedAddress, Oracle::CudaStatus, String::new());
+        let mut b = a.clone();
+        a.alignment = [8, 16, 16, 16];
+        b.alignment = [4, 16, 16, 16];
+        assert_eq!(a.signature(), b.signature());
+        b.alignment = [16, 8, 16, 16];
+        assert_ne!(a.signature(), b.signature());
+        assert!(a.signature().0.ends_with("unaligned:q"), "{}", a.signature());
+    }
+}
