@@ -256,16 +256,8 @@ impl Supervisor {
 
     /// Waits for a worker that is exiting after a sticky error.
     fn reap(&mut self) {
-        if let Some(mut w) = self.worker.take() {
-            drop(w.stdin);
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = w.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            kill_group(&mut w.child);
+        if let Some(w) = self.worker.take() {
+            retire(w, Duration::from_secs(5));
         }
     }
 
@@ -300,18 +292,24 @@ impl Supervisor {
 
 impl Drop for Supervisor {
     fn drop(&mut self) {
-        if let Some(mut w) = self.worker.take() {
-            drop(w.stdin);
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = w.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            kill_group(&mut w.child);
+        if let Some(w) = self.worker.take() {
+            retire(w, Duration::from_secs(2));
         }
     }
+}
+
+/// Closes a worker's stdin (its signal to finish) and waits up to `patience` for it to exit,
+/// then kills its process group.
+fn retire(mut w: WorkerHandle, patience: Duration) {
+    drop(w.stdin);
+    let deadline = Instant::now() + patience;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = w.child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    kill_group(&mut w.child);
 }
 
 /// SIGTERM to the child's process group, a grace period, then SIGKILL; reaps the child.
