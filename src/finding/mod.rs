@@ -45,6 +45,19 @@ pub enum FindingKind {
 }
 
 impl FindingKind {
+    /// Whether the kernel stopped with an error (as opposed to finishing with bad memory or
+    /// values): the kinds whose cause may be an address's alignment.
+    pub fn is_fault(self) -> bool {
+        matches!(
+            self,
+            FindingKind::MisalignedAddress
+                | FindingKind::IllegalAddress
+                | FindingKind::LaunchFailure
+                | FindingKind::CudaError
+                | FindingKind::WorkerCrash
+        )
+    }
+
     /// The snake_case name used in JSON and signatures.
     pub fn name(self) -> &'static str {
         match self {
@@ -208,21 +221,26 @@ impl fmt::Display for Signature {
 }
 
 impl Finding {
-    /// The dedupe key: kind, oracle, kernel with parameters, tensor, region, and which tensors
-    /// are not 16-byte aligned (the class a vector-load bug depends on; q at +8 and q at +4 are
-    /// the same bug, q at +8 and k at +8 may not be).
+    /// The dedupe key: kind, oracle, kernel with parameters, tensor, region and, for faults
+    /// (where a vector-load bug hides), which tensors are not 16-byte aligned: q at +8 and q at
+    /// +4 are the same bug, q at +8 and k at +8 may not be. Memory-content findings (canaries,
+    /// sentinel, NaN, numerics) already say where they are, so alignment would only split them.
     pub fn signature(&self) -> Signature {
         let tensor = self.tensor.map(|t| t.name()).unwrap_or("-");
         let region = self.location.as_ref().map(|l| l.region()).unwrap_or("-");
-        let below: Vec<&str> = self
-            .alignment
-            .iter()
-            .zip(TensorId::ALL)
-            .filter(|(a, _)| **a < crate::plan::VECTOR_ALIGN)
-            .map(|(_, t)| t.name())
-            .collect();
-        let align = if below.is_empty() { "aligned".to_string() } else { format!("unaligned:{}", below.join(",")) };
-        Signature(format!("{}/{}/{}/{}/{}/{}", self.kind, self.oracle, self.kernel, tensor, region, align))
+        let mut sig = format!("{}/{}/{}/{}/{}", self.kind, self.oracle, self.kernel, tensor, region);
+        if self.kind.is_fault() {
+            let below: Vec<&str> = self
+                .alignment
+                .iter()
+                .zip(TensorId::ALL)
+                .filter(|(a, _)| **a < crate::plan::VECTOR_ALIGN)
+                .map(|(_, t)| t.name())
+                .collect();
+            sig.push('/');
+            sig.push_str(&if below.is_empty() { "aligned".to_string() } else { format!("unaligned:{}", below.join(",")) });
+        }
+        Signature(sig)
     }
 }
 
