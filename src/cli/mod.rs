@@ -740,7 +740,8 @@ fn bench(b: BenchArgs) -> Result<i32> {
         let s = if opts.reference == ReferenceChoice::Gpu { &mut sup } else { &mut cpu_sup };
         let cases = if opts.reference == ReferenceChoice::Cpu { (b.cases / 4).max(1) } else { b.cases };
         rows.push(crate::bench::measure(s, &m, &opts, cases, label).map_err(no_gpu)?);
-        eprint!("{}", crate::bench::table(&rows[rows.len() - 1..]));
+        // Progress while the next configuration runs: the row without the header.
+        eprintln!("{}", crate::bench::table(&rows[rows.len() - 1..]).lines().nth(1).unwrap_or_default());
     }
     drop((sup, cpu_sup));
     if b.engine.jobs > 1 || b.engine.gpus.is_some() {
