@@ -93,16 +93,6 @@ constexpr int SMEM_BYTES = SROW_OFF + 3 * 4 * BLOCK_M;
 static_assert(SMEM_BYTES == 140 * BLOCK_M + 256 * BLOCK_N + 2 * BLOCK_M * BLOCK_N,
               "keep the manifests' shared_bytes in step with this layout");
 
-__device__ __forceinline__ float warp_max(float x) {
-    for (int off = 16; off > 0; off >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
-    return x;
-}
-
-__device__ __forceinline__ float warp_sum(float x) {
-    for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
-    return x;
-}
-
 __device__ __forceinline__ uint4 zero_u4() {
     uint4 z;
     z.x = 0u; z.y = 0u; z.z = 0u; z.w = 0u;
@@ -255,7 +245,7 @@ fa_s512_fwd(const cf_elem* __restrict__ q, const cf_elem* __restrict__ k,
                 s[r][c] = (kj < seq_k && kj <= lim) ? s[r][c] * scale : CF_NEG_INF_F;
                 mx = fmaxf(mx, s[r][c]);
             }
-            mx = warp_max(mx);
+            mx = cf_warp_max(mx);
             const float m_old = sM[row];
             const float m_new = fmaxf(m_old, mx);
             const float m_use = m_new == CF_NEG_INF_F ? 0.0f : m_new;  // no (-inf) - (-inf)
@@ -265,7 +255,7 @@ fa_s512_fwd(const cf_elem* __restrict__ q, const cf_elem* __restrict__ k,
                 s[r][c] = expf(s[r][c] - m_use);
                 rs += s[r][c];
             }
-            rs = warp_sum(rs);
+            rs = cf_warp_sum(rs);
             __syncwarp();
             if (lane == 0) {
                 const float alpha = expf(m_old - m_use);

@@ -59,3 +59,14 @@ __device__ __forceinline__ float cf_round(float x) { return cf_to_float(cf_from_
 #define CF_INF_F (__int_as_float(0x7f800000))
 #define CF_NEG_INF_F (__int_as_float((int)0xff800000u))
 #define CF_NEG_INF_D (__longlong_as_double((long long)0xfff0000000000000ull))
+
+// Warp-wide reductions over all 32 lanes (every lane gets the result).
+__device__ __forceinline__ float cf_warp_max(float x) {
+    for (int off = 16; off > 0; off >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
+    return x;
+}
+
+__device__ __forceinline__ float cf_warp_sum(float x) {
+    for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+    return x;
+}

@@ -46,11 +46,6 @@ __device__ __forceinline__ double warp_max_d(double x) {
     return x;
 }
 
-__device__ __forceinline__ float warp_max_f(float x) {
-    for (int off = 16; off > 0; off >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
-    return x;
-}
-
 // Both scores of key row `krow`: f64 (exact products, sequential double sum) and same-precision.
 __device__ __forceinline__ void ref_score(const float* qf, const cf_elem* krow, long long k_sd,
                                           int head_dim, double scale64, float scale32,
@@ -142,14 +137,14 @@ attention_f64_ref(const cf_elem* q, const cf_elem* k, const cf_elem* v,
             }
         }
         m64 = warp_max_d(m64);
-        m32 = warp_max_f(m32);
+        m32 = cf_warp_max(m32);
         if (lane == 0) {
             red64[warp] = m64;
             red32[warp] = m32;
         }
         __syncthreads();
         m64 = warp_max_d(lane < nwarps ? red64[lane] : CF_NEG_INF_D);
-        m32 = warp_max_f(lane < nwarps ? red32[lane] : CF_NEG_INF_F);
+        m32 = cf_warp_max(lane < nwarps ? red32[lane] : CF_NEG_INF_F);
         __syncthreads();  // red64/red32 are reused below
 
         // Pass 2: l = Σ_j exp(s_j - m), one thread per precision, in order of j.

@@ -31,33 +31,23 @@
 static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS >= 32 && BLOCK_THREADS <= 1024,
               "BLOCK_THREADS must be a multiple of 32 in 32..1024");
 
-__device__ __forceinline__ float warp_max(float x) {
-    for (int off = 16; off > 0; off >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
-    return x;
-}
-
-__device__ __forceinline__ float warp_sum(float x) {
-    for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
-    return x;
-}
-
 // Block-wide max / sum; every thread gets the result. `red` holds one float per warp.
 __device__ float block_max(float x, float* red) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-    x = warp_max(x);
+    x = cf_warp_max(x);
     __syncthreads();  // `red` may still be read by a previous reduction
     if (lane == 0) red[warp] = x;
     __syncthreads();
-    return warp_max(lane < nwarps ? red[lane] : CF_NEG_INF_F);
+    return cf_warp_max(lane < nwarps ? red[lane] : CF_NEG_INF_F);
 }
 
 __device__ float block_sum(float x, float* red) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-    x = warp_sum(x);
+    x = cf_warp_sum(x);
     __syncthreads();
     if (lane == 0) red[warp] = x;
     __syncthreads();
-    return warp_sum(lane < nwarps ? red[lane] : 0.0f);
+    return cf_warp_sum(lane < nwarps ? red[lane] : 0.0f);
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK_THREADS)
