@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::case::{Case, DecodeContext};
 use crate::manifest::Manifest;
-use crate::supervisor::{Pool, Slot, Supervisor, SupervisorError};
+use crate::supervisor::{Pool, Slot, SupervisorError};
 use crate::worker::{Outcome, RunOptions, StageTimes};
 
 /// The `index`-th small case inside the kernel's contract: generated cases clamped to
@@ -54,27 +54,6 @@ pub struct BenchRow {
     pub not_passed: u64,
 }
 
-/// Runs `cases` small cases with `opts` and measures them; the first (compile) case is excluded.
-pub fn measure(sup: &mut Supervisor, m: &Manifest, opts: &RunOptions, cases: u64, label: &str) -> Result<BenchRow, SupervisorError> {
-    let ctx = m.decode_context();
-    let timeout = Duration::from_secs(10);
-    // Warm up: compile and load every dtype configuration once.
-    for i in 0..16 {
-        sup.run(&small_case(m, &ctx, 99, i), m, opts, timeout)?;
-    }
-    let mut sum = StageTimes::default();
-    let mut not_passed = 0;
-    let started = Instant::now();
-    for i in 0..cases {
-        let v = sup.run(&small_case(m, &ctx, 1, i), m, opts, timeout)?;
-        if !matches!(v.outcome, Outcome::Pass) {
-            not_passed += 1;
-        }
-        add(&mut sum, &v.times);
-    }
-    Ok(row(label, cases, started.elapsed().as_secs_f64(), &sum, not_passed))
-}
-
 /// The table `cudafuzz bench` prints.
 pub fn table(rows: &[BenchRow]) -> String {
     let mut s = format!(
@@ -100,7 +79,8 @@ pub fn table(rows: &[BenchRow]) -> String {
     s
 }
 
-/// Like [`measure`], with cases spread over every worker of `pool`.
+/// Runs `cases` small cases with `opts` over every worker of `pool` and measures them; a
+/// warm-up of 16 cases per worker (compiling and loading each configuration) is excluded.
 pub fn measure_pool(pool: &mut Pool, m: &Manifest, opts: &RunOptions, cases: u64, label: &str) -> Result<BenchRow, SupervisorError> {
     let ctx = m.decode_context();
     let timeout = Duration::from_secs(10);

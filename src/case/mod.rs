@@ -148,6 +148,16 @@ impl TensorId {
     /// The inputs.
     pub const INPUTS: [TensorId; 3] = [TensorId::Q, TensorId::K, TensorId::V];
 
+    /// Position in [`TensorId::ALL`]: the allocation and plan index of this tensor.
+    pub fn index(self) -> usize {
+        match self {
+            TensorId::Q => 0,
+            TensorId::K => 1,
+            TensorId::V => 2,
+            TensorId::O => 3,
+        }
+    }
+
     /// Lowercase name as used in manifests (`q.stride_s`).
     pub fn name(self) -> &'static str {
         match self {

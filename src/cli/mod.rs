@@ -725,11 +725,11 @@ fn bench(b: BenchArgs) -> Result<i32> {
     let m = resolve_kernel(&b.kernel)?;
     let mut gpu_engine = b.engine.clone();
     gpu_engine.reference = RefArg::Gpu;
-    let mut sup = supervisor(&gpu_engine, stop_flag())?;
-    let gpu = sup.gpu().map_err(no_gpu)?;
+    let mut gpu_one = Pool::new(vec![supervisor(&gpu_engine, stop_flag())?]);
+    let gpu = gpu_one.slots[0].gpu().map_err(no_gpu)?;
     let mut cpu_engine = b.engine.clone();
     cpu_engine.reference = RefArg::Cpu;
-    let mut cpu_sup = supervisor(&cpu_engine, stop_flag())?;
+    let mut cpu_one = Pool::new(vec![supervisor(&cpu_engine, stop_flag())?]);
     let configs = [
         ("gpu fp64 ref, no determinism run", RunOptions { determinism: false, reference: ReferenceChoice::Gpu }),
         ("gpu fp64 ref + determinism run", RunOptions { determinism: true, reference: ReferenceChoice::Gpu }),
@@ -737,13 +737,13 @@ fn bench(b: BenchArgs) -> Result<i32> {
     ];
     let mut rows = Vec::new();
     for (label, opts) in configs {
-        let s = if opts.reference == ReferenceChoice::Gpu { &mut sup } else { &mut cpu_sup };
+        let one = if opts.reference == ReferenceChoice::Gpu { &mut gpu_one } else { &mut cpu_one };
         let cases = if opts.reference == ReferenceChoice::Cpu { (b.cases / 4).max(1) } else { b.cases };
-        rows.push(crate::bench::measure(s, &m, &opts, cases, label).map_err(no_gpu)?);
+        rows.push(crate::bench::measure_pool(one, &m, &opts, cases, label).map_err(no_gpu)?);
         // Progress while the next configuration runs: the row without the header.
         eprintln!("{}", crate::bench::table(&rows[rows.len() - 1..]).lines().nth(1).unwrap_or_default());
     }
-    drop((sup, cpu_sup));
+    drop((gpu_one, cpu_one));
     if b.engine.jobs > 1 || b.engine.gpus.is_some() {
         let mut pool = pool(&gpu_engine, stop_flag())?;
         let label = format!("gpu fp64 ref, {} workers", pool.slots.len());

@@ -109,10 +109,7 @@ pub fn launch(module: &Module, launch: &ResolvedLaunch, arena: &DeviceArena, ima
         .args
         .iter()
         .map(|a| match *a {
-            ResolvedArg::Tensor(t) => {
-                let i = TensorId::ALL.iter().position(|&x| x == t).expect("tensor index");
-                ArgSlot::Ptr(arena.data_ptr(image, i))
-            }
+            ResolvedArg::Tensor(t) => ArgSlot::Ptr(arena.data_ptr(image, t.index())),
             ResolvedArg::Buffer(b) => ArgSlot::Ptr(arena.data_ptr(image, TensorId::ALL.len() + b)),
             ResolvedArg::I32(x) => ArgSlot::I32(x),
             ResolvedArg::I64(x) => ArgSlot::I64(x),

@@ -171,7 +171,7 @@ pub fn check_values(
     lowp: &RefOutput,
 ) -> Vec<Finding> {
     let mut findings = Vec::new();
-    let o_index = TensorId::ALL.iter().position(|&t| t == TensorId::O).expect("o is a tensor");
+    let o_index = TensorId::O.index();
     let tp = j.plan.tensor(TensorId::O);
     let data = image.data(o_index, &after[o_index]);
     let bits = data::read_strided_bits(data, tp, j.case.dtype);

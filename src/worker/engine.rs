@@ -246,10 +246,10 @@ impl Engine {
         times.judge_us = t.elapsed().as_micros() as u64;
         if opts.determinism {
             let t = Instant::now();
-            let o = TensorId::ALL.iter().position(|&x| x == TensorId::O).expect("o");
+            let o = TensorId::O.index();
             let again = match arena.write(&image, o) {
                 Err(s) => Err((status_finding(&judged, &s, false), launch::is_sticky(&s))),
-                Ok(()) => run_once(self.module_cached(&manifest, case), &resolved, &arena, &image, &judged),
+                Ok(()) => run_once(self.module(&manifest, case).expect("compiled above"), &resolved, &arena, &image, &judged),
             };
             times.kernel_us += t.elapsed().as_micros() as u64;
             match again {
@@ -266,10 +266,6 @@ impl Engine {
         }
         let outcome = if findings.is_empty() { Outcome::Pass } else { Outcome::Fail { findings } };
         verdict(outcome, contract, &reference_name, false, &times)
-    }
-
-    fn module_cached(&mut self, manifest: &Manifest, case: &Case) -> &mut Module {
-        self.module(manifest, case).expect("compiled earlier in this case")
     }
 
     /// The fp64 and same-precision references, from the GPU kernel when it can take the case.
