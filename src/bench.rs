@@ -4,6 +4,7 @@
 //! Small cases are the fuzzer's bread and butter (batch·heads ≤ 8, seq ≤ 256, head_dim ≤ 128),
 //! so their rate is what bounds how many cases a campaign tries per second.
 
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -85,7 +86,10 @@ pub fn measure_pool(pool: &mut Pool, m: &Manifest, opts: &RunOptions, cases: u64
     let ctx = m.decode_context();
     let timeout = Duration::from_secs(10);
     let warm = |i: u64| Some(small_case(m, &ctx, 99, i));
-    pool.run_indexed(16 * pool.slots.len() as u64, None, m, opts, timeout, &warm, &mut |_, _| Ok(()))?;
+    // Under a sanitizer one warm-up case per worker loads the caches; more would only measure
+    // sanitizer start-ups.
+    let per_worker = if pool.slots[0].sanitized() { 1 } else { 16 };
+    pool.run_indexed(per_worker * pool.slots.len() as u64, None, m, opts, timeout, &warm, &mut |_, _| Ok(ControlFlow::Continue(())))?;
     let mut sum = StageTimes::default();
     let mut not_passed = 0;
     let make = |i: u64| Some(small_case(m, &ctx, 1, i));
@@ -97,7 +101,7 @@ pub fn measure_pool(pool: &mut Pool, m: &Manifest, opts: &RunOptions, cases: u64
             }
             add(&mut sum, &v.times);
         }
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     })?;
     Ok(row(label, cases, started.elapsed().as_secs_f64(), &sum, not_passed))
 }

@@ -59,6 +59,7 @@ fn supervisor(reference: bool) -> Supervisor {
         reference_manifest: reference.then(|| root().join("kernels/reference/attention_f64.toml")),
         journal: Some(journal),
         stop: Arc::new(AtomicBool::new(false)),
+        sanitizer: None,
     })
     .unwrap()
 }
@@ -173,7 +174,7 @@ fn gpu_reference_agrees_with_the_cpu_reference() {
         }
         // The same case judged by each reference must pass under both.
         for reference in [ReferenceChoice::Gpu, ReferenceChoice::Cpu] {
-            let opts = RunOptions { determinism: false, reference };
+            let opts = RunOptions { determinism: false, reference, sanitizer: None };
             let v = sup.run(&case, &m, &opts, Duration::from_secs(10)).unwrap();
             assert_eq!(v.outcome, Outcome::Pass, "{:?} reference, case {}: {v:?}", reference, case.summary());
             if reference == ReferenceChoice::Gpu {

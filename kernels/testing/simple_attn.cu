@@ -23,6 +23,14 @@
 //                      (past the tensor's end for its last row).
 //   BUG_SKIP_LAST_ROW  the block of the last query row (s == seq_q - 1) returns without writing.
 //   BUG_HANG           the block of (row 0, head 0, batch 0) spins forever.
+// Bugs for the sanitizer tools (each only where `planted` holds: head_dim == BUG_HEAD_DIM when
+// that is defined, else everywhere), so one batch can mix clean and buggy cases:
+//   BUG_OOB_READ_K     the score loop also reads key n_keys: one K row past the last allowed
+//                      key, past k's end for its last slice (memcheck with --padding).
+//   BUG_RACE           no barrier between staging the q row and reading it (racecheck).
+//   BUG_UNINIT_READ    reads a scratch buffer nobody wrote (initcheck); the kernel takes one
+//                      more argument, `const float* scratch`.
+//   BUG_BAD_SYNCWARP   lane 1 calls __syncwarp with a mask that leaves it out (synccheck).
 #include "cudafuzz.cuh"
 
 #ifndef BLOCK_THREADS
@@ -57,7 +65,11 @@ simple_attn_fwd(const cf_elem* q, const cf_elem* k, const cf_elem* v, cf_elem* o
                 long long q_sb, long long q_sh, long long q_ss, long long q_sd,
                 long long k_sb, long long k_sh, long long k_ss, long long k_sd,
                 long long v_sb, long long v_sh, long long v_ss, long long v_sd,
-                long long o_sb, long long o_sh, long long o_ss, long long o_sd) {
+                long long o_sb, long long o_sh, long long o_ss, long long o_sd
+#if BUG_UNINIT_READ
+                , const float* scratch
+#endif
+                ) {
     extern __shared__ float smem[];
     float* row = smem;           // [head_dim]: the q row, later the staged output row
     float* p = smem + head_dim;  // [seq_k]: scores, later exp(score - max)
@@ -67,6 +79,12 @@ simple_attn_fwd(const cf_elem* q, const cf_elem* k, const cf_elem* v, cf_elem* o
     const int hkv = h / (heads_q / heads_kv);
     const int tid = threadIdx.x, nthreads = blockDim.x;
     (void)batch;
+#ifdef BUG_HEAD_DIM
+    const bool planted = head_dim == BUG_HEAD_DIM;
+#else
+    const bool planted = true;
+#endif
+    (void)planted;
 
 #if BUG_SKIP_LAST_ROW
     if (s == seq_q - 1) return;  // planted: the last query row is never written
@@ -106,11 +124,32 @@ simple_attn_fwd(const cf_elem* q, const cf_elem* k, const cf_elem* v, cf_elem* o
 #else
     for (int d = tid; d < head_dim; d += nthreads) row[d] = cf_to_float(qrow[(long long)d * q_sd]);
 #endif
+#if BUG_UNINIT_READ
+    if (planted && tid == 0 && scratch[s] == 12345.0f) row[0] += 1.0f;  // planted: never written
+#endif
+#if BUG_BAD_SYNCWARP
+    if (planted && tid == 1) __syncwarp(0x1u);  // planted: lane 1 is not in the mask
+#endif
+#if BUG_RACE
+    if (!planted)  // planted: others' q elements are read before they are surely written
+#endif
     __syncthreads();
 
     // 2. Scores of the allowed keys, and the row max.
     float local_max = CF_NEG_INF_F;
+#if BUG_OOB_READ_K
+    const int n_read = planted ? n_keys + 1 : n_keys;  // planted: one key row too many
+    for (int j = tid; j < n_read; j += nthreads) {
+        if (j == n_keys) {
+            const cf_elem* krow = kbase + (long long)j * k_ss;
+            float dot = 0.0f;
+            for (int d = 0; d < head_dim; ++d) dot += cf_to_float(krow[(long long)d * k_sd]);
+            if (dot == 12345.0f) local_max = fmaxf(local_max, 0.0f);  // keeps the read alive
+            continue;
+        }
+#else
     for (int j = tid; j < n_keys; j += nthreads) {
+#endif
         const cf_elem* krow = kbase + (long long)j * k_ss;
         float dot = 0.0f;
         for (int d = 0; d < head_dim; ++d) dot += row[d] * cf_to_float(krow[(long long)d * k_sd]);

@@ -3,7 +3,11 @@
 //! Kept thin on purpose (ripgrep's shape): every command is a small function that builds library
 //! objects and prints what they return. `anyhow` lives only here; the library's errors are typed.
 
+mod sanitizer;
+mod sweep;
+
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,7 +27,8 @@ use crate::manifest::Manifest;
 use crate::plan::{Contract, Plan};
 use crate::registry;
 use crate::report;
-use crate::supervisor::{Pool, Slot, Supervisor, SupervisorConfig, SupervisorError, DEFAULT_KERNEL_TIMEOUT};
+use crate::sanitizer::{Sanitizer, Tool};
+use crate::supervisor::{Pool, SanitizerPass, Slot, Supervisor, SupervisorConfig, SupervisorError, DEFAULT_KERNEL_TIMEOUT};
 use crate::worker::{self, Outcome, ReferenceChoice, RunOptions, Verdict};
 
 /// cudafuzz: finds memory-safety and correctness bugs in CUDA attention kernels.
@@ -51,6 +56,12 @@ enum Command {
     Fuzz(FuzzArgs),
     /// Measure engine throughput on small cases (a benchmark: prints a table).
     Bench(BenchArgs),
+    /// The failure matrix: kernel configuration × input class (aligned, misaligned q, tail
+    /// tiles, strided, causal) → pass/fail counts over repetitions, with finding signatures.
+    Sweep(sweep::SweepArgs),
+    /// compute-sanitizer utilities: `parse FILE.xml [--json]`.
+    #[command(subcommand)]
+    Sanitizer(sanitizer::SanitizerCommand),
     /// Internal: the worker process the supervisor starts (cases in on stdin, events out).
     #[command(hide = true)]
     Worker {
@@ -107,7 +118,7 @@ enum RefArg {
 }
 
 #[derive(Debug, Args, Clone)]
-struct EngineArgs {
+pub(super) struct EngineArgs {
     /// GPU index.
     #[arg(long, default_value_t = 0)]
     gpu: usize,
@@ -130,6 +141,13 @@ struct EngineArgs {
     /// GPUs to spread workers over: `all`, or a count starting at --gpu (at least one worker each).
     #[arg(long)]
     gpus: Option<String>,
+    /// Run every case under compute-sanitizer: `memcheck`, `racecheck`, `initcheck`,
+    /// `synccheck`, a comma-separated list, or `all` (one pass per tool).
+    #[arg(long, value_name = "TOOL[,TOOL]|all")]
+    sanitize: Option<String>,
+    /// Cases per sanitizer process (each start costs seconds; a sticky error ends one early).
+    #[arg(long, default_value_t = 200)]
+    sanitize_batch: usize,
 }
 
 #[derive(Debug, Args)]
@@ -188,6 +206,14 @@ struct FuzzArgs {
     /// show which preconditions the kernel really has); by default they are skipped and counted.
     #[arg(long)]
     outside_contract: bool,
+    /// Move on to the next kernel after this many distinct findings (e.g. 1: time to first
+    /// finding).
+    #[arg(long)]
+    stop_after: Option<usize>,
+    /// Re-run each new finding's case under these compute-sanitizer tools to name the bug
+    /// (kind, source line, tensor, distance past its end); `none` turns this off.
+    #[arg(long, default_value = "memcheck,racecheck", value_name = "TOOL[,TOOL]|all|none")]
+    escalate: String,
     #[command(flatten)]
     engine: EngineArgs,
 }
@@ -247,6 +273,8 @@ fn run(args: RawArgs) -> Result<i32> {
         Command::Repro(r) => repro(r),
         Command::Fuzz(f) => fuzz(f),
         Command::Bench(b) => bench(b),
+        Command::Sweep(s) => sweep::sweep(s),
+        Command::Sanitizer(c) => sanitizer::sanitizer_command(c),
         Command::Worker { gpu, reference } => Ok(worker::main(gpu, reference)),
     }
 }
@@ -396,6 +424,7 @@ fn options(e: &EngineArgs) -> RunOptions {
             RefArg::Gpu => ReferenceChoice::Gpu,
             RefArg::Cpu => ReferenceChoice::Cpu,
         },
+        sanitizer: None,
     }
 }
 
@@ -434,8 +463,19 @@ fn slot_supervisor(e: &EngineArgs, stop: Arc<AtomicBool>, gpu: usize, journal: P
         },
         journal: Some(journal),
         stop,
+        sanitizer: sanitizer_pass(e)?,
     })
     .map_err(|e| fail(exit::SETUP, chain(e)))
+}
+
+/// The sanitizer pass `--sanitize` asks for; a missing tool is an error, never a skip.
+fn sanitizer_pass(e: &EngineArgs) -> Result<Option<SanitizerPass>> {
+    let Some(list) = &e.sanitize else { return Ok(None) };
+    let tools = Tool::parse_list(list).map_err(|m| fail(exit::USAGE, format!("--sanitize {list}: {m}")))?;
+    let sanitizer = Sanitizer::locate().map_err(|err| fail(exit::SETUP, err.to_string()))?;
+    let dir = e.out.join("sanitizer");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(Some(SanitizerPass { sanitizer, tools, dir, batch: e.sanitize_batch }))
 }
 
 fn stop_flag() -> Arc<AtomicBool> {
@@ -507,6 +547,7 @@ fn run_cases(r: RunArgs) -> Result<i32> {
     let opts = options(&r.engine);
     let mut tally = Tally::default();
     let started = Instant::now();
+    let mut loaded: Vec<(&PathBuf, Case, Manifest)> = Vec::new();
     for path in &r.cases {
         let seed = load_seed(path, forced.as_ref())?;
         let manifest = match &forced {
@@ -514,8 +555,13 @@ fn run_cases(r: RunArgs) -> Result<i32> {
             None if seed.case.kernel.is_empty() => bail!(fail(exit::USAGE, format!("{}: the case names no kernel; pass --kernel", path.display()))),
             None => resolve_kernel(&seed.case.kernel)?,
         };
-        let case = bind_case(seed.case, &manifest);
-        let verdict = match sup.run(&case, &manifest, &opts, timeout(&r.engine, &manifest)) {
+        loaded.push((path, bind_case(seed.case, &manifest), manifest));
+    }
+    // Consecutive cases of one kernel run as one batch: under a sanitizer, one process.
+    for group in loaded.chunk_by(|a, b| a.2.path == b.2.path) {
+        let manifest = &group[0].2;
+        let cases: Vec<Case> = group.iter().map(|g| g.1.clone()).collect();
+        let verdicts = match sup.run_batch(&cases, manifest, &opts, timeout(&r.engine, manifest)) {
             Ok(v) => v,
             Err(SupervisorError::Interrupted) => {
                 eprintln!("interrupted: {} passed, {} failed, {} errors before Ctrl-C", tally.pass, tally.fail, tally.error);
@@ -523,8 +569,10 @@ fn run_cases(r: RunArgs) -> Result<i32> {
             }
             Err(e) => return Err(no_gpu(e)),
         };
-        tally.add(&verdict);
-        println!("{}: {}", path.display(), report::one_line(&case, &verdict));
+        for ((path, case, _), verdict) in group.iter().zip(verdicts) {
+            tally.add(&verdict);
+            println!("{}: {}", path.display(), report::one_line(case, &verdict));
+        }
     }
     eprintln!(
         "{} cases in {:.2} s: {} passed, {} failed, {} errors; {} worker start(s)",
@@ -601,6 +649,7 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
         pool.slots.len()
     );
     let opts = options(&f.engine);
+    let mut escalator = escalator(&f, stop.clone())?;
     let seeds_dir = f.engine.out.join("seeds");
     let mut seen: BTreeMap<Signature, PathBuf> = BTreeMap::new();
     let mut total = Tally::default();
@@ -620,12 +669,12 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
             let case = bind_case(generated_case(&ctx, f.seed, i), m);
             (f.outside_contract || m.contract.check(&case, &Plan::new(&case)).is_inside()).then_some(case)
         };
-        let mut on_result = |_i: u64, slot: Slot| -> Result<(), SupervisorError> {
+        let mut on_result = |i: u64, slot: Slot| -> Result<ControlFlow<()>, SupervisorError> {
             bar.inc(1);
             let (case, verdict) = match slot {
                 Slot::Skipped => {
                     skipped += 1;
-                    return Ok(());
+                    return Ok(ControlFlow::Continue(()));
                 }
                 Slot::Ran(case, verdict) => (case, verdict),
             };
@@ -639,16 +688,33 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
                         }
                         let saved = corpus::save(&seeds_dir, &Seed::with_finding((*case).clone(), finding.clone()))
                             .map_err(|e| SupervisorError::Journal { path: seeds_dir.clone(), source: std::io::Error::other(chain(e)) })?;
-                        bar.suspend(|| println!("NEW   {}\n      {finding}\n      seed: {}", case.summary(), saved.path.display()));
+                        let after = started.elapsed().as_secs_f64();
+                        bar.suspend(|| {
+                            println!("NEW   after {after:.2} s (case #{i}): {}\n      {finding}\n      seed: {}", case.summary(), saved.path.display())
+                        });
                         seen.insert(sig, saved.path);
                         new_here += 1;
+                        if let (Some(esc), false) = (escalator.as_mut(), finding.oracle.is_sanitizer()) {
+                            let named = bar.suspend(|| escalate(esc, &case, m, timeout(&f.engine, m)));
+                            for named in named {
+                                let sig = named.signature();
+                                if seen.contains_key(&sig) {
+                                    bar.suspend(|| println!("      named by {}: {named}", named.oracle));
+                                    continue;
+                                }
+                                let saved = corpus::save(&seeds_dir, &Seed::with_finding((*case).clone(), named.clone()))
+                                    .map_err(|e| SupervisorError::Journal { path: seeds_dir.clone(), source: std::io::Error::other(chain(e)) })?;
+                                bar.suspend(|| println!("      named by {}: {named}\n      seed: {}", named.oracle, saved.path.display()));
+                                seen.insert(sig, saved.path);
+                            }
+                        }
                     }
                 }
                 Outcome::Error { message } => bar.suspend(|| eprintln!("ERROR {}: {message}", case.summary())),
                 _ => {}
             }
             bar.set_message(format!("{new_here} findings"));
-            Ok(())
+            Ok(if f.stop_after.is_some_and(|n| new_here >= n) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
         };
         let deadline = f.time.map(|t| started + t);
         match pool.run_indexed(f.cases, deadline, m, &opts, timeout(&f.engine, m), &make, &mut on_result) {
@@ -687,6 +753,49 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
         print!("{}", report::replay_lines(path));
     }
     Ok(total.exit_code())
+}
+
+/// The supervisor that re-runs new findings under compute-sanitizer, if `--escalate` asks for
+/// one; a missing compute-sanitizer is said once, and the campaign goes on without naming.
+fn escalator(f: &FuzzArgs, stop: Arc<AtomicBool>) -> Result<Option<Supervisor>> {
+    if f.escalate == "none" || f.engine.sanitize.is_some() {
+        return Ok(None);
+    }
+    let tools = Tool::parse_list(&f.escalate).map_err(|m| fail(exit::USAGE, format!("--escalate {}: {m}", f.escalate)))?;
+    let sanitizer = match Sanitizer::locate() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("cudafuzz: findings will not be re-run under compute-sanitizer (--escalate): {e}");
+            return Ok(None);
+        }
+    };
+    let dir = f.engine.out.join("sanitizer");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    println!("escalation: new findings are re-run under {} ({})", f.escalate, sanitizer.version);
+    let e = EngineArgs { sanitize: None, ..f.engine.clone() };
+    let mut sup = slot_supervisor(&e, stop, e.gpu, e.out.join("journal-escalate.jsonl"))?;
+    sup.set_sanitizer(Some(SanitizerPass { sanitizer, tools, dir, batch: 1 }));
+    Ok(Some(sup))
+}
+
+/// The sanitizer findings of one case (empty when the tools saw nothing or could not run).
+fn escalate(sup: &mut Supervisor, case: &Case, m: &Manifest, timeout: Duration) -> Vec<crate::finding::Finding> {
+    let opts = RunOptions { determinism: false, ..RunOptions::default() };
+    match sup.run(case, m, &opts, timeout) {
+        Ok(Verdict { outcome: Outcome::Fail { findings }, .. }) => findings.into_iter().filter(|f| f.oracle.is_sanitizer()).collect(),
+        Ok(Verdict { outcome: Outcome::Error { message }, .. }) => {
+            println!("      (sanitizer re-run: {message})");
+            Vec::new()
+        }
+        Ok(_) => {
+            println!("      (the sanitizer tools reported nothing for this case)");
+            Vec::new()
+        }
+        Err(e) => {
+            println!("      (sanitizer re-run failed: {e})");
+            Vec::new()
+        }
+    }
 }
 
 /// With no GPU, do what the host can: compile every configuration, plan the cases the campaign
@@ -731,15 +840,21 @@ fn bench(b: BenchArgs) -> Result<i32> {
     cpu_engine.reference = RefArg::Cpu;
     let mut cpu_one = Pool::new(vec![supervisor(&cpu_engine, stop_flag())?]);
     let configs = [
-        ("gpu fp64 ref, no determinism run", RunOptions { determinism: false, reference: ReferenceChoice::Gpu }),
-        ("gpu fp64 ref + determinism run", RunOptions { determinism: true, reference: ReferenceChoice::Gpu }),
-        ("cpu fp64 ref, no determinism run", RunOptions { determinism: false, reference: ReferenceChoice::Cpu }),
+        ("gpu fp64 ref, no determinism run", RunOptions { determinism: false, reference: ReferenceChoice::Gpu, sanitizer: None }),
+        ("gpu fp64 ref + determinism run", RunOptions { determinism: true, reference: ReferenceChoice::Gpu, sanitizer: None }),
+        ("cpu fp64 ref, no determinism run", RunOptions { determinism: false, reference: ReferenceChoice::Cpu, sanitizer: None }),
     ];
     let mut rows = Vec::new();
-    for (label, opts) in configs {
+    // Under a sanitizer only the first configuration: the sanitizer's cost is the question.
+    let n_configs = if b.engine.sanitize.is_some() { 1 } else { configs.len() };
+    for (label, opts) in configs.into_iter().take(n_configs) {
         let one = if opts.reference == ReferenceChoice::Gpu { &mut gpu_one } else { &mut cpu_one };
         let cases = if opts.reference == ReferenceChoice::Cpu { (b.cases / 4).max(1) } else { b.cases };
-        rows.push(crate::bench::measure_pool(one, &m, &opts, cases, label).map_err(no_gpu)?);
+        let label = match &b.engine.sanitize {
+            Some(tools) => format!("{label}, {tools}, {} cases/process", b.engine.sanitize_batch),
+            None => label.to_string(),
+        };
+        rows.push(crate::bench::measure_pool(one, &m, &opts, cases, &label).map_err(no_gpu)?);
         // Progress while the next configuration runs: the row without the header.
         eprintln!("{}", crate::bench::table(&rows[rows.len() - 1..]).lines().nth(1).unwrap_or_default());
     }
@@ -747,7 +862,7 @@ fn bench(b: BenchArgs) -> Result<i32> {
     if b.engine.jobs > 1 || b.engine.gpus.is_some() {
         let mut pool = pool(&gpu_engine, stop_flag())?;
         let label = format!("gpu fp64 ref, {} workers", pool.slots.len());
-        let opts = RunOptions { determinism: false, reference: ReferenceChoice::Gpu };
+        let opts = RunOptions { determinism: false, reference: ReferenceChoice::Gpu, sanitizer: None };
         let cases = b.cases * pool.slots.len() as u64;
         rows.push(crate::bench::measure_pool(&mut pool, &m, &opts, cases, &label).map_err(no_gpu)?);
     }

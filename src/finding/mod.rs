@@ -42,6 +42,16 @@ pub enum FindingKind {
     NumericalError,
     /// Two runs of the same case gave different bits.
     Nondeterminism,
+    /// compute-sanitizer's memcheck saw an invalid access (out of bounds, misaligned, ...).
+    SanitizerMemory,
+    /// compute-sanitizer's racecheck saw a data race (a hazard between two accesses).
+    Race,
+    /// compute-sanitizer's initcheck saw a read of memory that was never written.
+    UninitializedRead,
+    /// compute-sanitizer's synccheck saw an invalid barrier or warp synchronisation.
+    BarrierError,
+    /// compute-sanitizer recorded a CUDA API call that returned an error.
+    SanitizerApi,
 }
 
 impl FindingKind {
@@ -74,6 +84,11 @@ impl FindingKind {
             FindingKind::NanLeak => "nan_leak",
             FindingKind::NumericalError => "numerical_error",
             FindingKind::Nondeterminism => "nondeterminism",
+            FindingKind::SanitizerMemory => "sanitizer_memory",
+            FindingKind::Race => "race",
+            FindingKind::UninitializedRead => "uninitialized_read",
+            FindingKind::BarrierError => "barrier_error",
+            FindingKind::SanitizerApi => "sanitizer_api",
         }
     }
 }
@@ -107,6 +122,14 @@ pub enum Oracle {
     Reference,
     /// Bitwise comparison of two runs.
     Determinism,
+    /// compute-sanitizer's memcheck tool.
+    Memcheck,
+    /// compute-sanitizer's racecheck tool.
+    Racecheck,
+    /// compute-sanitizer's initcheck tool.
+    Initcheck,
+    /// compute-sanitizer's synccheck tool.
+    Synccheck,
 }
 
 impl Oracle {
@@ -122,7 +145,16 @@ impl Oracle {
             Oracle::NanLeak => "nan_leak",
             Oracle::Reference => "reference",
             Oracle::Determinism => "determinism",
+            Oracle::Memcheck => "memcheck",
+            Oracle::Racecheck => "racecheck",
+            Oracle::Initcheck => "initcheck",
+            Oracle::Synccheck => "synccheck",
         }
+    }
+
+    /// Whether this is one of compute-sanitizer's tools.
+    pub fn is_sanitizer(self) -> bool {
+        matches!(self, Oracle::Memcheck | Oracle::Racecheck | Oracle::Initcheck | Oracle::Synccheck)
     }
 }
 
@@ -181,6 +213,29 @@ impl fmt::Display for Location {
     }
 }
 
+/// A place in the kernel's source code, as a sanitizer record names it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceLocation {
+    /// The file name without directories (`flash_fwd.cu`), so signatures do not depend on where
+    /// the kernel was built.
+    pub file: String,
+    /// 1-based line number.
+    pub line: u32,
+    /// The function the line belongs to, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+}
+
+impl fmt::Display for SourceLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)?;
+        if let Some(func) = &self.function {
+            write!(f, " in {func}")?;
+        }
+        Ok(())
+    }
+}
+
 /// One observed failure of one case.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
@@ -201,6 +256,16 @@ pub struct Finding {
     /// The CUDA error name and code, for CUDA-status findings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_error: Option<String>,
+    /// The source line of the offending access, for sanitizer findings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceLocation>,
+    /// Bytes per access of the offending load or store, when the tool reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_size: Option<u64>,
+    /// The sanitizer record's stable kind (`invalid_global_read_out_of_bounds`,
+    /// `race_shared_write_read`): finer than [`FindingKind`], part of the signature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sanitizer_kind: Option<String>,
     /// Alignment (16, 8, 4, 2 or 1 bytes) of q, k, v, o in this case: part of the signature,
     /// since an alignment bug depends on it.
     pub alignment: [u64; 4],
@@ -225,22 +290,52 @@ impl Finding {
     /// (where a vector-load bug hides), which tensors are not 16-byte aligned: q at +8 and q at
     /// +4 are the same bug, q at +8 and k at +8 may not be. Memory-content findings (canaries,
     /// sentinel, NaN, numerics) already say where they are, so alignment would only split them.
+    ///
+    /// Sanitizer findings are keyed by tool, kind, sanitizer kind, kernel, tensor, source line,
+    /// access size and alignment, but not by region: how far past the end one overrun lands
+    /// depends on the case's shape, the line that does it does not.
     pub fn signature(&self) -> Signature {
         let tensor = self.tensor.map(|t| t.name()).unwrap_or("-");
+        if self.oracle.is_sanitizer() {
+            let kind = self.sanitizer_kind.as_deref().unwrap_or("-");
+            let source = self.source.as_ref().map(|s| format!("{}:{}", s.file, s.line)).unwrap_or_else(|| "-".into());
+            let size = self.access_size.map(|n| format!("{n}B")).unwrap_or_else(|| "-".into());
+            return Signature(format!(
+                "{}/{}/{}/{}/{}/{}/{}/{}",
+                self.kind,
+                self.oracle,
+                self.kernel,
+                tensor,
+                kind,
+                source,
+                size,
+                self.alignment_class()
+            ));
+        }
         let region = self.location.as_ref().map(|l| l.region()).unwrap_or("-");
         let mut sig = format!("{}/{}/{}/{}/{}", self.kind, self.oracle, self.kernel, tensor, region);
         if self.kind.is_fault() {
-            let below: Vec<&str> = self
-                .alignment
-                .iter()
-                .zip(TensorId::ALL)
-                .filter(|(a, _)| **a < crate::plan::VECTOR_ALIGN)
-                .map(|(_, t)| t.name())
-                .collect();
             sig.push('/');
-            sig.push_str(&if below.is_empty() { "aligned".to_string() } else { format!("unaligned:{}", below.join(",")) });
+            sig.push_str(&self.alignment_class());
         }
         Signature(sig)
+    }
+
+    /// `aligned`, or `unaligned:` and the tensors whose alignment is below
+    /// [`crate::plan::VECTOR_ALIGN`] (`unaligned:q,k`).
+    fn alignment_class(&self) -> String {
+        let below: Vec<&str> = self
+            .alignment
+            .iter()
+            .zip(TensorId::ALL)
+            .filter(|(a, _)| **a < crate::plan::VECTOR_ALIGN)
+            .map(|(_, t)| t.name())
+            .collect();
+        if below.is_empty() {
+            "aligned".to_string()
+        } else {
+            format!("unaligned:{}", below.join(","))
+        }
     }
 }
 

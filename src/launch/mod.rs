@@ -40,6 +40,11 @@ impl Module {
         Ok(Module { module, function, smem_attribute: DEFAULT_SMEM_LIMIT })
     }
 
+    /// The kernel's function handle.
+    pub fn function(&self) -> sys::CUfunction {
+        self.function
+    }
+
     /// Raises the dynamic shared memory limit when a launch needs more than 48 KB, as
     /// FlashAttention's launcher does; says so clearly when the GPU cannot give that much.
     pub fn reserve_shared(&mut self, bytes: u32, gpu: &GpuInfo) -> Result<(), LaunchRejection> {

@@ -8,6 +8,7 @@
 //! grace period and SIGKILL reach everything they started, and a terminal's Ctrl-C reaches only
 //! the supervisor, which stops cleanly.
 
+use std::ops::ControlFlow;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -21,12 +22,15 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use thiserror::Error;
 
+mod batch;
+
 use crate::case::Case;
 use crate::finding::{FindingKind, Oracle};
 use crate::gpu::GpuInfo;
 use crate::manifest::Manifest;
 use crate::oracle::Judged;
 use crate::plan::Plan;
+use crate::sanitizer::{Sanitizer, Tool};
 use crate::worker::{kernel_label, Outcome, RunOptions, StageTimes, Verdict, WorkerEvent, WorkerRequest, EXIT_STICKY};
 
 /// Default time a kernel may run before the watchdog calls it a hang.
@@ -35,6 +39,15 @@ pub const DEFAULT_KERNEL_TIMEOUT: Duration = Duration::from_secs(10);
 pub const SETUP_TIMEOUT: Duration = Duration::from_secs(300);
 /// Grace between SIGTERM and SIGKILL.
 pub const KILL_GRACE: Duration = Duration::from_millis(500);
+/// How long a worker under compute-sanitizer gets to exit (the tool writes its XML then).
+pub const SANITIZER_EXIT_PATIENCE: Duration = Duration::from_secs(120);
+
+/// A fresh XML path in `dir` for one sanitizer process.
+fn next_xml_path(dir: &Path, tool: Tool) -> PathBuf {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+    dir.join(format!("{}-{}-{n}.xml", tool.name(), std::process::id()))
+}
 
 /// Why the supervisor cannot go on.
 #[derive(Debug, Error)]
@@ -79,6 +92,22 @@ pub struct SupervisorConfig {
     pub journal: Option<PathBuf>,
     /// Set to stop between (or during) cases.
     pub stop: Arc<AtomicBool>,
+    /// Run workers under compute-sanitizer (see [`Supervisor::run_batch`]).
+    pub sanitizer: Option<SanitizerPass>,
+}
+
+/// How cases run under compute-sanitizer: each tool in turn, `batch` cases per sanitizer
+/// process, the XML files kept in `dir`.
+#[derive(Clone, Debug)]
+pub struct SanitizerPass {
+    /// The located tool.
+    pub sanitizer: Sanitizer,
+    /// Tools to run, in order.
+    pub tools: Vec<Tool>,
+    /// Where each process's XML is saved.
+    pub dir: PathBuf,
+    /// Cases per sanitizer process (starting one costs seconds).
+    pub batch: usize,
 }
 
 struct WorkerHandle {
@@ -92,6 +121,10 @@ struct WorkerHandle {
 pub struct Supervisor {
     cfg: SupervisorConfig,
     worker: Option<WorkerHandle>,
+    /// The tool the next worker starts under, its memcheck padding, and the XML file of the
+    /// running worker's sanitizer process.
+    tool: Option<(Tool, u64)>,
+    xml: Option<PathBuf>,
     journal: Option<File>,
     next_id: u64,
     /// How many workers were started (the first start included).
@@ -123,7 +156,15 @@ impl Supervisor {
             }
             None => None,
         };
-        Ok(Supervisor { cfg, worker: None, journal, next_id: 0, starts: 0 })
+        Ok(Supervisor { cfg, worker: None, tool: None, xml: None, journal, next_id: 0, starts: 0 })
+    }
+
+    /// Switches the sanitizer pass (ends the current worker, which may be of the old kind).
+    pub fn set_sanitizer(&mut self, pass: Option<SanitizerPass>) {
+        if let Some(w) = self.worker.take() {
+            retire(w, SANITIZER_EXIT_PATIENCE);
+        }
+        self.cfg.sanitizer = pass;
     }
 
     /// The GPU of the current worker, starting one if needed.
@@ -136,7 +177,15 @@ impl Supervisor {
         if self.worker.is_some() {
             return Ok(());
         }
-        let mut cmd = Command::new(&self.cfg.exe);
+        let mut cmd = match (&self.cfg.sanitizer, self.tool) {
+            (Some(pass), Some((tool, padding))) => {
+                let xml = next_xml_path(&pass.dir, tool);
+                let cmd = pass.sanitizer.command(tool, &xml, padding, &self.cfg.exe);
+                self.xml = Some(xml);
+                cmd
+            }
+            _ => Command::new(&self.cfg.exe),
+        };
         cmd.arg("worker").arg("--gpu").arg(self.cfg.gpu.to_string());
         if let Some(r) = &self.cfg.reference_manifest {
             cmd.arg("--reference").arg(r);
@@ -184,7 +233,31 @@ impl Supervisor {
 
     /// Runs one case in the worker and returns its verdict; hangs and dead workers become
     /// findings. `timeout` bounds the kernel's run from its launch.
+    ///
+    /// A kernel that outlives its timeout is run once more in a fresh worker with twice the
+    /// time before it is called a hang: while other workers' kernels fault, the driver's
+    /// recovery can stall a healthy kernel for seconds, and a false hang would hide the real bug.
+    ///
+    /// Under a sanitizer the case is a batch of one ([`Supervisor::run_batch`]).
     pub fn run(&mut self, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<Verdict, SupervisorError> {
+        if self.cfg.sanitizer.is_some() {
+            let mut v = self.run_batch(std::slice::from_ref(case), manifest, opts, timeout)?;
+            return Ok(v.pop().expect("one verdict per case"));
+        }
+        self.run_native(case, manifest, opts, timeout)
+    }
+
+    fn run_native(&mut self, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<Verdict, SupervisorError> {
+        let (first, hung) = self.run_once(case, manifest, opts, timeout)?;
+        if !hung {
+            return Ok(first);
+        }
+        let (second, hung_again) = self.run_once(case, manifest, opts, timeout * 2)?;
+        Ok(if hung_again { first } else { second })
+    }
+
+    /// One attempt; the flag says the watchdog killed a launched kernel.
+    fn run_once(&mut self, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<(Verdict, bool), SupervisorError> {
         if self.cfg.stop.load(Ordering::SeqCst) {
             return Err(SupervisorError::Interrupted);
         }
@@ -196,7 +269,7 @@ impl Supervisor {
         let line = serde_json::to_string(&req).expect("requests serialize");
         let worker = self.worker.as_mut().expect("started");
         if writeln!(worker.stdin, "{line}").and_then(|()| worker.stdin.flush()).is_err() {
-            return Ok(self.bury(case, manifest, None));
+            return Ok((self.bury(case, manifest, None), false));
         }
         // Two runs of the kernel when checking determinism, plus host work around them.
         let kernel_budget = timeout * if opts.determinism { 2 } else { 1 } + Duration::from_secs(2);
@@ -222,19 +295,22 @@ impl Supervisor {
                         if verdict.sticky {
                             self.reap();
                         }
-                        return Ok(verdict);
+                        return Ok((verdict, false));
                     }
                     // Anything else on stdout (stray prints from a kernel's host code) is ignored.
                     _ => {}
                 },
                 Err(RecvTimeoutError::Timeout) => {
                     if Instant::now() >= deadline {
+                        let ran_for = launched_at.map(|at| at.elapsed());
                         let mut w = self.worker.take().expect("started");
-                        kill_group(&mut w.child);
-                        let verdict = match launched_at {
-                            Some(at) => self.synthesize(case, manifest, FindingKind::Hang, Oracle::Watchdog, format!(
+                        // A process stuck in the driver can take tens of seconds to die after
+                        // SIGKILL; the next case does not wait for it.
+                        std::thread::spawn(move || kill_group(&mut w.child));
+                        let verdict = match ran_for {
+                            Some(ran_for) => self.synthesize(case, manifest, FindingKind::Hang, Oracle::Watchdog, format!(
                                 "the kernel did not finish within {:.1} s of its launch; the worker was killed (SIGTERM, then SIGKILL)",
-                                at.elapsed().as_secs_f64()
+                                ran_for.as_secs_f64()
                             )),
                             None => self.synthesize(case, manifest, FindingKind::Hang, Oracle::Watchdog, format!(
                                 "the worker did not launch the kernel within {} s (compiling or preparing the case)",
@@ -242,22 +318,29 @@ impl Supervisor {
                             )),
                         };
                         self.journal(&serde_json::json!({ "id": id, "outcome": &verdict.outcome }))?;
-                        return Ok(verdict);
+                        return Ok((verdict, ran_for.is_some()));
                     }
                 }
                 Err(RecvTimeoutError::Disconnected) => {
                     let verdict = self.bury(case, manifest, launched_at);
                     self.journal(&serde_json::json!({ "id": id, "outcome": &verdict.outcome }))?;
-                    return Ok(verdict);
+                    return Ok((verdict, false));
                 }
             }
         }
     }
 
-    /// Waits for a worker that is exiting after a sticky error.
+    /// Lets a worker that is exiting after a sticky error go, without waiting for it: the
+    /// driver's teardown of a faulted context takes a while, and the next case need not wait.
+    ///
+    /// Under a sanitizer it does wait: the tool writes its XML only when the process exits.
     fn reap(&mut self) {
         if let Some(w) = self.worker.take() {
-            retire(w, Duration::from_secs(5));
+            if self.tool.is_some() {
+                retire(w, SANITIZER_EXIT_PATIENCE);
+            } else {
+                std::thread::spawn(move || retire(w, Duration::from_secs(5)));
+            }
         }
     }
 
@@ -286,6 +369,7 @@ impl Supervisor {
             reference: "none".into(),
             sticky: true,
             times: StageTimes::default(),
+            allocations: None,
         }
     }
 }
@@ -361,8 +445,9 @@ impl Pool {
     }
 
     /// Runs indices `0..n` against `manifest`: `make(i)` gives the case or `None` to skip.
-    /// Stops handing out new indices at `deadline`. `on_result` sees every handled index in
-    /// increasing order; indices never handed out are not reported.
+    /// Stops handing out new indices at `deadline`, or once `on_result` answers
+    /// `ControlFlow::Break` (no later index is reported then). `on_result` sees every handled
+    /// index in increasing order; indices never handed out are not reported.
     pub fn run_indexed(
         &mut self,
         n: u64,
@@ -371,7 +456,7 @@ impl Pool {
         opts: &RunOptions,
         timeout: Duration,
         make: &(dyn Fn(u64) -> Option<Case> + Sync),
-        on_result: &mut dyn FnMut(u64, Slot) -> Result<(), SupervisorError>,
+        on_result: &mut dyn FnMut(u64, Slot) -> Result<ControlFlow<()>, SupervisorError>,
     ) -> Result<(), SupervisorError> {
         let next = std::sync::atomic::AtomicU64::new(0);
         let abort = AtomicBool::new(false);
@@ -379,31 +464,56 @@ impl Pool {
         std::thread::scope(|scope| {
             for sup in self.slots.iter_mut() {
                 let (tx, next, abort) = (tx.clone(), &next, &abort);
+                let chunk = sup.batch_size() as u64;
                 scope.spawn(move || loop {
                     if abort.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d) {
                         break;
                     }
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    if i >= n {
+                    let first = next.fetch_add(chunk, Ordering::SeqCst);
+                    if first >= n {
                         break;
                     }
-                    let slot = match make(i) {
-                        None => Ok(Slot::Skipped),
-                        Some(case) => sup.run(&case, manifest, opts, timeout).map(|v| Slot::Ran(Box::new(case), Box::new(v))),
+                    let indices: Vec<u64> = (first..(first + chunk).min(n)).collect();
+                    let made: Vec<(u64, Option<Case>)> = indices.iter().map(|&i| (i, make(i))).collect();
+                    let cases: Vec<Case> = made.iter().filter_map(|(_, c)| c.clone()).collect();
+                    let mut verdicts = match sup.run_batch(&cases, manifest, opts, timeout) {
+                        Ok(v) => v.into_iter(),
+                        Err(e) => {
+                            let _ = tx.send((first, Err(e)));
+                            break;
+                        }
                     };
-                    let failed = slot.is_err();
-                    if tx.send((i, slot)).is_err() || failed {
+                    let mut gone = false;
+                    for (i, case) in made {
+                        let slot = match case {
+                            None => Slot::Skipped,
+                            Some(case) => Slot::Ran(Box::new(case), Box::new(verdicts.next().expect("one verdict per case"))),
+                        };
+                        gone |= tx.send((i, Ok(slot))).is_err();
+                    }
+                    if gone {
                         break;
                     }
                 });
             }
             drop(tx);
             let mut first_err = None;
+            let mut done = false;
             let mut deliver = |slot: Result<Slot, SupervisorError>, i: u64| {
-                let outcome = slot.and_then(|s| if first_err.is_none() { on_result(i, s) } else { Ok(()) });
-                if let Err(e) = outcome {
-                    abort.store(true, Ordering::SeqCst);
-                    first_err.get_or_insert(e);
+                if done {
+                    return;
+                }
+                match slot.and_then(|s| on_result(i, s)) {
+                    Ok(ControlFlow::Continue(())) => {}
+                    Ok(ControlFlow::Break(())) => {
+                        abort.store(true, Ordering::SeqCst);
+                        done = true;
+                    }
+                    Err(e) => {
+                        abort.store(true, Ordering::SeqCst);
+                        first_err = Some(e);
+                        done = true;
+                    }
                 }
             };
             let mut pending = std::collections::BTreeMap::new();

@@ -12,6 +12,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::arena::device::DeviceArena;
+use crate::arena::layout::AllocationTable;
 use crate::arena::{buffer_values, HostImage};
 use crate::case::{Case, TensorId};
 use crate::compile::{request_for, Compiler};
@@ -23,6 +24,8 @@ use crate::manifest::{Manifest, ResolvedLaunch};
 use crate::oracle::{self, Judged};
 use crate::plan::{ContractVerdict, Plan};
 use crate::reference::{CpuF64, CpuSamePrecision, RefOutput, Reference};
+use crate::sanitizer::marker::Marker;
+use crate::sanitizer::Tool;
 
 /// Which fp64 reference judges the output.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,11 +46,15 @@ pub struct RunOptions {
     pub determinism: bool,
     /// Which reference to use.
     pub reference: ReferenceChoice,
+    /// The compute-sanitizer tool the worker runs under, if any: the worker then marks the
+    /// start of the case for that tool and reports its allocations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sanitizer: Option<Tool>,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { determinism: true, reference: ReferenceChoice::Gpu }
+        RunOptions { determinism: true, reference: ReferenceChoice::Gpu, sanitizer: None }
     }
 }
 
@@ -102,6 +109,10 @@ pub struct Verdict {
     pub sticky: bool,
     /// Where the time went.
     pub times: StageTimes,
+    /// The case's device allocations, reported under a sanitizer so its addresses can be
+    /// mapped to tensors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocations: Option<AllocationTable>,
 }
 
 /// The kernel label used in findings: `name` or `name[P=V,...]`.
@@ -116,10 +127,15 @@ pub fn kernel_label(manifest: &Manifest, case: &Case) -> String {
 
 /// A GPU context with caches, serving cases one at a time.
 pub struct Engine {
+    // Fields drop in order: modules must be unloaded while the context (held by `gpu`) lives,
+    // or the driver reports invalid handles (compute-sanitizer shows them as API errors).
+    marker: Option<Marker>,
+    /// The last case's allocations, kept when running under a sanitizer.
+    allocations: Option<AllocationTable>,
+    modules: HashMap<String, Module>,
     gpu: Gpu,
     compiler: Compiler,
     manifests: HashMap<PathBuf, Manifest>,
-    modules: HashMap<String, Module>,
     /// Which loaded module serves (manifest, params, dtype): skips hashing sources per case.
     module_keys: HashMap<(PathBuf, Vec<(String, i64)>, crate::case::Dtype), String>,
     reference_manifest: Option<PathBuf>,
@@ -131,6 +147,8 @@ impl Engine {
         let gpu = Gpu::open(ordinal).map_err(|e| e.to_string())?;
         let compiler = Compiler::new(None).map_err(|e| format!("{:#}", anyhow::Error::from(e)))?;
         Ok(Engine {
+            marker: None,
+            allocations: None,
             gpu,
             compiler,
             manifests: HashMap::new(),
@@ -170,6 +188,20 @@ impl Engine {
         Ok(self.modules.get_mut(&compiled.key).expect("inserted above"))
     }
 
+    /// Makes `tool` write its marker record: the start of a case in the sanitizer's XML.
+    fn mark(&mut self, tool: Tool) -> Result<(), String> {
+        if self.marker.as_ref().map(Marker::tool) != Some(tool) {
+            self.marker = Some(Marker::new(tool, &self.compiler, self.gpu.info.arch)?);
+        }
+        self.allocations = None;
+        self.marker.as_mut().expect("made above").emit()
+    }
+
+    /// The allocations of the last case run under a sanitizer (device addresses → tensors).
+    pub fn take_allocations(&mut self) -> Option<AllocationTable> {
+        self.allocations.take()
+    }
+
     /// Runs one case against the kernel of `manifest_path`. `on_launch` is called right before
     /// the kernel under test is launched, so a supervisor can arm its watchdog then (compiling is
     /// not a hang).
@@ -181,8 +213,14 @@ impl Engine {
             reference: reference.to_string(),
             sticky,
             times: times.clone(),
+            allocations: None,
         };
         let error = |message: String| Outcome::Error { message };
+        if let Some(tool) = opts.sanitizer {
+            if let Err(e) = self.mark(tool) {
+                return verdict(error(e), ContractVerdict::Inside, "none", false, &times);
+            }
+        }
         let t = Instant::now();
         let manifest = match self.manifest(manifest_path) {
             Ok(m) => m,
@@ -222,6 +260,9 @@ impl Engine {
             Err(s) => return verdict(error(format!("uploading the case failed: {s}")), contract, "none", launch::is_sticky(&s), &times),
         };
         times.upload_us = t.elapsed().as_micros() as u64;
+        if opts.sanitizer.is_some() {
+            self.allocations = Some(arena.table(&image, &plan));
+        }
 
         let t = Instant::now();
         let (references, reference_name) = match self.references(case, &plan, &inputs, &image, &arena, opts.reference) {

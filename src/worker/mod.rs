@@ -97,12 +97,15 @@ pub fn main(gpu: usize, reference_manifest: Option<PathBuf>) -> i32 {
         let id = req.id;
         let verdict = {
             let mut on_launch = || emit(&mut std::io::stdout(), &WorkerEvent::Launched { id });
-            engine.run_case(&req.case, &req.manifest, &req.options, &mut on_launch)
+            let mut v = engine.run_case(&req.case, &req.manifest, &req.options, &mut on_launch);
+            v.allocations = engine.take_allocations();
+            v
         };
         let sticky = verdict.sticky;
         emit(&mut out, &WorkerEvent::Done { id, verdict });
         if sticky {
-            return EXIT_STICKY;
+            // Straight out: tearing down caches on a poisoned context only fails slowly.
+            std::process::exit(EXIT_STICKY);
         }
     }
     0

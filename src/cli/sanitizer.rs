@@ -1,0 +1,46 @@
+//! `cudafuzz sanitizer parse FILE.xml`: compute-sanitizer XML as findings, outside the harness.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Subcommand;
+
+use super::fail;
+use crate::exit;
+use crate::finding::Oracle;
+use crate::sanitizer::xml::{self, to_finding, FindingContext};
+
+/// `cudafuzz sanitizer ...`.
+#[derive(Debug, Subcommand)]
+pub(super) enum SanitizerCommand {
+    /// Read a compute-sanitizer `--xml --save` file and print its records as findings.
+    Parse {
+        /// The XML file.
+        file: PathBuf,
+        /// Print the parsed records as JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub(super) fn sanitizer_command(c: SanitizerCommand) -> Result<i32> {
+    let SanitizerCommand::Parse { file, json } = c;
+    let parsed = xml::parse_file(&file).map_err(|e| fail(exit::USAGE, e.to_string()))?;
+    if let Some(cut) = &parsed.truncated {
+        eprintln!("{}: truncated: {cut}", file.display());
+    }
+    let found = parsed.findings().count();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&parsed)?);
+    } else {
+        let ctx = FindingContext { kernel: "-", alignment: [16; 4], inside_contract: true, table: None, tool: Oracle::Memcheck };
+        for r in parsed.findings() {
+            let func = r.user_frame().and_then(|f| f.func.clone()).unwrap_or_else(|| "?".into());
+            let f = FindingContext { kernel: &func, ..ctx };
+            println!("{}", to_finding(r, &f));
+        }
+        let api = parsed.records.len() - found;
+        println!("{}: {found} finding records, {api} API-error records", file.display());
+    }
+    Ok(if found > 0 { exit::FINDINGS } else { exit::OK })
+}

@@ -1,0 +1,104 @@
+//! The worker's per-case markers (CUDA side): one record of the running tool before each case.
+//!
+//! memcheck reports failing API calls, so its marker is `cuMemFree` of an address that was
+//! never allocated (`CUDA_ERROR_INVALID_VALUE`, harmless). racecheck, initcheck and synccheck do
+//! not report API errors; their markers are tiny kernels from `kernels/harness/sanitizer_markers.cu`
+//! that each produce exactly one record of that tool in a function named `cudafuzz_marker_*`.
+
+use std::ffi::c_void;
+
+use cudarc::driver::{result, sys};
+
+use super::xml::Record;
+use super::Tool;
+use crate::compile::{Arch, CompileRequest, Compiler};
+use crate::launch::Module;
+
+/// The never-allocated address memcheck's marker frees.
+const MARKER_FREE_ADDRESS: u64 = 0x20;
+/// Words of the never-written buffer initcheck's marker reads, one per case, then around again.
+const INIT_WORDS: u64 = 1 << 18;
+/// Prefix of every marker kernel's name.
+pub const MARKER_KERNEL_PREFIX: &str = "cudafuzz_marker_";
+
+/// Whether `record` is one of the harness's markers for `tool`.
+pub fn is_marker(record: &Record, tool: Tool) -> bool {
+    match tool {
+        Tool::Memcheck => record.is_marker("cuMemFree") && record.error.as_deref() == Some("CUDA_ERROR_INVALID_VALUE"),
+        _ => record_functions(record).any(|f| f.starts_with(MARKER_KERNEL_PREFIX)),
+    }
+}
+
+/// Every function name a record mentions (where, device stack, race source and destination).
+pub fn record_functions(record: &Record) -> impl Iterator<Item = &str> {
+    let race = [&record.source, &record.destination].into_iter().flatten().filter_map(|a| a.frame.as_ref());
+    record.at.iter().chain(record.device_stack.iter()).chain(race).filter_map(|f| f.func.as_deref())
+}
+
+/// Emits markers for one tool in a worker process.
+pub struct Marker {
+    tool: Tool,
+    kernel: Option<Module>,
+    never_written: sys::CUdeviceptr,
+    out: sys::CUdeviceptr,
+    emitted: u64,
+}
+
+impl Marker {
+    /// Prepares the markers of `tool`: compiles and loads its kernel, allocates its buffers.
+    pub fn new(tool: Tool, compiler: &Compiler, arch: Arch) -> Result<Marker, String> {
+        let mut marker = Marker { tool, kernel: None, never_written: 0, out: 0, emitted: 0 };
+        if tool == Tool::Memcheck {
+            return Ok(marker);
+        }
+        let source = crate::registry::kernels_dir().join("harness/sanitizer_markers.cu");
+        let entry = format!("{MARKER_KERNEL_PREFIX}{}", tool.name());
+        let req = CompileRequest { source: source.clone(), entry: entry.clone(), defines: Default::default(), options: vec![], arch };
+        let compiled = compiler.compile(&req).map_err(|e| format!("compiling the sanitizer markers {}: {e}", source.display()))?;
+        marker.kernel = Some(Module::load(&compiled.cubin, &entry).map_err(|s| format!("loading {entry}: {s}"))?);
+        // SAFETY: plain allocations; `never_written` is deliberately left uninitialised.
+        unsafe {
+            marker.never_written = result::malloc_sync((INIT_WORDS * 4) as usize).map_err(|e| format!("marker buffer: {e:?}"))?;
+            marker.out = result::malloc_sync(64 * 4).map_err(|e| format!("marker buffer: {e:?}"))?;
+        }
+        Ok(marker)
+    }
+
+    /// The tool these markers are for.
+    pub fn tool(&self) -> Tool {
+        self.tool
+    }
+
+    /// Makes the tool write one marker record, and waits until it has.
+    pub fn emit(&mut self) -> Result<(), String> {
+        let word = (self.emitted % INIT_WORDS) as i64;
+        self.emitted += 1;
+        let Some(kernel) = &self.kernel else {
+            // SAFETY: freeing an address that was never allocated fails with
+            // CUDA_ERROR_INVALID_VALUE and changes nothing; that failure is the marker.
+            let _ = unsafe { result::free_sync(MARKER_FREE_ADDRESS) };
+            return Ok(());
+        };
+        let (mut out, mut buf, mut word) = (self.out, self.never_written, word);
+        let mut params: Vec<*mut c_void> = match self.tool {
+            Tool::Initcheck => vec![&mut buf as *mut u64 as *mut c_void, &mut word as *mut i64 as *mut c_void, &mut out as *mut u64 as *mut c_void],
+            _ => vec![&mut out as *mut u64 as *mut c_void],
+        };
+        let block = if self.tool == Tool::Racecheck { 64 } else { 32 };
+        // SAFETY: the parameters match the marker kernels' signatures and outlive the call.
+        unsafe { result::launch_kernel(kernel.function(), (1, 1, 1), (block, 1, 1), 0, std::ptr::null_mut(), &mut params) }
+            .map_err(|e| format!("launching the {} marker: {e:?}", self.tool))?;
+        crate::gpu::synchronize().map_err(|s| format!("the {} marker kernel failed: {s}", self.tool))
+    }
+}
+
+impl Drop for Marker {
+    fn drop(&mut self) {
+        for p in [self.never_written, self.out] {
+            if p != 0 {
+                // SAFETY: allocated in `new`, freed once.
+                let _ = unsafe { result::free_sync(p) };
+            }
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! Batches of cases, and the compute-sanitizer pass over them.
+//!
+//! Natively a batch is just its cases one by one. Under a sanitizer, one sanitizer process
+//! serves the whole batch (the tool's start-up costs seconds); the process is ended at the
+//! batch's end, or earlier by a sticky error, a crash or a hang, and then its XML is read and
+//! split at the worker's per-case markers ([`crate::sanitizer::attribute`]). A sticky error ends
+//! the process right after the case that caused it, so that case holds the records after the
+//! last marker. Each tool is one pass over the batch.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{retire, Supervisor, SupervisorError, SANITIZER_EXIT_PATIENCE};
+use crate::case::{Case, Placement};
+use crate::finding::{Finding, Oracle};
+use crate::manifest::Manifest;
+use crate::oracle::alignment_of;
+use crate::plan::Plan;
+use crate::sanitizer::attribute::split;
+use crate::sanitizer::xml::{self, to_finding, FindingContext};
+use crate::sanitizer::{padding_for, Tool};
+use crate::worker::{kernel_label, Outcome, RunOptions, Verdict};
+
+/// Kernels run this many times slower under a sanitizer, at most: the watchdog allows for it.
+pub const SANITIZER_SLOWDOWN: u32 = 50;
+
+impl Supervisor {
+    /// Whether workers run under compute-sanitizer.
+    pub fn sanitized(&self) -> bool {
+        self.cfg.sanitizer.is_some()
+    }
+
+    /// How many cases a pool should hand this supervisor at a time.
+    pub fn batch_size(&self) -> usize {
+        self.cfg.sanitizer.as_ref().map_or(1, |p| p.batch.max(1))
+    }
+
+    /// Runs `cases` and returns their verdicts in order. Under a sanitizer every tool of the
+    /// pass runs over the batch and its findings join the verdicts (deduplicated by signature).
+    pub fn run_batch(&mut self, cases: &[Case], manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<Vec<Verdict>, SupervisorError> {
+        let Some(pass) = self.cfg.sanitizer.clone() else {
+            return cases.iter().map(|c| self.run_native(c, manifest, opts, timeout)).collect();
+        };
+        let mut verdicts: Vec<Option<Verdict>> = vec![None; cases.len()];
+        for &tool in &pass.tools {
+            self.end_process();
+            let tool_cases: Vec<Case> = cases.iter().map(|c| case_for_tool(c, tool)).collect();
+            let largest = tool_cases.iter().flat_map(|c| Plan::new(c).tensors).map(|t| t.span_bytes).max().unwrap_or(0);
+            self.tool = Some((tool, padding_for(largest)));
+            let tool_opts = RunOptions { determinism: false, sanitizer: Some(tool), ..opts.clone() };
+            let mut next = 0;
+            while next < cases.len() {
+                // One sanitizer process: until the batch ends or the worker does.
+                let mut ran: Vec<(usize, Verdict)> = Vec::new();
+                loop {
+                    let (v, _) = self.run_once(&tool_cases[next], manifest, &tool_opts, timeout * SANITIZER_SLOWDOWN)?;
+                    ran.push((next, v));
+                    next += 1;
+                    if self.worker.is_none() || next == cases.len() {
+                        break;
+                    }
+                }
+                let xml = self.end_process();
+                merge_records(tool, xml, &tool_cases, manifest, ran, &mut verdicts);
+            }
+        }
+        self.end_process();
+        self.tool = None;
+        Ok(verdicts.into_iter().map(|v| v.expect("every case ran under every tool")).collect())
+    }
+
+    /// Ends the running worker (waiting, so its sanitizer writes the XML) and returns the XML
+    /// path of the process that just ended, if it ran under a sanitizer.
+    fn end_process(&mut self) -> Option<PathBuf> {
+        if let Some(w) = self.worker.take() {
+            retire(w, SANITIZER_EXIT_PATIENCE);
+        }
+        self.xml.take()
+    }
+}
+
+/// The case as a tool sees it: memcheck runs exact placement, so a tensor's last byte is its
+/// allocation's last byte and any overrun lands in the tool's padding.
+pub fn case_for_tool(case: &Case, tool: Tool) -> Case {
+    let mut c = case.clone();
+    if tool == Tool::Memcheck {
+        c.placement = Placement::Exact;
+    }
+    c
+}
+
+/// Reads one process's XML and adds each case's records to its verdict.
+fn merge_records(tool: Tool, xml: Option<PathBuf>, cases: &[Case], manifest: &Manifest, ran: Vec<(usize, Verdict)>, verdicts: &mut [Option<Verdict>]) {
+    let parsed = match &xml {
+        Some(path) => xml::parse_file(path).map_err(|e| e.to_string()),
+        None => Err("the worker did not run under compute-sanitizer".to_string()),
+    };
+    let (per_case, markers, lost) = match parsed {
+        Ok(p) => {
+            let a = split(p.records, tool, ran.len());
+            (a.per_case, a.markers, p.truncated)
+        }
+        Err(e) => (vec![Vec::new(); ran.len()], 0, Some(e)),
+    };
+    for (k, ((idx, native), records)) in ran.into_iter().zip(per_case).enumerate() {
+        let case = &cases[idx];
+        let plan = Plan::new(case);
+        let label = kernel_label(manifest, case);
+        let ctx = FindingContext {
+            kernel: &label,
+            alignment: alignment_of(&plan),
+            inside_contract: manifest.contract.check(case, &plan).is_inside(),
+            table: native.allocations.as_ref(),
+            tool: oracle_of(tool),
+        };
+        // API errors are the native oracles' business (launch rejections, sticky statuses).
+        let found = dedupe(records.iter().filter(|r| !r.is_api()).map(|r| to_finding(r, &ctx)));
+        let unknown = if k >= markers {
+            Some(format!("{tool} results are unknown for this case: {}", lost.clone().unwrap_or_else(|| "the process ended before the case was marked".into())))
+        } else {
+            None
+        };
+        let slot = &mut verdicts[idx];
+        let verdict = slot.get_or_insert(native);
+        add_findings(verdict, found, unknown);
+    }
+}
+
+fn oracle_of(tool: Tool) -> Oracle {
+    match tool {
+        Tool::Memcheck => Oracle::Memcheck,
+        Tool::Racecheck => Oracle::Racecheck,
+        Tool::Initcheck => Oracle::Initcheck,
+        Tool::Synccheck => Oracle::Synccheck,
+    }
+}
+
+/// One finding per signature, its count the sum of the records' counts.
+fn dedupe(findings: impl Iterator<Item = Finding>) -> Vec<Finding> {
+    let mut by_sig: BTreeMap<String, Finding> = BTreeMap::new();
+    let mut order = Vec::new();
+    for f in findings {
+        let sig = f.signature().0;
+        match by_sig.get_mut(&sig) {
+            Some(first) => first.count += f.count,
+            None => {
+                order.push(sig.clone());
+                by_sig.insert(sig, f);
+            }
+        }
+    }
+    order.into_iter().filter_map(|s| by_sig.remove(&s)).collect()
+}
+
+/// Adds sanitizer findings to a verdict; a pass whose sanitizer results are unknown is not a
+/// pass.
+fn add_findings(verdict: &mut Verdict, found: Vec<Finding>, unknown: Option<String>) {
+    if let Some(why) = unknown {
+        if matches!(verdict.outcome, Outcome::Pass) {
+            verdict.outcome = Outcome::Error { message: why };
+        }
+        return;
+    }
+    if found.is_empty() {
+        return;
+    }
+    match &mut verdict.outcome {
+        Outcome::Fail { findings } => {
+            let have: Vec<String> = findings.iter().map(|f| f.signature().0).collect();
+            findings.extend(found.into_iter().filter(|f| !have.contains(&f.signature().0)));
+        }
+        outcome @ Outcome::Pass => *outcome = Outcome::Fail { findings: found },
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finding::FindingKind;
+    use crate::plan::ContractVerdict;
+    use crate::worker::StageTimes;
+
+    fn finding(kind: FindingKind, count: u64) -> Finding {
+        Finding {
+            kind,
+            oracle: Oracle::Racecheck,
+            kernel: "k".into(),
+            tensor: None,
+            location: None,
+            count,
+            cuda_error: None,
+            alignment: [16; 4],
+            inside_contract: true,
+            detail: "d".into(),
+            source: None,
+            access_size: None,
+            sanitizer_kind: Some("race_shared_write_read".into()),
+        }
+    }
+
+    fn verdict(outcome: Outcome) -> Verdict {
+        Verdict { outcome, contract: ContractVerdict::Inside, reference: "gpu".into(), sticky: false, times: StageTimes::default(), allocations: None }
+    }
+
+    #[test]
+    fn records_of_one_signature_become_one_finding_with_their_count() {
+        let d = dedupe([finding(FindingKind::Race, 256), finding(FindingKind::Race, 10), finding(FindingKind::BarrierError, 1)].into_iter());
+        assert_eq!(d.len(), 2);
+        assert_eq!(d[0].count, 266);
+    }
+
+    #[test]
+    fn a_pass_with_sanitizer_findings_fails_and_unknown_results_are_not_a_pass() {
+        let mut v = verdict(Outcome::Pass);
+        add_findings(&mut v, vec![finding(FindingKind::Race, 1)], None);
+        assert!(matches!(&v.outcome, Outcome::Fail { findings } if findings.len() == 1));
+        add_findings(&mut v, vec![finding(FindingKind::Race, 1)], None);
+        assert!(matches!(&v.outcome, Outcome::Fail { findings } if findings.len() == 1), "same signature added once");
+        let mut v = verdict(Outcome::Pass);
+        add_findings(&mut v, vec![], Some("lost".into()));
+        assert!(matches!(v.outcome, Outcome::Error { .. }));
+    }
+
+    #[test]
+    fn memcheck_sees_exact_placement() {
+        let c = Case::example("k");
+        assert_eq!(case_for_tool(&c, Tool::Memcheck).placement, Placement::Exact);
+        assert_eq!(case_for_tool(&c, Tool::Racecheck).placement, c.placement);
+    }
+}

@@ -1,0 +1,166 @@
+//! compute-sanitizer through the harness: each tool on its planted bug, clean kernels clean
+//! under all four, and exact per-case attribution inside one persistent sanitizer process.
+//!
+//! Needs a CUDA GPU: without one each test prints `skipped: <reason>` and returns. With a GPU
+//! but no compute-sanitizer the tests fail: a sanitizer check must never pass unchecked.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudafuzz::case::{Case, TensorId};
+use cudafuzz::finding::{Finding, FindingKind, Location, Oracle};
+use cudafuzz::manifest::Manifest;
+use cudafuzz::sanitizer::{Sanitizer, Tool};
+use cudafuzz::supervisor::{SanitizerPass, Supervisor, SupervisorConfig};
+use cudafuzz::worker::{Outcome, RunOptions, Verdict};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn exe() -> PathBuf {
+    if let Some(p) = std::env::var_os("CUDAFUZZ_BIN") {
+        return p.into();
+    }
+    let cargo = PathBuf::from(env!("CARGO_BIN_EXE_cudafuzz"));
+    if cargo.exists() {
+        return cargo;
+    }
+    root().join(".gpu/bin/cudafuzz")
+}
+
+macro_rules! require_gpu_and_sanitizer {
+    () => {
+        if let Err(e) = cudafuzz::gpu::device_count() {
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+}
+
+fn supervisor(tools: &[Tool], batch: usize) -> (tempfile::TempDir, Supervisor) {
+    let sanitizer = Sanitizer::locate().unwrap_or_else(|e| panic!("a GPU is present but {e}"));
+    eprintln!("compute-sanitizer {}: {}", sanitizer.path.display(), sanitizer.version);
+    let dir = tempfile::tempdir().unwrap();
+    let sup = Supervisor::new(SupervisorConfig {
+        exe: exe(),
+        gpu: 0,
+        reference_manifest: Some(root().join("kernels/reference/attention_f64.toml")),
+        journal: Some(dir.path().join("journal.jsonl")),
+        stop: Arc::new(AtomicBool::new(false)),
+        sanitizer: Some(SanitizerPass { sanitizer, tools: tools.to_vec(), dir: dir.path().to_path_buf(), batch }),
+    })
+    .unwrap();
+    (dir, sup)
+}
+
+fn manifest(rel: &str) -> Manifest {
+    Manifest::load(&root().join(rel)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A small case of `m` with the given head_dim (40 triggers the planted bugs).
+fn case(m: &Manifest, head_dim: u32, seed: u64) -> Case {
+    let mut c = Case::example(&m.path.display().to_string());
+    c.params = m.default_params();
+    c.head_dim = head_dim;
+    c.seq_q = 17;
+    c.seq_k = 33;
+    c.data.seed = seed;
+    c
+}
+
+fn run_all(sup: &mut Supervisor, m: &Manifest, cases: &[Case]) -> Vec<Verdict> {
+    let opts = RunOptions { determinism: false, ..RunOptions::default() };
+    sup.run_batch(cases, m, &opts, Duration::from_secs(10)).unwrap()
+}
+
+fn sanitizer_findings(v: &Verdict) -> Vec<Finding> {
+    match &v.outcome {
+        Outcome::Fail { findings } => findings.iter().filter(|f| f.oracle.is_sanitizer()).cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The line of `simple_attn.cu` that holds `needle` (1-based): where the planted bug is.
+fn line_of(needle: &str) -> u32 {
+    let src = std::fs::read_to_string(root().join("kernels/testing/simple_attn.cu")).unwrap();
+    let i = src.lines().position(|l| l.contains(needle)).unwrap_or_else(|| panic!("`{needle}` not in simple_attn.cu"));
+    i as u32 + 1
+}
+
+#[test]
+fn each_tool_names_its_planted_bug_with_line_and_tensor() {
+    require_gpu_and_sanitizer!();
+    let cases = [
+        ("kernels/testing/oob_read_k.toml", Tool::Memcheck, FindingKind::SanitizerMemory, Some(TensorId::K), "dot += cf_to_float(krow[(long long)d * k_sd]);"),
+        ("kernels/testing/race_q_row.toml", Tool::Racecheck, FindingKind::Race, None, "row[d] = cf_to_float(qrow[(long long)d * q_sd]);"),
+        ("kernels/testing/uninit_scratch.toml", Tool::Initcheck, FindingKind::UninitializedRead, None, "scratch[s] == 12345.0f"),
+        ("kernels/testing/bad_syncwarp.toml", Tool::Synccheck, FindingKind::BarrierError, None, "__syncwarp(0x1u)"),
+    ];
+    for (rel, tool, kind, tensor, needle) in cases {
+        let m = manifest(rel);
+        let (_dir, mut sup) = supervisor(&[tool], 8);
+        let v = &run_all(&mut sup, &m, &[case(&m, 40, 1)])[0];
+        let found = sanitizer_findings(v);
+        eprintln!("{rel} under {tool}: {:?}", found.iter().map(|f| f.to_string()).collect::<Vec<_>>());
+        let f = found.iter().find(|f| f.kind == kind).unwrap_or_else(|| panic!("{rel}: {tool} found no {kind}: {:?}", v.outcome));
+        let src = f.source.as_ref().unwrap_or_else(|| panic!("{rel}: no source line in {f}"));
+        assert_eq!((src.file.as_str(), src.line), ("simple_attn.cu", line_of(needle)), "{rel}: {f}");
+        assert_eq!(f.tensor, tensor, "{rel}: {f}");
+        if tool == Tool::Memcheck {
+            // Exact placement: the overrun lies past k's last byte, in memcheck's padding, where
+            // a neighbouring allocation would otherwise hide it.
+            assert!(matches!(f.location, Some(Location::RedzoneAfter { .. })), "{f}");
+        }
+    }
+}
+
+#[test]
+fn clean_kernels_are_clean_under_all_four_tools() {
+    require_gpu_and_sanitizer!();
+    let (_dir, mut sup) = supervisor(&Tool::ALL, 8);
+    for rel in ["kernels/testing/simple_attn.toml", "kernels/attention/flash_fwd_hd64.toml"] {
+        let m = manifest(rel);
+        let mut odd = case(&m, 40, 2);
+        odd.layouts.q.offset_bytes = 2;
+        odd.causal = true;
+        let verdicts = run_all(&mut sup, &m, &[case(&m, 40, 1), case(&m, 64, 3), odd]);
+        for v in &verdicts {
+            assert_eq!(v.outcome, Outcome::Pass, "{rel} under all four tools");
+        }
+    }
+}
+
+#[test]
+fn a_batch_of_200_attributes_exactly_the_5_buggy_cases() {
+    require_gpu_and_sanitizer!();
+    let buggy = [3usize, 57, 58, 140, 199];
+    // racecheck: non-fatal reports, the process serves all 200 cases.
+    let m = manifest("kernels/testing/race_q_row.toml");
+    let cases: Vec<Case> = (0..200).map(|i| case(&m, if buggy.contains(&i) { 40 } else { 64 }, i as u64)).collect();
+    let (_dir, mut sup) = supervisor(&[Tool::Racecheck], 200);
+    let verdicts = run_all(&mut sup, &m, &cases);
+    let flagged: Vec<usize> = verdicts.iter().enumerate().filter(|(_, v)| sanitizer_findings(v).iter().any(|f| f.kind == FindingKind::Race)).map(|(i, _)| i).collect();
+    assert_eq!(flagged, buggy, "racecheck attribution");
+    assert_eq!(sup.starts, 1, "one sanitizer process for the batch");
+
+    // memcheck: each finding is fatal to its process; the next process takes the rest.
+    let m = manifest("kernels/testing/oob_read_k.toml");
+    let cases: Vec<Case> = (0..40).map(|i| case(&m, if [5, 6, 39].contains(&i) { 40 } else { 64 }, i as u64)).collect();
+    let (_dir, mut sup) = supervisor(&[Tool::Memcheck], 40);
+    let verdicts = run_all(&mut sup, &m, &cases);
+    let flagged: Vec<usize> = verdicts
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| sanitizer_findings(v).iter().any(|f| f.kind == FindingKind::SanitizerMemory && f.oracle == Oracle::Memcheck))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(flagged, vec![5, 6, 39], "memcheck attribution");
+    for (i, v) in verdicts.iter().enumerate() {
+        if ![5, 6, 39].contains(&i) {
+            assert_eq!(v.outcome, Outcome::Pass, "case {i}");
+        }
+    }
+}
