@@ -59,10 +59,10 @@ if want flash; then
 fi
 
 if want flash100k; then
-  # FLASH_SET: manifest:cases pairs (one campaign each, seed 7), e.g. "flash_fwd:30000 flash_fwd_hd64:40000".
-  for pair in ${FLASH_SET:-flash_fwd:34000 flash_fwd_hd128:33000 flash_fwd_hd64:33000}; do
-    k=${pair%%:*}; n=${pair##*:}
-    timeout 420 $bin fuzz --kernel kernels/attention/$k.toml --cases "$n" --jobs $jobs --seed 7 \
+  # FLASH_SET: manifest:draws[:time] (one campaign each, seed FLASH_SEED), e.g. "flash_fwd:30000:60s".
+  for spec in ${FLASH_SET:-flash_fwd:34000 flash_fwd_hd128:33000 flash_fwd_hd64:33000}; do
+    IFS=: read -r k n t <<< "$spec"
+    timeout 420 $bin fuzz --kernel kernels/attention/$k.toml --cases "$n" ${t:+--time $t} --jobs $jobs --seed ${FLASH_SEED:-7} \
       --out "$logs/out100k-$k" > "$logs/fuzz100k-$k.log" 2>&1; st=$?
     row "fuzz $k $n cases (exit 0)" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(summary "$logs/fuzz100k-$k.log" "$k")"
   done
@@ -99,24 +99,35 @@ fi
 
 if want sanitizer; then
   # The harness under compute-sanitizer: per-tool planted bugs, clean kernels, batch attribution.
+  # First the worker alone under each tool with the harness's options (does the tool start?).
+  for tool in memcheck racecheck initcheck synccheck; do
+    opts=""; [ $tool = memcheck ] && opts="--padding=4096 --report-api-errors=explicit --leak-check=no"
+    [ $tool = racecheck ] && opts="--racecheck-report=analysis"
+    timeout 60 compute-sanitizer --tool $tool $opts --xml --save "$logs/start-$tool.xml" --log-file "$logs/start-$tool.log" \
+      --error-exitcode=99 $bin worker --gpu 0 < /dev/null > "$logs/start-$tool.out" 2>&1
+    row "worker starts under $tool" "rc=$?" "$(head -c 60 "$logs/start-$tool.out" | tr '\n' ' ')"
+  done
   for t in .gpu/tests/gpu_sanitizer-*; do
-    timeout 300 "$t" --test-threads=1 --nocapture > "$logs/gpu-sanitizer-tests.log" 2>&1; st=$?
-    row "gpu_sanitizer tests" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep '^test result' "$logs/gpu-sanitizer-tests.log" | tail -n1)"
+    timeout 400 "$t" --test-threads=2 --nocapture > "$logs/gpu-sanitizer-tests.log" 2>&1; st=$?
+    row "gpu_sanitizer tests" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep '^test result' "$logs/gpu-sanitizer-tests.log" | tail -n1 | cut -c1-60)"
+    while read -r line; do row "  ${line#test }" "" ""; done < <(grep -E '^test .* \.\.\. (ok|FAILED)' "$logs/gpu-sanitizer-tests.log" | sed 's/ \.\.\. / /')
+    while read -r line; do row "  $line" "" ""; done < <(grep -E 'sanitizer process\(es\), flagged' "$logs/gpu-sanitizer-tests.log")
   done
   for tool in memcheck racecheck; do
-    timeout 120 $bin bench --cases ${SAN_CASES:-200} --sanitize $tool --json "$logs/bench-$tool.json" --out "$logs/out-bench-$tool" > "$logs/bench-$tool.log" 2>&1
-    row "bench --sanitize $tool (persistent)" "rc=$?" "$(grep -E 'cases/s|/s' "$logs/bench-$tool.log" | head -n2 | tail -n1 | cut -c1-90)"
+    timeout 200 $bin bench --cases ${SAN_CASES:-200} --jobs ${SAN_JOBS:-4} --sanitize $tool --json "$logs/bench-$tool.json" --out "$logs/out-bench-$tool" > "$logs/bench-$tool.log" 2>&1
+    row "bench --sanitize $tool (persistent)" "rc=$?" "see below"
     timeout 120 $bin bench --cases ${SAN_CASES_1:-20} --sanitize $tool --sanitize-batch 1 --json "$logs/bench-$tool-1.json" --out "$logs/out-bench-$tool-1" > "$logs/bench-$tool-1.log" 2>&1
-    row "bench --sanitize $tool (process per case)" "rc=$?" "$(grep -E 'cases/s|/s' "$logs/bench-$tool-1.log" | head -n2 | tail -n1 | cut -c1-90)"
+    row "bench --sanitize $tool (process per case)" "rc=$?" "see below"
   done
 fi
 
 if want escalate; then
   # Each fa_s512 configuration: time to the first native finding, then memcheck names the line.
-  for k in fa_s512 fa_s512_128_32_8 fa_s512_80_64_8 fa_s512_80_64_4 fa_s512_64_64_8; do
-    timeout 100 $bin fuzz --kernel $k --cases 10000 --time 30s --stop-after 1 --jobs 4 --seed 1 --escalate memcheck \
-      --out "$logs/out-esc-$k" > "$logs/esc-$k.log" 2>&1
-    row "fuzz+memcheck $k" "$(first "$logs/esc-$k.log")" "$(grep -m1 -A0 'named by' "$logs/esc-$k.log" | grep -Eo '[a-z_0-9]+\.cu:[0-9]+[^,]*' | head -n1)"
+  for k in fa_s512 fa_s512_128_32_8 fa_s512_80_64_8 fa_s512_80_64_4 fa_s512_64_64_8 kernels/mutants/no_sync.toml kernels/mutants/seqk_tail.toml; do
+    n=$(basename $k .toml)
+    timeout 100 $bin fuzz --kernel $k --cases 10000 --time 30s --stop-after 1 --jobs 4 --seed 1 --escalate memcheck,racecheck \
+      --out "$logs/out-esc-$n" > "$logs/esc-$n.log" 2>&1
+    row "fuzz+sanitizer $n" "$(first "$logs/esc-$n.log")" "$(grep -m1 'named by' "$logs/esc-$n.log" | grep -Eo '[a-z_0-9]+[.]cu[h]?:[0-9]+ in [a-z_0-9]+' | head -n1)"
   done
 fi
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cudafuzz::case::{Case, TensorId};
-use cudafuzz::finding::{Finding, FindingKind, Location, Oracle};
+use cudafuzz::finding::{Finding, FindingKind, Location};
 use cudafuzz::manifest::Manifest;
 use cudafuzz::sanitizer::{Sanitizer, Tool};
 use cudafuzz::supervisor::{SanitizerPass, Supervisor, SupervisorConfig};
@@ -90,77 +90,126 @@ fn line_of(needle: &str) -> u32 {
     i as u32 + 1
 }
 
-#[test]
-fn each_tool_names_its_planted_bug_with_line_and_tensor() {
-    require_gpu_and_sanitizer!();
-    let cases = [
-        ("kernels/testing/oob_read_k.toml", Tool::Memcheck, FindingKind::SanitizerMemory, Some(TensorId::K), "dot += cf_to_float(krow[(long long)d * k_sd]);"),
-        ("kernels/testing/race_q_row.toml", Tool::Racecheck, FindingKind::Race, None, "row[d] = cf_to_float(qrow[(long long)d * q_sd]);"),
-        ("kernels/testing/uninit_scratch.toml", Tool::Initcheck, FindingKind::UninitializedRead, None, "scratch[s] == 12345.0f"),
-        ("kernels/testing/bad_syncwarp.toml", Tool::Synccheck, FindingKind::BarrierError, None, "__syncwarp(0x1u)"),
-    ];
-    for (rel, tool, kind, tensor, needle) in cases {
-        let m = manifest(rel);
-        let (_dir, mut sup) = supervisor(&[tool], 8);
-        let v = &run_all(&mut sup, &m, &[case(&m, 40, 1)])[0];
-        let found = sanitizer_findings(v);
-        eprintln!("{rel} under {tool}: {:?}", found.iter().map(|f| f.to_string()).collect::<Vec<_>>());
-        let f = found.iter().find(|f| f.kind == kind).unwrap_or_else(|| panic!("{rel}: {tool} found no {kind}: {:?}", v.outcome));
-        let src = f.source.as_ref().unwrap_or_else(|| panic!("{rel}: no source line in {f}"));
-        assert_eq!((src.file.as_str(), src.line), ("simple_attn.cu", line_of(needle)), "{rel}: {f}");
-        assert_eq!(f.tensor, tensor, "{rel}: {f}");
-        if tool == Tool::Memcheck {
-            // Exact placement: the overrun lies past k's last byte, in memcheck's padding, where
-            // a neighbouring allocation would otherwise hide it.
-            assert!(matches!(f.location, Some(Location::RedzoneAfter { .. })), "{f}");
-        }
+/// Runs the planted bug of `rel` (head_dim 40) under `tool` and checks the finding it names.
+fn names_its_bug(rel: &str, tool: Tool, kind: FindingKind, tensor: Option<TensorId>, needle: &str) {
+    let m = manifest(rel);
+    let (_dir, mut sup) = supervisor(&[tool], 8);
+    let v = &run_all(&mut sup, &m, &[case(&m, 40, 1)])[0];
+    let found = sanitizer_findings(v);
+    eprintln!("{rel} under {tool}: {:?}", found.iter().map(|f| f.to_string()).collect::<Vec<_>>());
+    let f = found.iter().find(|f| f.kind == kind).unwrap_or_else(|| panic!("{rel}: {tool} found no {kind}: {:?}", v.outcome));
+    let src = f.source.as_ref().unwrap_or_else(|| panic!("{rel}: no source line in {f}"));
+    assert_eq!((src.file.as_str(), src.line), ("simple_attn.cu", line_of(needle)), "{rel}: {f}");
+    assert_eq!(f.tensor, tensor, "{rel}: {f}");
+    if tool == Tool::Memcheck {
+        // Exact placement: the overrun lies past k's last byte, in memcheck's padding, where a
+        // neighbouring allocation would otherwise hide it.
+        assert!(matches!(f.location, Some(Location::RedzoneAfter { .. })), "{f}");
     }
 }
 
 #[test]
-fn clean_kernels_are_clean_under_all_four_tools() {
+fn memcheck_names_an_overrun_into_padding() {
     require_gpu_and_sanitizer!();
-    let (_dir, mut sup) = supervisor(&Tool::ALL, 8);
+    names_its_bug("kernels/testing/oob_read_k.toml", Tool::Memcheck, FindingKind::SanitizerMemory, Some(TensorId::K), "dot += cf_to_float(krow[(long long)d * k_sd]);");
+}
+
+#[test]
+fn racecheck_names_a_missing_barrier() {
+    require_gpu_and_sanitizer!();
+    names_its_bug("kernels/testing/race_q_row.toml", Tool::Racecheck, FindingKind::Race, None, "row[d] = cf_to_float(qrow[(long long)d * q_sd]);");
+}
+
+#[test]
+fn initcheck_names_an_uninitialised_read() {
+    require_gpu_and_sanitizer!();
+    names_its_bug("kernels/testing/uninit_scratch.toml", Tool::Initcheck, FindingKind::UninitializedRead, None, "scratch[s] == 12345.0f");
+}
+
+#[test]
+fn synccheck_names_a_bad_syncwarp() {
+    require_gpu_and_sanitizer!();
+    names_its_bug("kernels/testing/bad_syncwarp.toml", Tool::Synccheck, FindingKind::BarrierError, None, "__syncwarp(0x1u)");
+}
+
+/// simple_attn and flash_fwd on three cases each under `tool`: every verdict a pass.
+fn clean_under(tool: Tool) {
+    let (_dir, mut sup) = supervisor(&[tool], 8);
     for rel in ["kernels/testing/simple_attn.toml", "kernels/attention/flash_fwd_hd64.toml"] {
         let m = manifest(rel);
         let mut odd = case(&m, 40, 2);
         odd.layouts.q.offset_bytes = 2;
         odd.causal = true;
-        let verdicts = run_all(&mut sup, &m, &[case(&m, 40, 1), case(&m, 64, 3), odd]);
-        for v in &verdicts {
-            assert_eq!(v.outcome, Outcome::Pass, "{rel} under all four tools");
+        for v in run_all(&mut sup, &m, &[case(&m, 40, 1), case(&m, 64, 3), odd]) {
+            assert_eq!(v.outcome, Outcome::Pass, "{rel} under {tool}");
         }
     }
 }
 
 #[test]
-fn a_batch_of_200_attributes_exactly_the_5_buggy_cases() {
+fn clean_kernels_are_clean_under_memcheck() {
     require_gpu_and_sanitizer!();
-    let buggy = [3usize, 57, 58, 140, 199];
-    // racecheck: non-fatal reports, the process serves all 200 cases.
-    let m = manifest("kernels/testing/race_q_row.toml");
-    let cases: Vec<Case> = (0..200).map(|i| case(&m, if buggy.contains(&i) { 40 } else { 64 }, i as u64)).collect();
-    let (_dir, mut sup) = supervisor(&[Tool::Racecheck], 200);
-    let verdicts = run_all(&mut sup, &m, &cases);
-    let flagged: Vec<usize> = verdicts.iter().enumerate().filter(|(_, v)| sanitizer_findings(v).iter().any(|f| f.kind == FindingKind::Race)).map(|(i, _)| i).collect();
-    assert_eq!(flagged, buggy, "racecheck attribution");
-    assert_eq!(sup.starts, 1, "one sanitizer process for the batch");
+    clean_under(Tool::Memcheck);
+}
 
-    // memcheck: each finding is fatal to its process; the next process takes the rest.
-    let m = manifest("kernels/testing/oob_read_k.toml");
-    let cases: Vec<Case> = (0..40).map(|i| case(&m, if [5, 6, 39].contains(&i) { 40 } else { 64 }, i as u64)).collect();
-    let (_dir, mut sup) = supervisor(&[Tool::Memcheck], 40);
+#[test]
+fn clean_kernels_are_clean_under_racecheck() {
+    require_gpu_and_sanitizer!();
+    clean_under(Tool::Racecheck);
+}
+
+#[test]
+fn clean_kernels_are_clean_under_initcheck() {
+    require_gpu_and_sanitizer!();
+    clean_under(Tool::Initcheck);
+}
+
+#[test]
+fn clean_kernels_are_clean_under_synccheck() {
+    require_gpu_and_sanitizer!();
+    clean_under(Tool::Synccheck);
+}
+
+/// 200 cases of `rel` under `tool` in one batch, head_dim 40 (buggy) at five known positions and
+/// 64 (clean) elsewhere: exactly those five get a `kind` finding, every other case passes.
+fn batch_attribution(rel: &str, tool: Tool, kind: FindingKind) {
+    let buggy = [3usize, 57, 58, 140, 199];
+    let m = manifest(rel);
+    let cases: Vec<Case> = (0..200).map(|i| case(&m, if buggy.contains(&i) { 40 } else { 64 }, i as u64)).collect();
+    let (_dir, mut sup) = supervisor(&[tool], 200);
     let verdicts = run_all(&mut sup, &m, &cases);
-    let flagged: Vec<usize> = verdicts
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| sanitizer_findings(v).iter().any(|f| f.kind == FindingKind::SanitizerMemory && f.oracle == Oracle::Memcheck))
-        .map(|(i, _)| i)
-        .collect();
-    assert_eq!(flagged, vec![5, 6, 39], "memcheck attribution");
+    let flagged: Vec<usize> = verdicts.iter().enumerate().filter(|(_, v)| sanitizer_findings(v).iter().any(|f| f.kind == kind)).map(|(i, _)| i).collect();
+    assert_eq!(flagged, buggy, "{tool} attribution");
     for (i, v) in verdicts.iter().enumerate() {
-        if ![5, 6, 39].contains(&i) {
-            assert_eq!(v.outcome, Outcome::Pass, "case {i}");
+        if !buggy.contains(&i) {
+            assert_eq!(v.outcome, Outcome::Pass, "{tool}: case {i}");
         }
     }
+    eprintln!("{tool}: 200 cases, {} sanitizer process(es), flagged {flagged:?}", sup.starts);
+}
+
+#[test]
+fn a_batch_of_200_attributes_exactly_the_5_buggy_cases_memcheck() {
+    require_gpu_and_sanitizer!();
+    // Each finding is fatal to its process; the next process takes the rest.
+    batch_attribution("kernels/testing/oob_read_k.toml", Tool::Memcheck, FindingKind::SanitizerMemory);
+}
+
+#[test]
+fn a_batch_of_200_attributes_exactly_the_5_buggy_cases_initcheck() {
+    require_gpu_and_sanitizer!();
+    // Non-fatal reports: one process serves the whole batch; markers split it.
+    batch_attribution("kernels/testing/uninit_scratch.toml", Tool::Initcheck, FindingKind::UninitializedRead);
+}
+
+#[test]
+fn a_batch_of_200_attributes_exactly_the_5_buggy_cases_synccheck() {
+    require_gpu_and_sanitizer!();
+    batch_attribution("kernels/testing/bad_syncwarp.toml", Tool::Synccheck, FindingKind::BarrierError);
+}
+
+#[test]
+fn a_batch_of_200_attributes_exactly_the_5_buggy_cases_racecheck() {
+    require_gpu_and_sanitizer!();
+    batch_attribution("kernels/testing/race_q_row.toml", Tool::Racecheck, FindingKind::Race);
 }

@@ -1,9 +1,10 @@
 //! The worker's per-case markers (CUDA side): one record of the running tool before each case.
 //!
 //! memcheck reports failing API calls, so its marker is `cuMemFree` of an address that was
-//! never allocated (`CUDA_ERROR_INVALID_VALUE`, harmless). racecheck, initcheck and synccheck do
-//! not report API errors; their markers are tiny kernels from `kernels/harness/sanitizer_markers.cu`
-//! that each produce exactly one record of that tool in a function named `cudafuzz_marker_*`.
+//! never allocated (`CUDA_ERROR_INVALID_VALUE`, harmless). racecheck and initcheck do not report
+//! API errors; their markers are tiny kernels from `kernels/harness/sanitizer_markers.cu` that each
+//! produce one record of that tool in a function named `cudafuzz_marker_*`. synccheck needs none:
+//! its errors abort the kernel (719), so they belong to the case a process ended with.
 
 use std::ffi::c_void;
 
@@ -16,8 +17,11 @@ use crate::launch::Module;
 
 /// The never-allocated address memcheck's marker frees.
 const MARKER_FREE_ADDRESS: u64 = 0x20;
-/// Words of the never-written buffer initcheck's marker reads, one per case, then around again.
-const INIT_WORDS: u64 = 1 << 18;
+/// Words of the never-written buffer initcheck's markers read.
+const INIT_WORDS: u64 = 1 << 20;
+/// Words between two initcheck markers' reads: initcheck reports a region once, so each marker
+/// reads its own 256 bytes (a fresh buffer is taken when these run out).
+const INIT_STEP: u64 = 64;
 /// Prefix of every marker kernel's name.
 pub const MARKER_KERNEL_PREFIX: &str = "cudafuzz_marker_";
 
@@ -48,7 +52,7 @@ impl Marker {
     /// Prepares the markers of `tool`: compiles and loads its kernel, allocates its buffers.
     pub fn new(tool: Tool, compiler: &Compiler, arch: Arch) -> Result<Marker, String> {
         let mut marker = Marker { tool, kernel: None, never_written: 0, out: 0, emitted: 0 };
-        if tool == Tool::Memcheck {
+        if matches!(tool, Tool::Memcheck | Tool::Synccheck) {
             return Ok(marker);
         }
         let source = crate::registry::kernels_dir().join("harness/sanitizer_markers.cu");
@@ -64,6 +68,16 @@ impl Marker {
         Ok(marker)
     }
 
+    /// Replaces the never-written buffer once every word of it has been read.
+    fn fresh_init_buffer(&mut self) -> Result<(), String> {
+        // SAFETY: the old buffer came from malloc_sync; the new one is left uninitialised.
+        unsafe {
+            let _ = result::free_sync(self.never_written);
+            self.never_written = result::malloc_sync((INIT_WORDS * 4) as usize).map_err(|e| format!("marker buffer: {e:?}"))?;
+        }
+        Ok(())
+    }
+
     /// The tool these markers are for.
     pub fn tool(&self) -> Tool {
         self.tool
@@ -71,7 +85,13 @@ impl Marker {
 
     /// Makes the tool write one marker record, and waits until it has.
     pub fn emit(&mut self) -> Result<(), String> {
-        let word = (self.emitted % INIT_WORDS) as i64;
+        if self.tool == Tool::Synccheck {
+            return Ok(());
+        }
+        let mut word = (self.emitted * INIT_STEP % INIT_WORDS) as i64;
+        if self.tool == Tool::Initcheck && self.emitted > 0 && word == 0 {
+            self.fresh_init_buffer()?;
+        }
         self.emitted += 1;
         let Some(kernel) = &self.kernel else {
             // SAFETY: freeing an address that was never allocated fails with
@@ -79,7 +99,7 @@ impl Marker {
             let _ = unsafe { result::free_sync(MARKER_FREE_ADDRESS) };
             return Ok(());
         };
-        let (mut out, mut buf, mut word) = (self.out, self.never_written, word);
+        let (mut out, mut buf) = (self.out, self.never_written);
         let mut params: Vec<*mut c_void> = match self.tool {
             Tool::Initcheck => vec![&mut buf as *mut u64 as *mut c_void, &mut word as *mut i64 as *mut c_void, &mut out as *mut u64 as *mut c_void],
             _ => vec![&mut out as *mut u64 as *mut c_void],

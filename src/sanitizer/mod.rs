@@ -73,8 +73,9 @@ impl Tool {
             // Padding after every allocation turns overruns into reports instead of silent
             // hits on a neighbouring allocation; API errors are the per-case markers.
             Tool::Memcheck => vec![format!("--padding={padding}"), "--report-api-errors=explicit".into(), "--leak-check=no".into()],
-            // Every hazard, not only those judged harmful.
-            Tool::Racecheck => vec!["--racecheck-report=all".into()],
+            // One analysed "Race condition" record per race (with its hazard count), not one
+            // record per hazardous access pair.
+            Tool::Racecheck => vec!["--racecheck-report=analysis".into()],
             Tool::Initcheck => vec![],
             Tool::Synccheck => vec![],
         }
@@ -147,12 +148,24 @@ impl Sanitizer {
         // Findings are read from the XML, not the exit status; the status still tells a
         // process that reported errors from one that did not.
         cmd.args(["--xml", "--save"]).arg(xml);
+        // The tool's own text goes to a file: the worker's stdout is its event stream.
+        cmd.arg("--log-file").arg(log_path(xml));
         cmd.arg(format!("--error-exitcode={SANITIZER_ERROR_EXIT}"));
-        cmd.arg("--print-limit=0");
+        // The default stops reporting after 100 errors, markers included: a persistent worker
+        // would lose every case after the hundredth record.
+        cmd.arg(format!("--print-limit={PRINT_LIMIT}"));
         cmd.arg(program);
         cmd
     }
 }
+
+/// Where the tool's text log for `xml` goes.
+pub fn log_path(xml: &Path) -> PathBuf {
+    xml.with_extension("log")
+}
+
+/// Records one sanitizer process may write before the tool stops reporting.
+pub const PRINT_LIMIT: u64 = 1_000_000_000;
 
 /// Exit status compute-sanitizer gives a target that had errors.
 pub const SANITIZER_ERROR_EXIT: i32 = 99;
@@ -222,7 +235,7 @@ mod tests {
         let s = Sanitizer { path: "/x/compute-sanitizer".into(), version: "v".into() };
         let cmd = s.command(Tool::Memcheck, Path::new("/tmp/a.xml"), 8192, Path::new("/bin/worker"));
         let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().to_string()).collect();
-        for want in ["memcheck", "--padding=8192", "--xml", "--save", "/tmp/a.xml", "--error-exitcode=99", "/bin/worker"] {
+        for want in ["memcheck", "--padding=8192", "--xml", "--save", "/tmp/a.xml", "--error-exitcode=99", "--print-limit=1000000000", "/bin/worker"] {
             assert!(args.iter().any(|a| a == want), "{want} missing from {args:?}");
         }
         assert_eq!(padding_for(10), 4096);

@@ -756,7 +756,10 @@ pub fn to_finding(record: &Record, ctx: &FindingContext<'_>) -> Finding {
             _ => FindingKind::SanitizerMemory,
         },
     };
-    let located = record.address.and_then(|a| ctx.table.and_then(|t| t.locate(a)));
+    // Only global addresses are device pointers into the case's allocations; shared and local
+    // addresses are offsets in another space.
+    let global = record.memory_space().is_none_or(|s| s.contains("global"));
+    let located = record.address.filter(|_| global).and_then(|a| ctx.table.and_then(|t| t.locate(a)));
     let (tensor, location) = match &located {
         Some(l) => match l.holder {
             Holder::Tensor(t) => (Some(t), Some(l.location.clone())),

@@ -20,7 +20,7 @@ use crate::plan::Plan;
 use crate::sanitizer::attribute::split;
 use crate::sanitizer::xml::{self, to_finding, FindingContext};
 use crate::sanitizer::{padding_for, Tool};
-use crate::worker::{kernel_label, Outcome, RunOptions, Verdict};
+use crate::worker::{kernel_label, Outcome, ReferenceChoice, RunOptions, Verdict};
 
 /// Kernels run this many times slower under a sanitizer, at most: the watchdog allows for it.
 pub const SANITIZER_SLOWDOWN: u32 = 50;
@@ -48,7 +48,9 @@ impl Supervisor {
             let tool_cases: Vec<Case> = cases.iter().map(|c| case_for_tool(c, tool)).collect();
             let largest = tool_cases.iter().flat_map(|c| Plan::new(c).tensors).map(|t| t.span_bytes).max().unwrap_or(0);
             self.tool = Some((tool, padding_for(largest)));
-            let tool_opts = RunOptions { determinism: false, sanitizer: Some(tool), ..opts.clone() };
+            // The GPU reference kernel would run under the tool too, for nothing: under a
+            // sanitizer the CPU reference judges values (and no determinism rerun).
+            let tool_opts = RunOptions { determinism: false, sanitizer: Some(tool), reference: ReferenceChoice::Cpu };
             let mut next = 0;
             while next < cases.len() {
                 // One sanitizer process: until the batch ends or the worker does.
@@ -96,10 +98,11 @@ fn merge_records(tool: Tool, xml: Option<PathBuf>, cases: &[Case], manifest: &Ma
         Some(path) => xml::parse_file(path).map_err(|e| e.to_string()),
         None => Err("the worker did not run under compute-sanitizer".to_string()),
     };
+    let ended_by_fault = ran.last().is_some_and(|(_, v)| v.sticky);
     let (per_case, markers, lost) = match parsed {
         Ok(p) => {
-            let a = split(p.records, tool, ran.len());
-            (a.per_case, a.markers, p.truncated)
+            let a = split(p.records, tool, ran.len(), ended_by_fault);
+            (a.per_case, a.markers, a.unattributable.or(p.truncated))
         }
         Err(e) => (vec![Vec::new(); ran.len()], 0, Some(e)),
     };
@@ -115,7 +118,9 @@ fn merge_records(tool: Tool, xml: Option<PathBuf>, cases: &[Case], manifest: &Ma
             tool: oracle_of(tool),
         };
         // API errors are the native oracles' business (launch rejections, sticky statuses).
-        let found = dedupe(records.iter().filter(|r| !r.is_api()).map(|r| to_finding(r, &ctx)));
+        // initcheck's "Host API uninitialized memory access" records are the harness copying a
+        // never-written buffer back to check it, not the kernel.
+        let found = dedupe(records.iter().filter(|r| !r.is_api() && !r.text.starts_with("Host API")).map(|r| to_finding(r, &ctx)));
         let unknown = if k >= markers {
             Some(format!("{tool} results are unknown for this case: {}", lost.clone().unwrap_or_else(|| "the process ended before the case was marked".into())))
         } else {

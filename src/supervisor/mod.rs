@@ -42,6 +42,18 @@ pub const KILL_GRACE: Duration = Duration::from_millis(500);
 /// How long a worker under compute-sanitizer gets to exit (the tool writes its XML then).
 pub const SANITIZER_EXIT_PATIENCE: Duration = Duration::from_secs(120);
 
+/// The end of a sanitizer process's text log (next to its XML), for error messages.
+fn sanitizer_log_tail(xml: &Path) -> String {
+    let log = crate::sanitizer::log_path(xml);
+    match std::fs::read_to_string(&log) {
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().collect();
+            format!("; compute-sanitizer said ({}):\n{}", log.display(), lines[lines.len().saturating_sub(10)..].join("\n"))
+        }
+        Err(_) => String::new(),
+    }
+}
+
 /// A fresh XML path in `dir` for one sanitizer process.
 fn next_xml_path(dir: &Path, tool: Tool) -> PathBuf {
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -204,7 +216,11 @@ impl Supervisor {
             }
         });
         self.starts += 1;
-        match rx.recv_timeout(SETUP_TIMEOUT).ok().and_then(|l| serde_json::from_str::<WorkerEvent>(&l).ok()) {
+        // The first event; lines that are not events (a wrapper's banner) are skipped.
+        let deadline = Instant::now() + SETUP_TIMEOUT;
+        let first = std::iter::from_fn(|| rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).ok())
+            .find_map(|l| serde_json::from_str::<WorkerEvent>(&l).ok());
+        match first {
             Some(WorkerEvent::Ready { gpu }) => {
                 self.worker = Some(WorkerHandle { child, stdin, events: rx, gpu });
                 Ok(())
@@ -215,7 +231,9 @@ impl Supervisor {
             }
             _ => {
                 kill_group(&mut child);
-                Err(SupervisorError::NoGpu("the worker process exited before opening the GPU".into()))
+                let status = child.try_wait().ok().flatten().map(|s| format!(" (status {s})")).unwrap_or_default();
+                let log = self.xml.as_ref().map(|x| sanitizer_log_tail(x)).unwrap_or_default();
+                Err(SupervisorError::NoGpu(format!("the worker process exited before opening the GPU{status}{log}")))
             }
         }
     }
