@@ -2,7 +2,8 @@
 # The test command (README): host tests, proptest suites with their committed regressions, the
 # NVRTC build of every shipped kernel, and short runs of the host fuzz targets. Installs what it
 # needs (NVRTC + CUDA headers from PyPI wheels, cargo-fuzz) on first use. GPU tests skip with a
-# printed reason on machines without a GPU; run ci/gpu-check.sh on a CUDA host for those.
+# printed reason on machines without a GPU; run ci/gpu-check.sh and ci/gpu-kernels.sh on a CUDA
+# host for those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source ci/env.sh
@@ -10,8 +11,8 @@ source ci/env.sh
 echo "== unit, integration and property tests"
 # GPU tests pass with a printed 'skipped: <reason>' where there is no GPU: show their output.
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --no-fail-fast --success-output never --failure-output final -E 'not binary(gpu_engine)'
-  cargo nextest run --no-fail-fast --success-output final --failure-output final -E 'binary(gpu_engine)'
+  cargo nextest run --no-fail-fast --success-output never --failure-output final -E 'not (binary(gpu_engine) | binary(gpu_sanitizer))'
+  cargo nextest run --no-fail-fast --success-output final --failure-output final -E 'binary(gpu_engine) | binary(gpu_sanitizer)'
 else
   cargo test --no-fail-fast
 fi
@@ -23,7 +24,7 @@ echo "== host fuzz targets (stable Rust, -s none, bounded)"
 if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked
 fi
-for target in case_decode seed_parse; do
+for target in case_decode seed_parse sanitizer_xml; do
   RUSTC_BOOTSTRAP=1 cargo fuzz run -s none "$target" -- -max_total_time="${CUDAFUZZ_FUZZ_SECONDS:-20}" -rss_limit_mb=4096 2>&1 | tail -n 3
 done
 echo "== ci/test.sh: all green"

@@ -156,7 +156,9 @@ fn a_hang_is_killed_by_the_watchdog_and_the_run_continues() {
     eprintln!("hang reported after {:.1} s: {}", started.elapsed().as_secs_f64(), f[0]);
     let after = run(&mut sup, &ok, &case_for(&ok));
     assert_eq!(after.outcome, Outcome::Pass, "the next case must run on a fresh worker: {after:?}");
-    assert_eq!(sup.starts, 2);
+    // The hang is confirmed once in a fresh worker (with twice the time) before it is reported,
+    // then the next case gets a third worker.
+    assert_eq!(sup.starts, 3);
 }
 
 #[test]

@@ -8,8 +8,9 @@
 // is float; every global access uses the caller's element strides, so any layout works as long
 // as every base pointer is aligned to the element size. A row with no allowed key writes 0.
 //
-// Dynamic shared memory: (head_dim + seq_k) * 4 bytes: float row[head_dim] (q row, later the
-// staged output row), then float p[seq_k] (scores, later unnormalised probabilities).
+// Dynamic shared memory: (round_up(head_dim, 4) + seq_k) * 4 + 16 bytes: float row[head_dim] (q
+// row, later the staged output row), then float p[seq_k] (scores, later unnormalised
+// probabilities), then slack for the compiler's vector over-reads (see `p` below).
 //
 // Launch limits (not expressible in the contract): heads_q <= 65535 and batch <= 65535 (grid
 // y and z), and (head_dim + seq_k) * 4 bytes of dynamic shared memory (the harness raises the
@@ -71,8 +72,11 @@ simple_attn_fwd(const cf_elem* q, const cf_elem* k, const cf_elem* v, cf_elem* o
 #endif
                 ) {
     extern __shared__ float smem[];
-    float* row = smem;           // [head_dim]: the q row, later the staged output row
-    float* p = smem + head_dim;  // [seq_k]: scores, later exp(score - max)
+    // p starts at a multiple of 4 floats: NVRTC reads `row` with vector loads of up to 12 bytes
+    // in the score loop's remainder, past row[head_dim - 1]; with p right behind row that read
+    // raced with other threads' p[j] stores (found by cudafuzz under racecheck and memcheck).
+    float* row = smem;                           // [head_dim]: the q row, later the output row
+    float* p = smem + ((head_dim + 3) & ~3);     // [seq_k]: scores, later exp(score - max)
     __shared__ float red[32];
 
     const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z;

@@ -651,7 +651,7 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
     let opts = options(&f.engine);
     let mut escalator = escalator(&f, stop.clone())?;
     let seeds_dir = f.engine.out.join("seeds");
-    let mut seen: BTreeMap<Signature, PathBuf> = BTreeMap::new();
+    let mut seen: BTreeMap<Signature, (PathBuf, u64)> = BTreeMap::new();
     let mut total = Tally::default();
     for m in &manifests {
         let ctx = m.decode_context();
@@ -682,30 +682,28 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
             match &verdict.outcome {
                 Outcome::Fail { findings } => {
                     for finding in findings {
-                        let sig = finding.signature();
-                        if seen.contains_key(&sig) {
-                            continue;
-                        }
-                        let saved = corpus::save(&seeds_dir, &Seed::with_finding((*case).clone(), finding.clone()))
-                            .map_err(|e| SupervisorError::Journal { path: seeds_dir.clone(), source: std::io::Error::other(chain(e)) })?;
+                        let saved = match keep_smallest(&mut seen, &seeds_dir, &case, finding)? {
+                            Kept::Known => continue,
+                            Kept::Smaller(path) => {
+                                bar.suspend(|| println!("SMALLER case for {}: {}\n      seed: {}", finding.signature(), case.summary(), path.display()));
+                                continue;
+                            }
+                            Kept::New(path) => path,
+                        };
                         let after = started.elapsed().as_secs_f64();
                         bar.suspend(|| {
-                            println!("NEW   after {after:.2} s (case #{i}): {}\n      {finding}\n      seed: {}", case.summary(), saved.path.display())
+                            println!("NEW   after {after:.2} s (case #{i}): {}\n      {finding}\n      seed: {}", case.summary(), saved.display())
                         });
-                        seen.insert(sig, saved.path);
                         new_here += 1;
                         if let (Some(esc), false) = (escalator.as_mut(), finding.oracle.is_sanitizer()) {
                             let named = bar.suspend(|| escalate(esc, &case, m, timeout(&f.engine, m)));
                             for named in named {
-                                let sig = named.signature();
-                                if seen.contains_key(&sig) {
-                                    bar.suspend(|| println!("      named by {}: {named}", named.oracle));
-                                    continue;
+                                match keep_smallest(&mut seen, &seeds_dir, &case, &named)? {
+                                    Kept::New(path) | Kept::Smaller(path) => {
+                                        bar.suspend(|| println!("      named by {}: {named}\n      seed: {}", named.oracle, path.display()))
+                                    }
+                                    Kept::Known => bar.suspend(|| println!("      named by {}: {named}", named.oracle)),
                                 }
-                                let saved = corpus::save(&seeds_dir, &Seed::with_finding((*case).clone(), named.clone()))
-                                    .map_err(|e| SupervisorError::Journal { path: seeds_dir.clone(), source: std::io::Error::other(chain(e)) })?;
-                                bar.suspend(|| println!("      named by {}: {named}\n      seed: {}", named.oracle, saved.path.display()));
-                                seen.insert(sig, saved.path);
                             }
                         }
                     }
@@ -749,10 +747,37 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
         total.fail += tally.fail;
         total.error += tally.error;
     }
-    for path in seen.values() {
+    for (path, _) in seen.values() {
         print!("{}", report::replay_lines(path));
     }
     Ok(total.exit_code())
+}
+
+/// What [`keep_smallest`] did with a finding.
+enum Kept {
+    /// A new signature: its seed was saved here.
+    New(PathBuf),
+    /// A known signature with a smaller case than before: saved here as well (the earlier seed
+    /// stays).
+    Smaller(PathBuf),
+    /// A known signature, no smaller.
+    Known,
+}
+
+/// Saves the seed of a finding whose signature is new, or whose case is smaller (fewer tensor
+/// elements) than the one kept so far: each signature keeps its smallest case.
+fn keep_smallest(seen: &mut BTreeMap<Signature, (PathBuf, u64)>, dir: &Path, case: &Case, finding: &crate::finding::Finding) -> Result<Kept, SupervisorError> {
+    let sig = finding.signature();
+    let size: u64 = crate::case::TensorId::ALL.iter().map(|&t| case.numel(t)).sum();
+    let smaller = match seen.get(&sig) {
+        Some((_, kept)) if *kept <= size => return Ok(Kept::Known),
+        Some(_) => true,
+        None => false,
+    };
+    let saved = corpus::save(dir, &Seed::with_finding(case.clone(), finding.clone()))
+        .map_err(|e| SupervisorError::Journal { path: dir.to_path_buf(), source: std::io::Error::other(chain(e)) })?;
+    seen.insert(sig, (saved.path.clone(), size));
+    Ok(if smaller { Kept::Smaller(saved.path) } else { Kept::New(saved.path) })
 }
 
 /// The supervisor that re-runs new findings under compute-sanitizer, if `--escalate` asks for

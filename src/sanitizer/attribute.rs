@@ -26,6 +26,12 @@ pub struct Attribution {
 /// cannot be attributed.
 pub fn split(records: Vec<Record>, tool: Tool, cases: usize, ended_by_fault: bool) -> Attribution {
     let mut a = Attribution { per_case: vec![Vec::new(); cases], ..Attribution::default() };
+    if cases == 1 {
+        // A process of one case: every record but the markers is that case's.
+        a.markers = 1;
+        a.per_case[0] = records.into_iter().filter(|r| !is_marker(r, tool)).collect();
+        return a;
+    }
     if tool == Tool::Synccheck {
         a.markers = cases;
         let records: Vec<Record> = records.into_iter().filter(|r| !r.is_api()).collect();
@@ -79,6 +85,12 @@ mod tests {
         let clean = split(fixture("memcheck-clean.xml"), Tool::Memcheck, 4, false);
         assert_eq!(clean.markers, 4);
         assert!(clean.per_case.iter().flatten().all(|r| r.is_api()));
+    }
+
+    #[test]
+    fn a_single_case_owns_every_record_marker_or_not() {
+        let a = split(fixture("racecheck-race.xml"), Tool::Racecheck, 1, false);
+        assert_eq!((a.markers, a.per_case[0].len()), (1, 1));
     }
 
     #[test]

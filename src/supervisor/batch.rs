@@ -64,7 +64,16 @@ impl Supervisor {
                     }
                 }
                 let xml = self.end_process();
-                merge_records(tool, xml, &tool_cases, manifest, ran, &mut verdicts);
+                if let Err(ran) = merge_records(tool, xml, &tool_cases, manifest, ran, &mut verdicts) {
+                    // The markers did not match the cases (the tool merged or dropped some
+                    // reports): run each of them alone, where attribution needs no marker.
+                    eprintln!("cudafuzz: {tool}: markers did not match the {} cases of one process; re-running them one per process", ran.len());
+                    for (idx, _) in ran {
+                        let (v, _) = self.run_once(&tool_cases[idx], manifest, &tool_opts, timeout * SANITIZER_SLOWDOWN)?;
+                        let xml = self.end_process();
+                        let _ = merge_records(tool, xml, &tool_cases, manifest, vec![(idx, v)], &mut verdicts);
+                    }
+                }
             }
         }
         self.end_process();
@@ -92,8 +101,17 @@ pub fn case_for_tool(case: &Case, tool: Tool) -> Case {
     c
 }
 
-/// Reads one process's XML and adds each case's records to its verdict.
-fn merge_records(tool: Tool, xml: Option<PathBuf>, cases: &[Case], manifest: &Manifest, ran: Vec<(usize, Verdict)>, verdicts: &mut [Option<Verdict>]) {
+/// Reads one process's XML and adds each case's records to its verdict. When the XML was read
+/// but its markers do not match the cases (more or fewer), nothing is merged and the cases come
+/// back, to be run again one by one.
+fn merge_records(
+    tool: Tool,
+    xml: Option<PathBuf>,
+    cases: &[Case],
+    manifest: &Manifest,
+    ran: Vec<(usize, Verdict)>,
+    verdicts: &mut [Option<Verdict>],
+) -> Result<(), Vec<(usize, Verdict)>> {
     let parsed = match &xml {
         Some(path) => xml::parse_file(path).map_err(|e| e.to_string()),
         None => Err("the worker did not run under compute-sanitizer".to_string()),
@@ -102,6 +120,10 @@ fn merge_records(tool: Tool, xml: Option<PathBuf>, cases: &[Case], manifest: &Ma
     let (per_case, markers, lost) = match parsed {
         Ok(p) => {
             let a = split(p.records, tool, ran.len(), ended_by_fault);
+            let complete = p.truncated.is_none() && a.unattributable.is_none();
+            if complete && a.markers != ran.len() && ran.len() > 1 {
+                return Err(ran);
+            }
             (a.per_case, a.markers, a.unattributable.or(p.truncated))
         }
         Err(e) => (vec![Vec::new(); ran.len()], 0, Some(e)),
@@ -130,6 +152,7 @@ fn merge_records(tool: Tool, xml: Option<PathBuf>, cases: &[Case], manifest: &Ma
         let verdict = slot.get_or_insert(native);
         add_findings(verdict, found, unknown);
     }
+    Ok(())
 }
 
 fn oracle_of(tool: Tool) -> Oracle {
