@@ -12,6 +12,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::case::{Case, Dim, TensorId};
+use crate::manifest::cartesian;
 
 /// How one repetition's case is reshaped before it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -127,25 +128,16 @@ fn off_tile(seq: u32) -> u32 {
 /// Parses `NAME=v1,v2,...` items into the cartesian product of parameter assignments (one
 /// empty map when there are none), in the order given.
 pub fn param_grid(items: &[String]) -> Result<Vec<BTreeMap<String, i64>>, String> {
-    let mut out = vec![BTreeMap::new()];
+    let mut parsed: Vec<(String, Vec<i64>)> = Vec::new();
     for item in items {
         let (name, values) = item.split_once('=').ok_or_else(|| format!("--params {item}: expected NAME=v1,v2,..."))?;
         let values: Vec<i64> = values
             .split(',')
             .map(|v| v.trim().parse::<i64>().map_err(|_| format!("--params {item}: `{v}` is not an integer")))
             .collect::<Result<_, _>>()?;
-        out = out
-            .into_iter()
-            .flat_map(|base| {
-                values.iter().map(move |&v| {
-                    let mut m = base.clone();
-                    m.insert(name.to_string(), v);
-                    m
-                })
-            })
-            .collect();
+        parsed.push((name.to_string(), values));
     }
-    Ok(out)
+    Ok(cartesian(parsed.iter().map(|(n, v)| (n.as_str(), v.as_slice()))))
 }
 
 /// One cell of the matrix.

@@ -3,7 +3,7 @@
 //! Each test needs a CUDA GPU. Without one it prints `skipped: <reason>` and returns, so the
 //! suite compiles and runs everywhere but never claims a GPU result it did not get.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,21 +14,8 @@ use cudafuzz::manifest::Manifest;
 use cudafuzz::supervisor::{Supervisor, SupervisorConfig};
 use cudafuzz::worker::{Outcome, ReferenceChoice, RunOptions, Verdict};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The cudafuzz binary that implements `worker`: `$CUDAFUZZ_BIN`, cargo's, or a staged `.gpu/bin`.
-fn exe() -> PathBuf {
-    if let Some(p) = std::env::var_os("CUDAFUZZ_BIN") {
-        return p.into();
-    }
-    let cargo = PathBuf::from(env!("CARGO_BIN_EXE_cudafuzz"));
-    if cargo.exists() {
-        return cargo;
-    }
-    root().join(".gpu/bin/cudafuzz")
-}
+mod common;
+use common::{exe, root};
 
 /// `Some(reason)` when this machine cannot run GPU tests.
 fn no_gpu() -> Option<String> {

@@ -4,7 +4,6 @@
 //! Needs a CUDA GPU: without one each test prints `skipped: <reason>` and returns. With a GPU
 //! but no compute-sanitizer the tests fail: a sanitizer check must never pass unchecked.
 
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,20 +15,8 @@ use cudafuzz::sanitizer::{Sanitizer, Tool};
 use cudafuzz::supervisor::{SanitizerPass, Supervisor, SupervisorConfig};
 use cudafuzz::worker::{Outcome, RunOptions, Verdict};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn exe() -> PathBuf {
-    if let Some(p) = std::env::var_os("CUDAFUZZ_BIN") {
-        return p.into();
-    }
-    let cargo = PathBuf::from(env!("CARGO_BIN_EXE_cudafuzz"));
-    if cargo.exists() {
-        return cargo;
-    }
-    root().join(".gpu/bin/cudafuzz")
-}
+mod common;
+use common::{exe, root};
 
 macro_rules! require_gpu_and_sanitizer {
     () => {

@@ -564,20 +564,7 @@ impl Manifest {
     /// Every combination of param values (the cartesian product), in a fixed order; a single
     /// empty map when the manifest has no params.
     pub fn param_combinations(&self) -> Vec<BTreeMap<String, i64>> {
-        let mut out = vec![BTreeMap::new()];
-        for (name, values) in &self.params {
-            out = out
-                .into_iter()
-                .flat_map(|base| {
-                    values.iter().map(move |&v| {
-                        let mut m = base.clone();
-                        m.insert(name.clone(), v);
-                        m
-                    })
-                })
-                .collect();
-        }
-        out
+        cartesian(self.params.iter().map(|(name, values)| (name.as_str(), values.as_slice())))
     }
 
     /// Checks that `params` sets exactly the declared params, each to one of its listed values.
@@ -824,4 +811,23 @@ impl Loader<'_> {
         }
         Ok(())
     }
+}
+
+/// Every assignment of one value to each name (the cartesian product), in the order given; a
+/// single empty map when there are no names.
+pub fn cartesian<'a>(params: impl IntoIterator<Item = (&'a str, &'a [i64])>) -> Vec<BTreeMap<String, i64>> {
+    let mut out = vec![BTreeMap::new()];
+    for (name, values) in params {
+        out = out
+            .into_iter()
+            .flat_map(|base| {
+                values.iter().map(move |&v| {
+                    let mut m = base.clone();
+                    m.insert(name.to_string(), v);
+                    m
+                })
+            })
+            .collect();
+    }
+    out
 }
