@@ -22,6 +22,7 @@ pub mod finding;
 pub mod gpu;
 pub mod launch;
 pub mod manifest;
+pub mod minimize;
 pub mod oracle;
 pub mod plan;
 pub mod reference;

@@ -131,4 +131,21 @@ fn without_a_gpu_run_says_so_in_one_line_with_a_distinct_exit() {
     assert!(err.contains("no GPU"), "{err}");
     let o = cudafuzz(&["repro", p.to_str().unwrap(), "--out", out_dir.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(exit::NO_GPU));
+    let o = cudafuzz(&["minimize", p.to_str().unwrap(), "--out", out_dir.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(exit::NO_GPU), "minimize: {err}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2, "nothing saved beside the seed (c.json, out/)");
+}
+
+#[test]
+fn sanitizer_parse_reads_a_real_racecheck_file_and_rejects_a_missing_one() {
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sanitizer/racecheck-race.xml");
+    let o = cudafuzz(&["sanitizer", "parse", fixture]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(exit::FINDINGS), "{out}{err}");
+    assert!(out.contains("sanitizer_probe.cu:22") && out.contains("256 hazards"), "{out}");
+    let o = cudafuzz(&["sanitizer", "parse", "/nonexistent/run.xml"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(exit::USAGE), "{err}");
+    assert!(err.contains("/nonexistent/run.xml") && err.contains("--xml --save"), "{err}");
 }

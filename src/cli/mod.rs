@@ -3,6 +3,7 @@
 //! Kept thin on purpose (ripgrep's shape): every command is a small function that builds library
 //! objects and prints what they return. `anyhow` lives only here; the library's errors are typed.
 
+mod minimize;
 mod sanitizer;
 mod sweep;
 
@@ -59,6 +60,9 @@ enum Command {
     /// The failure matrix: kernel configuration × input class (aligned, misaligned q, tail
     /// tiles, strided, causal) → pass/fail counts over repetitions, with finding signatures.
     Sweep(sweep::SweepArgs),
+    /// Shrink a failing seed (batch, heads, sequences, head_dim, offsets, layout, data) while it
+    /// keeps its finding signature; the minimal seed is saved next to the original.
+    Minimize(minimize::MinimizeArgs),
     /// compute-sanitizer utilities: `parse FILE.xml [--json]`.
     #[command(subcommand)]
     Sanitizer(sanitizer::SanitizerCommand),
@@ -275,6 +279,7 @@ fn run(args: RawArgs) -> Result<i32> {
         Command::Bench(b) => bench(b),
         Command::Sweep(s) => sweep::sweep(s),
         Command::Sanitizer(c) => sanitizer::sanitizer_command(c),
+        Command::Minimize(a) => minimize::minimize_command(a),
         Command::Worker { gpu, reference } => Ok(worker::main(gpu, reference)),
     }
 }

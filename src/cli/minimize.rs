@@ -1,0 +1,104 @@
+//! `cudafuzz minimize SEED`: the smallest case that still fails with the seed's signature.
+
+use std::cell::RefCell;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+
+use super::{bind_case, fail, load_seed, no_gpu, options, resolve_kernel, stop_flag, supervisor, timeout, EngineArgs};
+use crate::corpus::{self, Seed};
+use crate::exit;
+use crate::finding::Finding;
+use crate::minimize::{minimize, size};
+use crate::plan::Plan;
+use crate::report;
+use crate::supervisor::SupervisorError;
+use crate::worker::Outcome;
+
+/// Arguments of `cudafuzz minimize`.
+#[derive(Debug, Args)]
+pub(super) struct MinimizeArgs {
+    /// The seed to shrink (its saved signature is the target; a seed without one is run first).
+    seed: PathBuf,
+    /// Kernel, when the seed does not name one.
+    #[arg(long, env = "CUDAFUZZ_KERNEL")]
+    kernel: Option<String>,
+    /// At most this many candidate runs.
+    #[arg(long, default_value_t = 300)]
+    max_runs: usize,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+pub(super) fn minimize_command(a: MinimizeArgs) -> Result<i32> {
+    let forced = a.kernel.as_deref().map(resolve_kernel).transpose()?;
+    let seed = load_seed(&a.seed, forced.as_ref())?;
+    let manifest = match &forced {
+        Some(m) => m.clone(),
+        None if seed.case.kernel.is_empty() => return Err(fail(exit::USAGE, format!("{}: the seed names no kernel; pass --kernel", a.seed.display()))),
+        None => resolve_kernel(&seed.case.kernel)?,
+    };
+    let start = bind_case(seed.case.clone(), &manifest);
+    let mut sup = supervisor(&a.engine, stop_flag())?;
+    let opts = options(&a.engine);
+    let limit = timeout(&a.engine, &manifest);
+    // Set when the GPU run itself fails (no GPU, Ctrl-C): every later candidate is skipped.
+    let interrupted: RefCell<Option<SupervisorError>> = RefCell::new(None);
+    let mut last: Option<Finding> = None;
+    let mut run = |case: &crate::case::Case, target: Option<&str>| -> Option<Finding> {
+        if interrupted.borrow().is_some() {
+            return None;
+        }
+        match sup.run(case, &manifest, &opts, limit) {
+            Ok(v) => match v.outcome {
+                Outcome::Fail { findings } => findings.into_iter().find(|f| target.is_none_or(|t| f.signature().0 == t)),
+                _ => None,
+            },
+            Err(e) => {
+                *interrupted.borrow_mut() = Some(e);
+                None
+            }
+        }
+    };
+    let target = match &seed.signature {
+        Some(s) => s.clone(),
+        None => match run(&start, None) {
+            Some(f) => f.signature().0,
+            None => {
+                if let Some(e) = interrupted.take() {
+                    return Err(no_gpu(e));
+                }
+                return Err(fail(exit::USAGE, format!("{}: the case does not fail: nothing to minimise", a.seed.display())));
+            }
+        },
+    };
+    println!("target signature: {target}");
+    let inside = manifest.contract.check(&start, &Plan::new(&start)).is_inside();
+    let allowed = |c: &crate::case::Case| !inside || manifest.contract.check(c, &Plan::new(c)).is_inside();
+    let m = minimize(&start, a.max_runs, &allowed, &mut |c| match run(c, Some(&target)) {
+        Some(f) => {
+            last = Some(f);
+            true
+        }
+        None => false,
+    });
+    if let Some(e) = interrupted.take() {
+        return Err(no_gpu(e));
+    }
+    println!("{} candidate runs, {} kept; {} -> {} tensor elements", m.runs, m.kept, size(&start), size(&m.case));
+    println!("minimal case: {}", m.case.summary());
+    let Some(finding) = last.or(seed.finding.clone()) else {
+        println!("nothing smaller fails the same way");
+        return Ok(exit::FINDINGS);
+    };
+    if m.kept == 0 {
+        println!("nothing smaller fails the same way; the seed is already minimal for this search");
+        return Ok(exit::FINDINGS);
+    }
+    let dir = a.seed.parent().map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    let saved = corpus::save(&dir, &Seed::with_finding(m.case, finding)).map_err(|e| fail(exit::SETUP, e.to_string()))?;
+    println!("saved: {}", saved.path.display());
+    print!("{}", report::replay_lines(&saved.path));
+    Ok(exit::FINDINGS)
+}
