@@ -83,7 +83,7 @@ impl Supervisor {
 
     /// Ends the running worker (waiting, so its sanitizer writes the XML) and returns the XML
     /// path of the process that just ended, if it ran under a sanitizer.
-    fn end_process(&mut self) -> Option<PathBuf> {
+    pub(super) fn end_process(&mut self) -> Option<PathBuf> {
         if let Some(w) = self.worker.take() {
             retire(w, SANITIZER_EXIT_PATIENCE);
         }

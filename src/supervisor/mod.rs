@@ -173,9 +173,7 @@ impl Supervisor {
 
     /// Switches the sanitizer pass (ends the current worker, which may be of the old kind).
     pub fn set_sanitizer(&mut self, pass: Option<SanitizerPass>) {
-        if let Some(w) = self.worker.take() {
-            retire(w, SANITIZER_EXIT_PATIENCE);
-        }
+        self.end_process();
         self.cfg.sanitizer = pass;
     }
 
@@ -491,22 +489,26 @@ impl Pool {
                     if first >= n {
                         break;
                     }
-                    let indices: Vec<u64> = (first..(first + chunk).min(n)).collect();
-                    let made: Vec<(u64, Option<Case>)> = indices.iter().map(|&i| (i, make(i))).collect();
-                    let cases: Vec<Case> = made.iter().filter_map(|(_, c)| c.clone()).collect();
-                    let mut verdicts = match sup.run_batch(&cases, manifest, opts, timeout) {
-                        Ok(v) => v.into_iter(),
+                    let (mut ran, mut cases, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
+                    for i in first..(first + chunk).min(n) {
+                        match make(i) {
+                            Some(case) => {
+                                ran.push(i);
+                                cases.push(case);
+                            }
+                            None => skipped.push(i),
+                        }
+                    }
+                    let verdicts = match sup.run_batch(&cases, manifest, opts, timeout) {
+                        Ok(v) => v,
                         Err(e) => {
                             let _ = tx.send((first, Err(e)));
                             break;
                         }
                     };
+                    let ran = ran.into_iter().zip(cases).zip(verdicts).map(|((i, case), v)| (i, Slot::Ran(Box::new(case), Box::new(v))));
                     let mut gone = false;
-                    for (i, case) in made {
-                        let slot = match case {
-                            None => Slot::Skipped,
-                            Some(case) => Slot::Ran(Box::new(case), Box::new(verdicts.next().expect("one verdict per case"))),
-                        };
+                    for (i, slot) in skipped.into_iter().map(|i| (i, Slot::Skipped)).chain(ran) {
                         gone |= tx.send((i, Ok(slot))).is_err();
                     }
                     if gone {
