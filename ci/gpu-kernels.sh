@@ -4,6 +4,12 @@
 # compute-sanitizer probes. Uses binaries staged in .gpu/ by ../shared/tools/gpu-pack.
 #   bash ci/gpu-kernels.sh [STAGE...]    stages: probe flash flash100k sdpa fa_s512 mutants bench
 #                                        sanitizer (GPU sanitizer tests + throughput) escalate
+#                                        int32 (targeted seed) minimize (fuzz, shrink, replay x100)
+#                                        others100 (fa_s512's other configurations, 100 repetitions)
+#                                        coverage (GPU coverage test, cargo-fuzz with/without GPU counters)
+#                                        cargofuzz (flash_fwd campaign) mutants-default (fuzz defaults + minimize)
+#                                        emit (standalone .cu / Python repros built with nvcc, run natively,
+#                                        under memcheck and with python3)
 # Default: every stage but flash100k and bench. Logs go to gpu-kernel-logs/ (and $OUT as a tarball);
 # a summary table is printed last.
 set -uo pipefail
@@ -97,6 +103,139 @@ if want mutants; then
   done
 fi
 
+if want int32; then
+  # The int32_offset mutant needs an element offset >= 2^31: a committed targeted seed (1025 kv
+  # heads of 16384 x 128 elements, 4.3 GB per tensor), inside the mutant's contract.
+  start=$(date +%s)
+  timeout 300 $bin run --no-determinism --out "$logs/out-int32" kernels/mutants/seeds/int32_offset_h1025.json > "$logs/int32.log" 2>&1; st=$?
+  row "mutant int32_offset (targeted seed)" "$([ $st = 1 ] && echo found || echo MISSED)" "$(( $(date +%s) - start )) s $(grep -m1 -A1 '^FAIL' "$logs/int32.log" | tail -n1 | sed 's/^ *//' | cut -c1-70)"
+  start=$(date +%s)
+  timeout 300 $bin run --no-determinism --out "$logs/out-int32-ok" --kernel kernels/attention/flash_fwd.toml kernels/mutants/seeds/int32_offset_h1025.json > "$logs/int32-flash.log" 2>&1; st=$?
+  row "flash_fwd on the int32 seed (pass)" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(( $(date +%s) - start )) s $(head -c 70 <(grep -E '^(PASS|FAIL|ERROR)' "$logs/int32-flash.log"))"
+fi
+
+if want minimize; then
+  # Issue 6: fa_s512's bug within 10 s, minimised to batch = heads = 1, replayed 100 times.
+  timeout 60 $bin fuzz --kernel kernels/attention/fa_s512.toml --cases 100000 --time 30s --stop-after 1 --escalate none \
+    --jobs 4 --seed 3 --out "$logs/out-min" > "$logs/min-fuzz.log" 2>&1
+  row "fuzz fa_s512 first finding" "$(first "$logs/min-fuzz.log")" "$(grep -m1 -A1 '^NEW' "$logs/min-fuzz.log" | tail -n1 | sed 's/^ *//' | cut -c1-70)"
+  found=$(grep -m1 -Eo 'seed: [^ ]+' "$logs/min-fuzz.log" | cut -d' ' -f2)
+  if [ -n "$found" ]; then
+    start=$(date +%s)
+    timeout 200 $bin minimize "$found" --no-determinism --out "$logs/out-min" > "$logs/min.log" 2>&1
+    row "minimize fa_s512 seed" "rc=$?" "$(( $(date +%s) - start )) s; $(grep -m1 '^minimal case' "$logs/min.log" | cut -c1-60)"
+    minimal=$(grep -m1 -Eo '^saved: .+' "$logs/min.log" | cut -d' ' -f2)
+    if [ -n "$minimal" ]; then
+      timeout 200 $bin run --no-determinism --out "$logs/out-min-replay" $(for i in $(seq 100); do echo "$minimal"; done) > "$logs/min-replay.log" 2>&1
+      row "replay minimal seed x100" "$(grep -c ': FAIL ' "$logs/min-replay.log")/100 FAIL" "$(grep -c 'misaligned' "$logs/min-replay.log") misaligned lines"
+    fi
+  fi
+fi
+
+if want others100; then
+  # Issue 4's table: the four always-failing fa_s512 configurations, 100 repetitions each.
+  start=$(date +%s)
+  # Faults cost ~0.5-1 s each (serialised driver recovery), so OTHERS splits the four across calls.
+  timeout 560 $bin sweep $(for k in ${OTHERS:-fa_s512_128_32_8 fa_s512_80_64_8 fa_s512_80_64_4 fa_s512_64_64_8}; do echo --kernel $k; done) \
+    --repeat 100 --classes aligned,misaligned --jobs $jobs --no-determinism \
+    --json "$logs/fa_s512-others.json" --out "$logs/out-sweep2" > "$logs/fa_s512-others.txt" 2> "$logs/fa_s512-sweep2.log"
+  row "sweep fa_s512 other configurations x100" "rc=$?" "$(( $(date +%s) - start )) s, table below"
+fi
+
+if want coverage; then
+  # GPU coverage: the engine test, then the cargo-fuzz target per mutant with the kernel's
+  # CF_COVER counters fed to libFuzzer and without them (CUDAFUZZ_COVERAGE=0): seconds to crash.
+  for t in .gpu/tests/gpu_engine-*; do
+    timeout 120 "$t" coverage_runs --nocapture > "$logs/coverage-test.log" 2>&1
+    row "gpu_engine coverage test" "$(grep -q 'test result: ok. 1 passed' "$logs/coverage-test.log" && echo ok || echo FAIL)" "$(grep -m1 '^aligned reached' "$logs/coverage-test.log" | cut -c1-60)"
+  done
+  # Inputs are 128 bytes from the start (-len_control=0): the case decoder reads about that many,
+  # and libFuzzer's default of growing from 1-byte inputs leaves most fields at their defaults.
+  for k in ${COVERAGE_MUTANTS:-gqa_divisor causal_off_by_one seqq_tail hdim_vec_tail contig_rows smem_default_tile}; do
+    for s in ${COVERAGE_SEEDS:-1}; do
+      for cov in 1 0; do
+        a="$logs/libfuzzer-$k-s$s-cov$cov"; mkdir -p "$a/corpus"
+        t0=$(date +%s.%N)
+        CUDAFUZZ_KERNEL=kernels/mutants/$k.toml CUDAFUZZ_COVERAGE=$cov CUDAFUZZ_OUT="$a" timeout $(( ${COVERAGE_TIME:-40} + 20 )) .gpu/fuzz/attention \
+          -seed=$s -max_len=128 -len_control=0 -max_total_time=${COVERAGE_TIME:-40} -artifact_prefix="$a/" "$a/corpus" > "$a.log" 2>&1
+        t1=$(date +%s.%N)
+        crash=$(ls "$a"/crash-* 2>/dev/null | head -n1)
+        execs=$(grep -Eo '^#[0-9]+' "$a.log" | tail -n1)
+        row "cargo fuzz $k seed $s coverage=$cov" "$([ -n "$crash" ] && echo found || echo MISSED)" "$(awk "BEGIN{printf \"%.1f\", $t1-$t0}") s, $execs execs, $(grep -m1 -A1 'cudafuzz: FINDING' "$a.log" | tail -n1 | sed 's/^ *//' | cut -c1-40)"
+      done
+    done
+  done
+fi
+
+if want cargofuzz; then
+  # Issue 6: a flash_fwd campaign of the cargo-fuzz target (resumes its corpus across calls).
+  a="$logs/libfuzzer-flash"; mkdir -p "$a" fuzz/corpus/attention
+  t0=$(date +%s)
+  CUDAFUZZ_KERNEL=flash_fwd CUDAFUZZ_OUT="$a" timeout $(( ${CARGOFUZZ_TIME:-300} + 30 )) .gpu/fuzz/attention -max_len=128 -len_control=0 \
+    -max_total_time=${CARGOFUZZ_TIME:-300} -print_final_stats=1 -artifact_prefix="$a/" fuzz/corpus/attention > "$a.log" 2>&1; st=$?
+  row "cargo fuzz attention flash_fwd" "$([ $st = 0 ] && echo clean || echo "rc=$st")" "$(( $(date +%s) - t0 )) s, $(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$a.log" | grep -Eo '[0-9]+$') execs, corpus $(ls fuzz/corpus/attention | wc -l)"
+  [ -n "${OUT:-}" ] && tar czf "$OUT/attention-corpus.tgz" fuzz/corpus/attention
+fi
+
+if want mutants-default; then
+  # Issue 6: every mutant with `cudafuzz fuzz` default settings (one worker, seed 0), time to the
+  # first finding, then `cudafuzz minimize` of that seed.
+  for t in kernels/mutants/*.toml; do
+    k=$(basename "$t" .toml)
+    timeout 120 $bin fuzz --kernel "$t" --time 60s --stop-after 1 --out "$logs/out-def-$k" > "$logs/def-$k.log" 2>&1
+    seed=$(grep -m1 -Eo 'seed: [^ ]+' "$logs/def-$k.log" | cut -d' ' -f2)
+    minimal="-"
+    if [ -n "$seed" ]; then
+      timeout 90 $bin minimize "$seed" --no-determinism --out "$logs/out-def-$k" > "$logs/defmin-$k.log" 2>&1
+      minimal=$(grep -m1 '^minimal case' "$logs/defmin-$k.log" | sed 's/^minimal case: //' | cut -c1-58)
+    fi
+    row "fuzz default $k" "$(first "$logs/def-$k.log")" "$(grep -m1 -A1 '^NEW' "$logs/def-$k.log" | tail -n1 | sed 's/^ *//' | cut -d' ' -f1-3 | cut -c1-40) | $minimal"
+  done
+fi
+
+if want ttf; then
+  # Issue 8: wall seconds from starting `cudafuzz fuzz` (default settings, --escalate none) to its
+  # first finding, and to a minimised seed (`cudafuzz minimize` of it), TTF_SEEDS seeds per kernel,
+  # TTF_PAR kernels at a time; the compile cache is warmed first so NVRTC is not what is timed.
+  for k in ${TTF_KERNELS:-fa_s512 $(ls kernels/mutants/*.toml | xargs -n1 basename | sed 's/.toml$//' | grep -v int32_offset)}; do
+    t=$k; [ -f kernels/mutants/$k.toml ] && t=kernels/mutants/$k.toml
+    $bin build --kernel $t --arch sm_90 > /dev/null 2>&1
+  done
+  ttf_one() {  # kernel seed -> one JSON line
+    local k=$1 s=$2 t=$1 d="$logs/ttf/$1-$2"; [ -f kernels/mutants/$k.toml ] && t=kernels/mutants/$k.toml
+    mkdir -p "$d"
+    local t0=$(date +%s.%N)
+    timeout 90 $bin fuzz --kernel $t --time 60s --stop-after 1 --escalate none --seed $s --out "$d" > "$d/fuzz.log" 2>&1
+    local t1=$(date +%s.%N)
+    local seed=$(grep -m1 -Eo 'seed: [^ ]+' "$d/fuzz.log" | cut -d' ' -f2)
+    local t2=$t1 minimal=""
+    if [ -n "$seed" ]; then
+      timeout 120 $bin minimize "$seed" --no-determinism --out "$d" > "$d/min.log" 2>&1
+      t2=$(date +%s.%N); minimal=$(grep -m1 '^minimal case' "$d/min.log" | sed 's/^minimal case: //')
+    fi
+    printf '{"kernel":"%s","seed":%s,"found":%s,"first_finding_s":%s,"in_campaign_s":"%s","minimised_s":%s,"minimal":"%s"}\n' \
+      "$k" "$s" "$([ -n "$seed" ] && echo true || echo false)" "$(awk "BEGIN{print $t1-$t0}")" \
+      "$(grep -m1 -Eo 'NEW   after [0-9.]+' "$d/fuzz.log" | grep -Eo '[0-9.]+$')" "$(awk "BEGIN{print $t2-$t0}")" "$minimal"
+  }
+  mkdir -p "$logs/ttf"; : > "$logs/ttf.jsonl"
+  for k in ${TTF_KERNELS:-fa_s512 $(ls kernels/mutants/*.toml | xargs -n1 basename | sed 's/.toml$//' | grep -v int32_offset)}; do
+    for s in ${TTF_SEEDS:-1 2 3 4 5}; do echo "$k $s"; done
+  done | xargs -P ${TTF_PAR:-4} -n 2 bash -c "$(declare -f ttf_one); bin=$bin logs=$logs ttf_one \"\$0\" \"\$1\"" >> "$logs/ttf.jsonl"
+  python3 - "$logs/ttf.jsonl" > "$logs/ttf.txt" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(f"{'kernel':<20} {'found':>6} {'median first (s)':>17} {'median minimised (s)':>21}  minimal case (seed 1)")
+for k in dict.fromkeys(r["kernel"] for r in rows):
+    rs = [r for r in rows if r["kernel"] == k]
+    found = [r for r in rs if r["found"]]
+    med = lambda key: statistics.median(r[key] for r in found) if found else float("nan")
+    first = next((r["minimal"] for r in sorted(rs, key=lambda r: r["seed"]) if r["minimal"]), "-")
+    print(f"{k:<20} {len(found):>3}/{len(rs):<2} {med('first_finding_s'):>17.2f} {med('minimised_s'):>21.2f}  {first}")
+PY
+  row "time to find (median of seeds)" "" "table below"
+  [ -n "${OUT:-}" ] && cp "$logs/ttf.jsonl" "$OUT/"
+fi
+
 if want sanitizer; then
   # The harness under compute-sanitizer: per-tool planted bugs, clean kernels, batch attribution.
   # First the worker alone under each tool with the harness's options (does the tool start?).
@@ -136,11 +275,69 @@ if want bench; then
   row "flash_fwd TFLOP/s vs SDPA" "rc=$?" "table below"
 fi
 
+if want emit; then
+  # Issue 7: standalone repros (`cudafuzz repro SEED --emit cu|python`), built and run without
+  # cudafuzz. fa_s512 with q at +8 bytes must stop with "misaligned address" (exit 1) and its
+  # aligned twin must PASS (exit 0), both as a .cu built by nvcc and as the Python script;
+  # oob_read_k at head_dim 40, emitted for memcheck (exact placement), is silent natively and
+  # must be named by compute-sanitizer (exit 99, an invalid __global__ read).
+  e="$logs/emit"; mkdir -p "$e"
+  setcase() {  # setcase IN OUT KEY=VALUE...: edit a seed's case (layouts.q.offset_bytes=8, head_dim=40)
+    python3 - "$@" <<'EOF'
+import json, sys
+seed = json.load(open(sys.argv[1]))
+for kv in sys.argv[3:]:
+    path, value = kv.split("=")
+    node, keys = seed["case"], path.split(".")
+    for k in keys[:-1]:
+        node = node[k]
+    node[keys[-1]] = int(value)
+json.dump(seed, open(sys.argv[2], "w"), indent=1)
+EOF
+  }
+  $bin case example --kernel fa_s512 > "$e/fa.json"
+  setcase "$e/fa.json" "$e/fa_q0.json" layouts.q.offset_bytes=0
+  setcase "$e/fa.json" "$e/fa_q8.json" layouts.q.offset_bytes=8
+  $bin case example --kernel oob_read_k > "$e/oob.json"
+  setcase "$e/oob.json" "$e/oob_d40.json" head_dim=40
+  # Repros are written next to their seeds and built there, with the commands they print.
+  build() {  # build NAME [--sanitize TOOL]: emit NAME.cu and NAME.py, nvcc NAME.cu
+    local n=$1; shift
+    $bin repro "$e/$n.json" --emit cu --force "$@" > "$e/emit-$n.log" 2>&1 &&
+      $bin repro "$e/$n.json" --emit python --force "$@" >> "$e/emit-$n.log" 2>&1 &&
+      (cd "$e" && timeout 120 $(grep -m1 -o 'nvcc .*' "emit-$n.log")) > "$e/nvcc-$n.log" 2>&1
+  }
+  for n in fa_q0 fa_q8; do
+    start=$(date +%s)
+    if build $n; then
+      (cd "$e" && timeout 60 ./$n) > "$e/run-$n.log" 2>&1; st=$?
+      want_st=$([ $n = fa_q8 ] && echo 1 || echo 0)
+      ok=$([ $st = "$want_st" ] && { [ $n = fa_q0 ] || grep -q 'misaligned address' "$e/run-$n.log"; } && echo ok || echo FAIL)
+      row "emit cu fa_s512 $n (exit $want_st)" "$ok" "rc=$st $(( $(date +%s) - start )) s $(grep -m1 -E '^(CUDA error|RESULT)' "$e/run-$n.log" | cut -c1-60)"
+      (cd "$e" && PYTHONUNBUFFERED=1 timeout 120 python3 $n.py) > "$e/py-$n.log" 2>&1; st=$?
+      ok=$([ $st = "$want_st" ] && { [ $n = fa_q0 ] || grep -q 'misaligned address' "$e/py-$n.log"; } && echo ok || echo FAIL)
+      row "emit python fa_s512 $n (exit $want_st)" "$ok" "rc=$st $(grep -m1 -E '^(CUDA error|RESULT)' "$e/py-$n.log" | cut -c1-60)"
+    else
+      row "emit/nvcc fa_s512 $n" FAIL "see emit/emit-$n.log, emit/nvcc-$n.log"
+    fi
+  done
+  if build oob_d40 --sanitize memcheck; then
+    (cd "$e" && timeout 60 ./oob_d40) > "$e/run-oob_d40.log" 2>&1
+    row "emit cu oob_read_k d40 native (silent)" "rc=$?" "$(grep -m1 '^RESULT' "$e/run-oob_d40.log")"
+    san=$(grep -m1 -o 'compute-sanitizer --tool memcheck.*' "$e/emit-oob_d40.log")
+    (cd "$e" && timeout 180 ${san/compute-sanitizer/compute-sanitizer --error-exitcode=99}) > "$e/memcheck-oob_d40.log" 2>&1; st=$?
+    ok=$([ $st = 99 ] && grep -q 'Invalid __global__ read' "$e/memcheck-oob_d40.log" && echo ok || echo FAIL)
+    row "emit cu oob_read_k d40 memcheck (exit 99)" "$ok" "rc=$st $(grep -m1 -Eo 'Invalid __global__ read of size [0-9]+' "$e/memcheck-oob_d40.log") $(grep -m1 -Eo '[a-z_0-9]+\.cu:[0-9]+' "$e/memcheck-oob_d40.log")"
+  else
+    row "emit/nvcc oob_read_k d40" FAIL "see emit/emit-oob_d40.log, emit/nvcc-oob_d40.log"
+  fi
+fi
+
 {
 echo
 echo "== gpu-kernels summary ($(date -u +%F))"
 printf '%s\n' "${rows[@]}"
-for f in fa_s512-matrix fa_s512-others; do [ -f "$logs/$f.txt" ] && { echo; cat "$logs/$f.txt"; }; done
+for f in fa_s512-matrix fa_s512-others ttf; do [ -f "$logs/$f.txt" ] && { echo; cat "$logs/$f.txt"; }; done
 [ -f "$logs/flash-bench.log" ] && { echo; tail -n 30 "$logs/flash-bench.log"; }
 for f in "$logs"/bench-*.log; do [ -f "$f" ] && { echo; echo "== $f"; tail -n 8 "$f"; }; done
 } 2>&1 | tee "$logs/summary.txt"

@@ -11,8 +11,8 @@ source ci/env.sh
 echo "== unit, integration and property tests"
 # GPU tests pass with a printed 'skipped: <reason>' where there is no GPU: show their output.
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --no-fail-fast --success-output never --failure-output final -E 'not (binary(gpu_engine) | binary(gpu_sanitizer))'
-  cargo nextest run --no-fail-fast --success-output final --failure-output final -E 'binary(gpu_engine) | binary(gpu_sanitizer)'
+  cargo nextest run --no-fail-fast --success-output never --failure-output final -E 'not (binary(gpu_engine) | binary(gpu_sanitizer) | binary(gpu_props))'
+  cargo nextest run --no-fail-fast --success-output final --failure-output final -E 'binary(gpu_engine) | binary(gpu_sanitizer) | binary(gpu_props)'
 else
   cargo test --no-fail-fast
 fi
@@ -27,4 +27,17 @@ fi
 for target in case_decode seed_parse sanitizer_xml; do
   RUSTC_BOOTSTRAP=1 cargo fuzz run -s none "$target" -- -max_total_time="${CUDAFUZZ_FUZZ_SECONDS:-20}" -rss_limit_mb=4096 2>&1 | tail -n 3
 done
+# The GPU target builds everywhere; without a GPU it must say so and exit 3, not pass silently.
+RUSTC_BOOTSTRAP=1 cargo fuzz build -s none attention
+set +e
+RUSTC_BOOTSTRAP=1 cargo fuzz run -s none attention -- -runs=1 > target/attention-nogpu.log 2>&1
+st=$?
+set -e
+if cudafuzz_gpu=$(nvidia-smi -L 2>/dev/null) && [ -n "$cudafuzz_gpu" ]; then
+  echo "attention target: GPU present ($cudafuzz_gpu); run it with ci/gpu-kernels.sh cargofuzz"
+elif [ $st -eq 3 ] && grep -q "no GPU" target/attention-nogpu.log; then
+  echo "attention target: skipped: $(grep -m1 'no GPU' target/attention-nogpu.log)"
+else
+  echo "attention target: expected exit 3 with a 'no GPU' message, got $st:"; tail -n 20 target/attention-nogpu.log; exit 1
+fi
 echo "== ci/test.sh: all green"

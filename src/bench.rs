@@ -1,8 +1,10 @@
-//! `cudafuzz bench`: throughput of the engine on small cases, with where the time goes.
+//! `cudafuzz bench`: throughput of the engine by case size, with where the time goes.
 //!
 //! A benchmark, not a test: it prints a table (and JSON with `--json`) for the GPU it ran on.
 //! Small cases are the fuzzer's bread and butter (batch·heads ≤ 8, seq ≤ 256, head_dim ≤ 128),
-//! so their rate is what bounds how many cases a campaign tries per second.
+//! so their rate is what bounds how many cases a campaign tries per second; medium and large
+//! cases show how the cost grows with the tensors. Each row also gives the floor: the rate if a
+//! case cost only its upload, launch and download ([`BenchRow::floor_per_sec`]).
 
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
@@ -14,24 +16,76 @@ use crate::manifest::Manifest;
 use crate::supervisor::{Pool, Slot, SupervisorError};
 use crate::worker::{Outcome, RunOptions, StageTimes};
 
-/// The `index`-th small case inside the kernel's contract: generated cases clamped to
-/// batch·heads ≤ 8, seq ≤ 256 and head_dim ≤ 128, with the manifest's default parameters;
-/// cases outside the contract are passed over (a sticky fault would measure worker restarts,
-/// not the engine).
-pub fn small_case(m: &Manifest, ctx: &DecodeContext, seed: u64, index: u64) -> Case {
-    (0u64..)
-        .map(|k| clamp_small(m, crate::cli::generated_case(ctx, seed, index.wrapping_mul(1 << 20).wrapping_add(k))))
-        .find(|c| m.contract.check(c, &crate::plan::Plan::new(c)).is_inside())
-        .expect("some generated case lies inside any satisfiable contract")
+/// How big the benchmarked cases are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CaseSize {
+    /// batch·heads ≤ 8, seq ≤ 256, head_dim ≤ 128: what fuzzing mostly draws.
+    Small,
+    /// batch·heads ≤ 8, seq 256..=1024, head_dim ≤ 128.
+    Medium,
+    /// batch·heads ≤ 4, seq 2048..=4096, head_dim 64..=128.
+    Large,
 }
 
-fn clamp_small(m: &Manifest, mut c: Case) -> Case {
-    c.batch = c.batch.min(2);
-    c.heads_kv = c.heads_kv.min(2);
+impl CaseSize {
+    /// Parses `small`, `medium` or `large`.
+    pub fn from_name(name: &str) -> Option<CaseSize> {
+        match name {
+            "small" => Some(CaseSize::Small),
+            "medium" => Some(CaseSize::Medium),
+            "large" => Some(CaseSize::Large),
+            _ => None,
+        }
+    }
+
+    /// The name [`CaseSize::from_name`] reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            CaseSize::Small => "small",
+            CaseSize::Medium => "medium",
+            CaseSize::Large => "large",
+        }
+    }
+
+    /// (seq lower bound, seq upper bound, head_dim lower bound, batch and kv-head cap).
+    fn bounds(self) -> (u32, u32, u32, u32) {
+        match self {
+            CaseSize::Small => (1, 256, 1, 2),
+            CaseSize::Medium => (256, 1024, 1, 2),
+            CaseSize::Large => (2048, 4096, 64, 2),
+        }
+    }
+}
+
+/// The `index`-th small case inside the kernel's contract (see [`sized_case`]).
+pub fn small_case(m: &Manifest, ctx: &DecodeContext, seed: u64, index: u64) -> Case {
+    sized_case(m, ctx, CaseSize::Small, seed, index)
+}
+
+/// The `index`-th case of a size class inside the kernel's contract: generated cases brought
+/// into the class's bounds, with the manifest's default parameters; cases outside the contract
+/// are passed over (a sticky fault would measure worker restarts, not the engine).
+pub fn sized_case(m: &Manifest, ctx: &DecodeContext, size: CaseSize, seed: u64, index: u64) -> Case {
+    (0u64..)
+        .map(|k| clamp(m, size, crate::cli::generated_case(ctx, seed, index.wrapping_mul(1 << 20).wrapping_add(k))))
+        .take(1 << 16)
+        .find(|c| m.contract.check(c, &crate::plan::Plan::new(c)).is_inside())
+        .unwrap_or_else(|| clamp(m, CaseSize::Small, crate::cli::generated_case(ctx, seed, index)))
+}
+
+fn clamp(m: &Manifest, size: CaseSize, mut c: Case) -> Case {
+    let (seq_lo, seq_hi, d_lo, cap) = size.bounds();
+    let into = |x: u32| if x >= seq_lo && x <= seq_hi { x } else { seq_lo + x % (seq_hi - seq_lo + 1) };
+    c.batch = c.batch.min(cap);
+    c.heads_kv = c.heads_kv.min(cap);
     c.heads_q = c.heads_kv * (c.heads_q / c.heads_kv).min(2);
-    c.seq_q = c.seq_q.min(256);
-    c.seq_k = c.seq_k.min(256);
-    c.head_dim = c.head_dim.min(128);
+    if size == CaseSize::Large {
+        c.batch = 1;
+    }
+    c.seq_q = into(c.seq_q);
+    c.seq_k = into(c.seq_k);
+    c.head_dim = c.head_dim.clamp(d_lo, 128);
     c.scale = 1.0 / (c.head_dim as f32).sqrt();
     c.params = m.default_params();
     c
@@ -53,20 +107,24 @@ pub struct BenchRow {
     pub overhead_us: u64,
     /// Cases that did not pass (should be 0 for a correct kernel).
     pub not_passed: u64,
+    /// Cases per second if a case cost only its upload and its launch, synchronisation and
+    /// download (`upl` + `kern`, per worker): what a harness that checks nothing would reach.
+    pub floor_per_sec: f64,
 }
 
 /// The table `cudafuzz bench` prints.
 pub fn table(rows: &[BenchRow]) -> String {
     let mut s = format!(
-        "{:<34} {:>7} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>6}\n",
-        "configuration", "cases", "cases/s", "prep_us", "comp_us", "upl_us", "ref_us", "kern_us", "judge_us", "ipc_us", "fail"
+        "{:<44} {:>7} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>6}\n",
+        "configuration", "cases", "cases/s", "floor/s", "prep_us", "comp_us", "upl_us", "ref_us", "kern_us", "judge_us", "ipc_us", "fail"
     );
     for r in rows {
         s.push_str(&format!(
-            "{:<34} {:>7} {:>9.0} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>6}\n",
+            "{:<44} {:>7} {:>9.0} {:>9.0} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>9} {:>6}\n",
             r.label,
             r.cases,
             r.cases_per_sec,
+            r.floor_per_sec,
             r.mean.prepare_us,
             r.mean.compile_us,
             r.mean.upload_us,
@@ -80,19 +138,19 @@ pub fn table(rows: &[BenchRow]) -> String {
     s
 }
 
-/// Runs `cases` small cases with `opts` over every worker of `pool` and measures them; a
+/// Runs `cases` cases of `size` with `opts` over every worker of `pool` and measures them; a
 /// warm-up of 16 cases per worker (compiling and loading each configuration) is excluded.
-pub fn measure_pool(pool: &mut Pool, m: &Manifest, opts: &RunOptions, cases: u64, label: &str) -> Result<BenchRow, SupervisorError> {
+pub fn measure_pool(pool: &mut Pool, m: &Manifest, opts: &RunOptions, size: CaseSize, cases: u64, label: &str) -> Result<BenchRow, SupervisorError> {
     let ctx = m.decode_context();
-    let timeout = Duration::from_secs(10);
-    let warm = |i: u64| Some(small_case(m, &ctx, 99, i));
+    let timeout = Duration::from_secs(30);
+    let warm = |i: u64| Some(sized_case(m, &ctx, size, 99, i));
     // Under a sanitizer one warm-up case per worker loads the caches; more would only measure
     // sanitizer start-ups.
     let per_worker = if pool.slots[0].sanitized() { 1 } else { 16 };
     pool.run_indexed(per_worker * pool.slots.len() as u64, None, m, opts, timeout, &warm, &mut |_, _| Ok(ControlFlow::Continue(())))?;
     let mut sum = StageTimes::default();
     let mut not_passed = 0;
-    let make = |i: u64| Some(small_case(m, &ctx, 1, i));
+    let make = |i: u64| Some(sized_case(m, &ctx, size, 1, i));
     let started = Instant::now();
     pool.run_indexed(cases, None, m, opts, timeout, &make, &mut |_, slot| {
         if let Slot::Ran(_, v) = slot {
@@ -103,7 +161,7 @@ pub fn measure_pool(pool: &mut Pool, m: &Manifest, opts: &RunOptions, cases: u64
         }
         Ok(ControlFlow::Continue(()))
     })?;
-    Ok(row(label, cases, started.elapsed().as_secs_f64(), &sum, not_passed))
+    Ok(row(label, cases, started.elapsed().as_secs_f64(), &sum, not_passed, pool.slots.len()))
 }
 
 fn add(sum: &mut StageTimes, t: &StageTimes) {
@@ -115,7 +173,7 @@ fn add(sum: &mut StageTimes, t: &StageTimes) {
     sum.judge_us += t.judge_us;
 }
 
-fn row(label: &str, cases: u64, secs: f64, sum: &StageTimes, not_passed: u64) -> BenchRow {
+fn row(label: &str, cases: u64, secs: f64, sum: &StageTimes, not_passed: u64, workers: usize) -> BenchRow {
     let n = cases.max(1);
     let mean = StageTimes {
         prepare_us: sum.prepare_us / n,
@@ -127,6 +185,7 @@ fn row(label: &str, cases: u64, secs: f64, sum: &StageTimes, not_passed: u64) ->
     };
     let staged = mean.prepare_us + mean.compile_us + mean.upload_us + mean.reference_us + mean.kernel_us + mean.judge_us;
     let per_case_us = (secs * 1e6 / n as f64) as u64;
+    let floor_per_sec = workers as f64 * 1e6 / (mean.upload_us + mean.kernel_us).max(1) as f64;
     BenchRow {
         label: label.to_string(),
         cases,
@@ -134,5 +193,6 @@ fn row(label: &str, cases: u64, secs: f64, sum: &StageTimes, not_passed: u64) ->
         mean,
         overhead_us: per_case_us.saturating_sub(staged),
         not_passed,
+        floor_per_sec,
     }
 }

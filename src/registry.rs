@@ -25,6 +25,25 @@ pub fn reference_manifest() -> Option<PathBuf> {
     p.is_file().then_some(p)
 }
 
+/// The `cudafuzz` executable that serves as the worker for programs that are not it (the
+/// cargo-fuzz target): `$CUDAFUZZ_BIN`, else `../bin/cudafuzz` beside the running program (the
+/// `.gpu/` layout of gpu-pack), else `target/release/cudafuzz` or `target/debug/cudafuzz` under
+/// the current directory, else `cudafuzz` on `PATH`.
+pub fn worker_exe() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("CUDAFUZZ_BIN") {
+        let p = PathBuf::from(p);
+        return if p.is_file() { Ok(p) } else { Err(format!("CUDAFUZZ_BIN={}: no such file; point it at the cudafuzz binary", p.display())) };
+    }
+    let beside = std::env::current_exe().ok().and_then(|e| e.parent().map(|d| d.join("../bin/cudafuzz")));
+    let on_path = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).map(|d| d.join("cudafuzz")).collect::<Vec<_>>()).unwrap_or_default();
+    beside
+        .into_iter()
+        .chain([PathBuf::from("target/release/cudafuzz"), PathBuf::from("target/debug/cudafuzz")])
+        .chain(on_path)
+        .find(|p| p.is_file())
+        .ok_or_else(|| "the cudafuzz binary (the worker) was not found: run `cargo build --release` in the project root, or set CUDAFUZZ_BIN to its path".to_string())
+}
+
 /// Every shipped manifest, loaded; the ones that fail to load are returned as errors.
 pub fn shipped() -> Vec<Result<Manifest, ManifestError>> {
     find_manifests(&kernels_dir()).iter().map(|p| Manifest::load(p)).collect()

@@ -161,10 +161,17 @@ impl Cell {
         self.pass + self.fail + self.error
     }
 
-    /// Every repetition ended the same way (all pass, or all fail with one first signature set).
+    /// Every repetition ended the same way: all passed, or all failed with the same finding
+    /// kinds. Signatures that differ only in the tensor, location or alignment part (which
+    /// tensor a `misaligned` repetition offset) are the same way of failing.
     pub fn consistent(&self) -> bool {
         let outcomes = [self.pass, self.fail, self.error].iter().filter(|&&n| n > 0).count();
-        outcomes <= 1 && self.signatures.values().all(|&n| n == self.fail)
+        let mut kinds: BTreeMap<&str, u64> = BTreeMap::new();
+        for (sig, n) in &self.signatures {
+            let kind = sig.match_indices('/').nth(1).map_or(sig.as_str(), |(i, _)| &sig[..i]);
+            *kinds.entry(kind).or_default() += n;
+        }
+        outcomes <= 1 && kinds.values().all(|&n| n == self.fail)
     }
 
     /// `pass`, `FAIL` or `mixed` for the table.
@@ -222,7 +229,7 @@ pub fn render(rows: &[Row], classes: &[InputClass]) -> String {
             out.push_str(&format!("    {n:>5} × {s}\n"));
         }
     }
-    out.push_str("cells: passed/failed repetitions; ! = not consistent across repetitions\n");
+    out.push_str("cells: passed/failed repetitions; ! = repetitions ended differently (a pass/fail mix, or other finding kinds)\n");
     out
 }
 
@@ -309,7 +316,11 @@ mod tests {
         assert!(cell(5, 0, &[]).consistent());
         assert!(cell(0, 5, &[("a", 5)]).consistent());
         assert!(!cell(3, 2, &[("a", 2)]).consistent());
-        assert!(!cell(0, 5, &[("a", 3), ("b", 2)]).consistent());
+        assert!(!cell(0, 5, &[("a/x", 3), ("b/x", 2)]).consistent(), "two kinds of failure");
+        assert!(
+            cell(0, 5, &[("misaligned_address/cuda_status/k/-/-/unaligned:q", 3), ("misaligned_address/cuda_status/k/-/-/unaligned:k", 2)]).consistent(),
+            "the same failure at another tensor"
+        );
         let classes = [InputClass::Aligned, InputClass::QOffset(2)];
         let row = |a: Cell, m: Cell| Row { config: "k".into(), cells: [("aligned".to_string(), a), ("q+2".to_string(), m)].into() };
         assert!(row(cell(5, 0, &[]), cell(0, 5, &[("x", 5)])).alignment_dependent(&classes));

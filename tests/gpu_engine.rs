@@ -163,7 +163,7 @@ fn gpu_reference_agrees_with_the_cpu_reference() {
         }
         // The same case judged by each reference must pass under both.
         for reference in [ReferenceChoice::Gpu, ReferenceChoice::Cpu] {
-            let opts = RunOptions { determinism: false, reference, sanitizer: None };
+            let opts = RunOptions { determinism: false, reference, sanitizer: None, coverage: false };
             let v = sup.run(&case, &m, &opts, Duration::from_secs(10)).unwrap();
             assert_eq!(v.outcome, Outcome::Pass, "{:?} reference, case {}: {v:?}", reference, case.summary());
             if reference == ReferenceChoice::Gpu {
@@ -224,4 +224,26 @@ fn cli_run_prints_verdicts_and_exits_nonzero_on_a_finding() {
     assert_eq!(out.status.code(), Some(cudafuzz::exit::FINDINGS));
     assert!(stdout.contains("PASS") && stdout.contains("misaligned_address"), "{stdout}");
     assert!(Path::new(&dir.path().join("out/journal.jsonl")).exists());
+}
+
+#[test]
+fn coverage_runs_report_the_kernel_paths_a_case_reached() {
+    require_gpu!();
+    let m = manifest("kernels/attention/flash_fwd.toml");
+    let mut sup = supervisor(true);
+    let opts = RunOptions { determinism: true, coverage: true, ..RunOptions::default() };
+    let limit = Duration::from_secs(20);
+    let aligned = case_for(&m);
+    let mut odd = aligned.clone();
+    odd.layouts.k.offset_bytes = 2; // k off the 16-byte path: its scalar load branch
+    let a = sup.run(&aligned, &m, &opts, limit).unwrap();
+    let b = sup.run(&odd, &m, &opts, limit).unwrap();
+    assert_eq!((&a.outcome, &b.outcome), (&Outcome::Pass, &Outcome::Pass), "{a:?}\n{b:?}");
+    let (ca, cb) = (a.coverage.expect("coverage of the aligned case"), b.coverage.expect("coverage of the offset case"));
+    let slots = |c: &cudafuzz::coverage::Coverage| c.points.iter().map(|p| p.slot).collect::<Vec<_>>();
+    eprintln!("aligned reached {:?}\noffset k reached {:?}", slots(&ca), slots(&cb));
+    assert!(!ca.points.is_empty(), "a coverage build reaches some CF_COVER point");
+    assert_ne!(slots(&ca), slots(&cb), "an offset k takes another load path");
+    let plain = sup.run(&aligned, &m, &RunOptions { coverage: false, ..opts }, limit).unwrap();
+    assert!(plain.coverage.is_none(), "no coverage unless asked for");
 }

@@ -230,7 +230,7 @@ template <class Tr, int kRows>
 __device__ __forceinline__ void flash_load_tile(unsigned short* sm, const unsigned short* bh, long long ss,
                                                 long long sd, int row0, int row_end, int head_dim,
                                                 int d_pad, bool vec, int tid) {
-    if (vec) {
+    if (vec) { CF_COVER(0);  // 16-byte path
         // Thread tid always moves the same 8-element chunk of its rows: columns col .. col + 7
         // with col = 8 (tid % kChunksPerRow), rows tid / kChunksPerRow + i * kRowsPerIter.
         constexpr int kRowsPerIter = Tr::kNThreads / Tr::kChunksPerRow;
@@ -244,15 +244,15 @@ __device__ __forceinline__ void flash_load_tile(unsigned short* sm, const unsign
                 unsigned short* dst = sm + r * Tr::kPitch + col;
                 const int grow = row0 + r;
                 if (grow < row_end && col_in) {
-                    cf_cp_async_16(cf_smem_addr(dst), bh + flash_off(grow, ss) + col);
+                    cf_cp_async_16(cf_smem_addr(dst), bh + flash_off(grow, ss) + col); CF_COVER(1);
                 } else {
-                    *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+                    *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u); CF_COVER(2);  // tail row or pad column
                 }
             }
         }
     } else {
         // One warp per row, lanes across the columns (coalesced when sd == 1).
-        const int warp = tid >> 5, lane = tid & 31;
+        const int warp = tid >> 5, lane = tid & 31; CF_COVER(3);  // scalar path
         for (int r = warp; r < kRows; r += Tr::kNWarps) {
             const int grow = row0 + r;
             unsigned short* dst = sm + r * Tr::kPitch;
@@ -260,11 +260,11 @@ __device__ __forceinline__ void flash_load_tile(unsigned short* sm, const unsign
                 const unsigned short* src = bh + flash_off(grow, ss);
                 for (int col = lane; col < d_pad; col += 32) {
                     unsigned short x = 0;
-                    if (col < head_dim) x = src[flash_off(col, sd)];
+                    if (col < head_dim) x = src[flash_off(col, sd)]; else CF_COVER(4);
                     dst[col] = x;
                 }
             } else {
-                for (int col = lane; col < d_pad; col += 32) dst[col] = 0;
+                for (int col = lane; col < d_pad; col += 32) dst[col] = 0; CF_COVER(5);  // tail row
             }
         }
     }
@@ -299,12 +299,12 @@ __device__ __forceinline__ void flash_fwd_block(const Flash_fwd_params& p) {
     // Outside the contract (the manifest's head_dim range): fail loudly rather than compute
     // something plausible.
     if (head_dim < 1 || head_dim > Tr::kHeadDimMax) __trap();
-    const int d_pad = (head_dim + 15) & ~15;  // columns that k-steps read
+    const int d_pad = (head_dim + 15) & ~15;  // columns that k-steps read if (d_pad != head_dim) CF_COVER(6);
 
 #if MUTANT_GQA_DIVISOR
     const int hkv = h / p.heads_kv;  // planted: wrong divisor (heads_kv instead of the group size)
 #else
-    const int hkv = h / (p.heads_q / p.heads_kv);
+    const int hkv = h / (p.heads_q / p.heads_kv); if (p.heads_q != p.heads_kv) CF_COVER(7); if (hkv != 0) CF_COVER(8);
 #endif
 
     long long q_ss = p.q_ss, k_ss = p.k_ss, v_ss = p.v_ss, o_ss = p.o_ss;
@@ -319,15 +319,15 @@ __device__ __forceinline__ void flash_fwd_block(const Flash_fwd_params& p) {
     const bool q_vec = flash_use_vec(q_bh, q_ss, p.q_sd, head_dim);
     const bool k_vec = flash_use_vec(k_bh, k_ss, p.k_sd, head_dim);
     const bool v_vec = flash_use_vec(v_bh, v_ss, p.v_sd, head_dim);
-    const bool o_vec = flash_use_vec(o_bh, o_ss, p.o_sd, head_dim);
+    const bool o_vec = flash_use_vec(o_bh, o_ss, p.o_sd, head_dim); if (q_vec) CF_COVER(9); else CF_COVER(10); if (k_vec) CF_COVER(11); else CF_COVER(12); if (v_vec) CF_COVER(13); else CF_COVER(14); if (o_vec) CF_COVER(15); else CF_COVER(16);
 
     const int m_start = m_block * kBlockM;
-    const int m_end = min(m_start + kBlockM, p.seq_q);  // valid rows of this CTA: [m_start, m_end)
+    const int m_end = min(m_start + kBlockM, p.seq_q);  // valid rows of this CTA: [m_start, m_end) if (m_end - m_start < kBlockM) CF_COVER(17);
     const int diag = p.seq_k - p.seq_q;                 // causal: key j allowed for row i iff j <= i + diag
     // Keys [0, n_key_end) hold every key an allowed row of this CTA can see; causal: the last
     // valid row m_end - 1 sees keys <= m_end - 1 + diag. n_key_end <= 0: no row has any key.
     const int n_key_end = p.causal ? min(p.seq_k, m_end + diag) : p.seq_k;
-    const int n_blocks = n_key_end > 0 ? (n_key_end + kBlockN - 1) / kBlockN : 0;
+    const int n_blocks = n_key_end > 0 ? (n_key_end + kBlockN - 1) / kBlockN : 0; if (n_blocks == 0) CF_COVER(18); else if (n_key_end < p.seq_k) CF_COVER(19);
 
     // ldmatrix lane addresses (bytes, shared window); see the fragment notes at the top.
     const int lrow = lane & 7, lsel1 = (lane >> 3) & 1, lsel2 = lane >> 4;
@@ -402,7 +402,7 @@ __device__ __forceinline__ void flash_fwd_block(const Flash_fwd_params& p) {
         // ---- masks: keys past seq_k (tail tile) and the causal diagonal ---------------------
         // A tile needs no mask when all its keys are < seq_k and, causal, its last key is
         // allowed for the CTA's first row (then for every row below it too).
-        const bool need_mask = (n0 + kBlockN > p.seq_k) || (p.causal && n0 + kBlockN - 1 > m_start + diag);
+        const bool need_mask = (n0 + kBlockN > p.seq_k) || (p.causal && n0 + kBlockN - 1 > m_start + diag); if (n0 + kBlockN > p.seq_k) CF_COVER(20); if (p.causal && n0 + kBlockN - 1 > m_start + diag) CF_COVER(21);
         if (need_mask) {
 #pragma unroll
             for (int mt = 0; mt < kMTiles; ++mt) {
@@ -518,7 +518,7 @@ __device__ __forceinline__ void flash_fwd_block(const Flash_fwd_params& p) {
                 acc_o[mt][ot][2 * hh + 1] *= inv;
             }
             const int row = m_start + warp_row0 + 16 * mt + g + 8 * hh;
-            if (p.lse != nullptr && t == 0 && row < p.seq_q) {
+            if (p.lse != nullptr && t == 0 && row < p.seq_q) { CF_COVER(22);
                 const long long li = ((long long)b * p.heads_q + h) * (long long)p.seq_q + row;
                 p.lse[li] = (l == 0.0f) ? CF_NEG_INF_F : row_max[mt][hh] * p.scale + logf(l);
             }
@@ -558,7 +558,7 @@ __device__ __forceinline__ void flash_fwd_block(const Flash_fwd_params& p) {
     }
     __syncwarp();  // staged rows visible to every lane of the warp
 
-    if (o_vec) {
+    if (o_vec) { CF_COVER(23);
         constexpr int kChunks = Tr::kWarpRows * Tr::kChunksPerRow;
 #pragma unroll
         for (int i = 0; i < (kChunks + 31) / 32; ++i) {
@@ -567,7 +567,7 @@ __device__ __forceinline__ void flash_fwd_block(const Flash_fwd_params& p) {
             const int r = warp_row0 + idx / Tr::kChunksPerRow;
             const int col = (idx % Tr::kChunksPerRow) * 8;
             const int row = m_start + r;
-            if (col < head_dim && flash_store_row(row, p.seq_q)) {
+            if (col < head_dim && flash_store_row(row, p.seq_q)) { CF_COVER(24);
                 *reinterpret_cast<uint4*>(o_bh + flash_off(row, o_ss) + col) =
                     *reinterpret_cast<const uint4*>(sQ + r * kPitch + col);
             }
@@ -576,7 +576,7 @@ __device__ __forceinline__ void flash_fwd_block(const Flash_fwd_params& p) {
         for (int rr = 0; rr < Tr::kWarpRows; ++rr) {
             const int r = warp_row0 + rr;
             const int row = m_start + r;
-            if (flash_store_row(row, p.seq_q)) {
+            if (flash_store_row(row, p.seq_q)) { CF_COVER(25);
                 unsigned short* orow = o_bh + flash_off(row, o_ss);
                 for (int col = lane; col < head_dim; col += 32)
                     orow[flash_off(col, p.o_sd)] = sQ[r * kPitch + col];

@@ -70,3 +70,6 @@ __device__ __forceinline__ float cf_warp_sum(float x) {
     for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
     return x;
 }
+
+// Kernel-path coverage points (CF_COVER(id)), active only in coverage builds.
+#include "cf_coverage.cuh"

@@ -12,6 +12,7 @@ use cudarc::driver::{result, sys};
 use crate::arena::device::DeviceArena;
 use crate::arena::HostImage;
 use crate::case::TensorId;
+use crate::coverage::{self, Coverage};
 use crate::finding::FindingKind;
 use crate::gpu::{CudaStatus, GpuInfo};
 use crate::manifest::{ResolvedArg, ResolvedLaunch};
@@ -65,6 +66,42 @@ impl Module {
         .map_err(|e| LaunchRejection::Cuda(CudaStatus::from_driver(e)))?;
         self.smem_attribute = bytes;
         Ok(())
+    }
+
+    /// The module's coverage arrays (hits, lines), when it was compiled with
+    /// [`coverage::COVERAGE_DEFINE`] and includes `cf_coverage.cuh`.
+    fn coverage_arrays(&self) -> Option<(sys::CUdeviceptr, sys::CUdeviceptr)> {
+        let global = |name: &str| {
+            let name = CString::new(name).expect("symbol names have no NUL");
+            // SAFETY: `self.module` is loaded; the name is NUL-terminated.
+            unsafe { result::module::get_global(self.module, name) }
+                .ok()
+                .filter(|&(_, bytes)| bytes == coverage::SLOTS * 4)
+                .map(|(ptr, _)| ptr)
+        };
+        Some((global(coverage::HITS_SYMBOL)?, global(coverage::LINES_SYMBOL)?))
+    }
+
+    /// Zeroes the coverage counts before a launch; `Ok(false)` when the module has none.
+    pub fn reset_coverage(&self) -> Result<bool, CudaStatus> {
+        let Some((hits, _)) = self.coverage_arrays() else { return Ok(false) };
+        // SAFETY: `hits` is a device array of SLOTS u32 owned by the module.
+        unsafe { result::memset_d8_sync(hits, 0, coverage::SLOTS * 4) }.map_err(CudaStatus::from_driver)?;
+        Ok(true)
+    }
+
+    /// The points the last launch reached (after it synchronised); `None` when the module has
+    /// no coverage arrays.
+    pub fn coverage(&self) -> Result<Option<Coverage>, CudaStatus> {
+        let Some((hits_ptr, lines_ptr)) = self.coverage_arrays() else { return Ok(None) };
+        let mut hits = vec![0u32; coverage::SLOTS];
+        let mut lines = vec![0u32; coverage::SLOTS];
+        // SAFETY: both are device arrays of SLOTS u32 owned by the module; the buffers match.
+        unsafe {
+            result::memcpy_dtoh_sync(&mut hits, hits_ptr).map_err(CudaStatus::from_driver)?;
+            result::memcpy_dtoh_sync(&mut lines, lines_ptr).map_err(CudaStatus::from_driver)?;
+        }
+        Ok(Some(Coverage::from_arrays(&hits, &lines)))
     }
 }
 

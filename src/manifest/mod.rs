@@ -544,7 +544,9 @@ impl Manifest {
         Ok(manifest)
     }
 
-    /// What the case decoder needs: the kernel, its params and its dtypes.
+    /// What the case decoder needs: the kernel, its params, its dtypes and its contract, so
+    /// that decoded cases lie inside the contract ([`DecodeContext::unconstrained`] drops it to
+    /// explore outside). Raw libFuzzer inputs replay through this same context.
     ///
     /// The kernel is written into decoded cases as the manifest's path (as given to
     /// [`Manifest::load`]), so a seed replays the same kernel even when it is not a shipped one.
@@ -553,7 +555,20 @@ impl Manifest {
             kernel: self.path.display().to_string(),
             params: self.params.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             dtypes: self.contract.dtypes.clone(),
+            contract: Some(self.contract.clone()),
         }
+    }
+
+    /// A case ready for this kernel: the default of every param it does not set filled in, and
+    /// the kernel named (as the manifest's path) when it names none.
+    pub fn bind(&self, mut case: Case) -> Case {
+        for (k, v) in self.default_params() {
+            case.params.entry(k).or_insert(v);
+        }
+        if case.kernel.is_empty() {
+            case.kernel = self.path.display().to_string();
+        }
+        case
     }
 
     /// The first listed value of every param.

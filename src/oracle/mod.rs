@@ -60,14 +60,15 @@ pub fn check_memory(j: &Judged<'_>, image: &HostImage, after: &[Vec<u8>]) -> Vec
     for (i, alloc) in image.layout.allocs.iter().enumerate() {
         let before = &image.bytes[i];
         let now = &after[i];
-        // Most allocations come back untouched: one memcmp settles them.
-        if before == now {
-            continue;
-        }
         let tensor = match &alloc.holder {
             crate::arena::Holder::Tensor(t) => Some(*t),
             crate::arena::Holder::Buffer(_) => None,
         };
+        // Most inputs come back untouched: one memcmp settles them. Not an output: an untouched
+        // output is the kernel writing nothing, which the sentinel check below must see.
+        if before == now && !tensor.is_some_and(|t| t.is_output()) {
+            continue;
+        }
         let name = alloc.holder.name();
         let ds = alloc.data_offset as usize;
         let de = ds + alloc.span_bytes as usize;
@@ -372,6 +373,16 @@ mod tests {
         assert_eq!(found[0].location, Some(Location::Element { index: [0, 1, last, 0] }));
         // The value oracles skip sentinel elements instead of reporting them twice.
         assert_eq!(values(&f), vec![]);
+    }
+
+    #[test]
+    fn an_output_the_kernel_never_wrote_is_reported() {
+        let mut f = fixture();
+        f.after[3] = f.image.bytes[3].clone();
+        let found = check_memory(&judged(&f), &f.image, &f.after);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].kind, FindingKind::UnwrittenOutput);
+        assert_eq!(found[0].count, f.case.numel(TensorId::O));
     }
 
     #[test]

@@ -50,7 +50,7 @@ impl Supervisor {
             self.tool = Some((tool, padding_for(largest)));
             // The GPU reference kernel would run under the tool too, for nothing: under a
             // sanitizer the CPU reference judges values (and no determinism rerun).
-            let tool_opts = RunOptions { determinism: false, sanitizer: Some(tool), reference: ReferenceChoice::Cpu };
+            let tool_opts = RunOptions { determinism: false, sanitizer: Some(tool), reference: ReferenceChoice::Cpu, coverage: false };
             let mut next = 0;
             while next < cases.len() {
                 // One sanitizer process: until the batch ends or the worker does.
@@ -229,7 +229,7 @@ mod tests {
     }
 
     fn verdict(outcome: Outcome) -> Verdict {
-        Verdict { outcome, contract: ContractVerdict::Inside, reference: "gpu".into(), sticky: false, times: StageTimes::default(), allocations: None }
+        Verdict { outcome, contract: ContractVerdict::Inside, reference: "gpu".into(), sticky: false, times: StageTimes::default(), allocations: None, coverage: None, output_digest: None }
     }
 
     #[test]

@@ -37,6 +37,16 @@ use crate::worker::{kernel_label, Outcome, RunOptions, StageTimes, Verdict, Work
 pub const DEFAULT_KERNEL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time a worker may spend before launching (compiling, reference) before it is presumed stuck.
 pub const SETUP_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Waits before each retry of a worker restart that could not open a GPU that an earlier worker
+/// opened (about 30 s in all).
+const RESTART_BACKOFF: [Duration; 5] = [
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_secs(4),
+    Duration::from_secs(8),
+    Duration::from_secs(16),
+];
 /// Grace between SIGTERM and SIGKILL.
 pub const KILL_GRACE: Duration = Duration::from_millis(500);
 /// How long a worker under compute-sanitizer gets to exit (the tool writes its XML then).
@@ -141,6 +151,9 @@ pub struct Supervisor {
     next_id: u64,
     /// How many workers were started (the first start included).
     pub starts: u64,
+    /// Whether a worker of this supervisor has opened the GPU before: a later start that
+    /// cannot is retried, since the driver may still be recovering from the last fault.
+    opened_gpu: bool,
 }
 
 #[derive(Serialize)]
@@ -168,7 +181,7 @@ impl Supervisor {
             }
             None => None,
         };
-        Ok(Supervisor { cfg, worker: None, tool: None, xml: None, journal, next_id: 0, starts: 0 })
+        Ok(Supervisor { cfg, worker: None, tool: None, xml: None, journal, next_id: 0, starts: 0, opened_gpu: false })
     }
 
     /// Switches the sanitizer pass (ends the current worker, which may be of the old kind).
@@ -187,6 +200,26 @@ impl Supervisor {
         if self.worker.is_some() {
             return Ok(());
         }
+        let mut waits = RESTART_BACKOFF.iter();
+        loop {
+            match self.start_worker() {
+                Err(SupervisorError::NoGpu(message)) if self.opened_gpu => {
+                    // Seen on an H100 after ~300 faults in a row: a fresh process's cuInit said
+                    // CUDA_ERROR_NO_DEVICE while the driver recovered.
+                    let Some(wait) = waits.next() else { return Err(SupervisorError::NoGpu(message)) };
+                    eprintln!("cudafuzz: worker restart could not open GPU {} ({message}); retrying in {wait:?}", self.cfg.gpu);
+                    std::thread::sleep(*wait);
+                }
+                Err(e) => return Err(e),
+                Ok(()) => {
+                    self.opened_gpu = true;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn start_worker(&mut self) -> Result<(), SupervisorError> {
         let mut cmd = match (&self.cfg.sanitizer, self.tool) {
             (Some(pass), Some((tool, padding))) => {
                 let xml = next_xml_path(&pass.dir, tool);
@@ -386,6 +419,8 @@ impl Supervisor {
             sticky: true,
             times: StageTimes::default(),
             allocations: None,
+            coverage: None,
+            output_digest: None,
         }
     }
 }

@@ -5,7 +5,7 @@
 //! classify → download → oracles. It keeps loaded modules and manifests across cases, so a
 //! long-lived worker pays NVRTC and module loading once per configuration.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -16,6 +16,7 @@ use crate::arena::layout::AllocationTable;
 use crate::arena::{buffer_values, HostImage};
 use crate::case::{Case, TensorId};
 use crate::compile::{request_for, Compiler};
+use crate::coverage::{self, Coverage};
 use crate::data;
 use crate::finding::{Finding, FindingKind, Oracle};
 use crate::gpu::{CudaStatus, Gpu, GpuInfo};
@@ -50,11 +51,15 @@ pub struct RunOptions {
     /// start of the case for that tool and reports its allocations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sanitizer: Option<Tool>,
+    /// Compile the kernel with its `CF_COVER(id)` points on and report the ones the (first)
+    /// launch reached.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub coverage: bool,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { determinism: true, reference: ReferenceChoice::Gpu, sanitizer: None }
+        RunOptions { determinism: true, reference: ReferenceChoice::Gpu, sanitizer: None, coverage: false }
     }
 }
 
@@ -113,6 +118,15 @@ pub struct Verdict {
     /// mapped to tensors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocations: Option<AllocationTable>,
+    /// The kernel paths the launch reached, for coverage runs whose kernel has `CF_COVER(id)`
+    /// points and did not fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Coverage>,
+    /// SHA-256 (first 16 hex digits) of the output's element bits in logical `[b, h, s, d]`
+    /// order, when the kernel ran to completion: equal digests mean bitwise-equal outputs
+    /// whatever the layouts (what the metamorphic properties compare).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_digest: Option<String>,
 }
 
 /// The kernel label used in findings: `name` or `name[P=V,...]`.
@@ -137,7 +151,7 @@ pub struct Engine {
     compiler: Compiler,
     manifests: HashMap<PathBuf, Manifest>,
     /// Which loaded module serves (manifest, params, dtype): skips hashing sources per case.
-    module_keys: HashMap<(PathBuf, Vec<(String, i64)>, crate::case::Dtype), String>,
+    module_keys: HashMap<(PathBuf, Vec<(String, i64)>, crate::case::Dtype, bool), String>,
     reference_manifest: Option<PathBuf>,
 }
 
@@ -172,12 +186,16 @@ impl Engine {
         Ok(m)
     }
 
-    fn module(&mut self, manifest: &Manifest, case: &Case) -> Result<&mut Module, String> {
-        let memo = (manifest.path.clone(), case.params.iter().map(|(k, v)| (k.clone(), *v)).collect(), case.dtype);
+    /// The loaded module of a manifest configuration; `coverage` compiles its `CF_COVER(id)`
+    /// points in (a separate module and cache entry).
+    fn module(&mut self, manifest: &Manifest, case: &Case, coverage: bool) -> Result<&mut Module, String> {
+        let memo = (manifest.path.clone(), case.params.iter().map(|(k, v)| (k.clone(), *v)).collect(), case.dtype, coverage);
         if let Some(key) = self.module_keys.get(&memo) {
             return Ok(self.modules.get_mut(key).expect("memoised modules stay loaded"));
         }
-        let req = request_for(manifest, &case.params, case.dtype, self.gpu.info.arch, &Default::default());
+        let extra: BTreeMap<String, String> =
+            if coverage { [(coverage::COVERAGE_DEFINE.to_string(), "1".to_string())].into() } else { BTreeMap::new() };
+        let req = request_for(manifest, &case.params, case.dtype, self.gpu.info.arch, &extra);
         let compiled = self.compiler.compile(&req).map_err(|e| e.to_string())?;
         if !self.modules.contains_key(&compiled.key) {
             let module = Module::load(&compiled.cubin, &manifest.entry)
@@ -214,6 +232,8 @@ impl Engine {
             sticky,
             times: times.clone(),
             allocations: None,
+            coverage: None,
+            output_digest: None,
         };
         let error = |message: String| Outcome::Error { message };
         if let Some(tool) = opts.sanitizer {
@@ -243,7 +263,7 @@ impl Engine {
 
         let t = Instant::now();
         let gpu_info = self.gpu.info.clone();
-        let module = match self.module(&manifest, case) {
+        let module = match self.module(&manifest, case, opts.coverage) {
             Ok(m) => m,
             Err(e) => return verdict(error(e), contract, "none", false, &times),
         };
@@ -272,13 +292,26 @@ impl Engine {
         times.reference_us = t.elapsed().as_micros() as u64;
 
         let t = Instant::now();
-        let module = self.module(&manifest, case).expect("compiled above");
+        let module = self.module(&manifest, case, opts.coverage).expect("compiled above");
+        if opts.coverage {
+            if let Err(s) = module.reset_coverage() {
+                return verdict(error(format!("zeroing the coverage counters failed: {s}")), contract, "none", launch::is_sticky(&s), &times);
+            }
+        }
         on_launch();
         let first = run_once(module, &resolved, &arena, &image, &judged);
         times.kernel_us = t.elapsed().as_micros() as u64;
         let after = match first {
             Ok(after) => after,
             Err((f, sticky)) => return verdict(Outcome::Fail { findings: vec![f] }, contract, &reference_name, sticky, &times),
+        };
+        // Read before a determinism run adds its own counts.
+        let reached: Option<Coverage> = if opts.coverage { module.coverage().ok().flatten() } else { None };
+        let digest = output_digest(case, &plan, &image, &after);
+        let verdict = |outcome, contract, reference: &str, sticky, times: &StageTimes| Verdict {
+            coverage: reached.clone(),
+            output_digest: Some(digest.clone()),
+            ..verdict(outcome, contract, reference, sticky, times)
         };
 
         let t = Instant::now();
@@ -290,7 +323,7 @@ impl Engine {
             let o = TensorId::O.index();
             let again = match arena.write(&image, o) {
                 Err(s) => Err((status_finding(&judged, &s, false), launch::is_sticky(&s))),
-                Ok(()) => run_once(self.module(&manifest, case).expect("compiled above"), &resolved, &arena, &image, &judged),
+                Ok(()) => run_once(self.module(&manifest, case, opts.coverage).expect("compiled above"), &resolved, &arena, &image, &judged),
             };
             times.kernel_us += t.elapsed().as_micros() as u64;
             match again {
@@ -338,7 +371,7 @@ impl Engine {
         let buf_image = HostImage::buffers_only(case, &resolved.buffers);
         let buf_arena = DeviceArena::upload(&buf_image).map_err(|s| format!("reference buffer allocation failed: {s}"))?;
         let gpu_info = self.gpu.info.clone();
-        let module = self.module(manifest, case)?;
+        let module = self.module(manifest, case, false)?;
         module.reserve_shared(resolved.shared_bytes, &gpu_info).map_err(|r| format!("reference kernel: {r}"))?;
         // A view with the case's tensors first and the reference's buffers after, as `launch`
         // expects; it owns nothing, so its allocation list is emptied before it drops.
@@ -365,6 +398,18 @@ impl Engine {
         let lse = values("ref_lse")?;
         Ok((RefOutput { o: values("ref_o")?, lse: lse.clone() }, RefOutput { o: values("ref_o_lowp")?, lse }))
     }
+}
+
+/// The digest of `o`'s element bits in logical order (see [`Verdict::output_digest`]).
+fn output_digest(case: &Case, plan: &Plan, image: &HostImage, after: &[Vec<u8>]) -> String {
+    use sha2::{Digest, Sha256};
+    let o = TensorId::O.index();
+    let bits = data::read_strided_bits(image.data(o, &after[o]), plan.tensor(TensorId::O), case.dtype);
+    let mut h = Sha256::new();
+    for b in bits {
+        h.update(b.to_le_bytes());
+    }
+    h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 /// Launches once, synchronises and downloads everything; a CUDA error becomes a finding, with

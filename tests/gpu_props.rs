@@ -1,0 +1,152 @@
+//! Properties of the correct kernel (`flash_fwd`) over GPU runs, as proptest properties:
+//!
+//! 1. every generated case inside its contract passes every oracle (fp64 reference, canaries,
+//!    sentinel, NaN leaks, determinism);
+//! 2. layout/offset metamorphism: the same logical inputs in other layouts at other offsets give
+//!    bitwise the same output (the kernel's vector and scalar paths compute the same thing);
+//! 3. determinism across runs: running a case again, in the same worker, gives the same bits.
+//!
+//! Without a GPU each test prints `skipped: <reason>` and returns. Failures are shrunk by
+//! proptest and persisted to `proptest-regressions/gpu_props.txt` (committed), whose seeds are
+//! replayed first on every run.
+
+use std::cell::RefCell;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudafuzz::case::strategy::{cases, CaseLimits};
+use cudafuzz::case::{Case, Layouts};
+use cudafuzz::manifest::Manifest;
+use cudafuzz::plan::Plan;
+use cudafuzz::supervisor::{Supervisor, SupervisorConfig};
+use cudafuzz::worker::{Outcome, RunOptions, Verdict};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
+
+mod common;
+use common::{exe, root};
+
+fn no_gpu() -> Option<String> {
+    cudafuzz::gpu::device_count().err().map(|e| e.to_string())
+}
+
+fn config(cases: u32) -> Config {
+    Config {
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("proptest-regressions/gpu_props.txt"))),
+        ..Config::with_cases(cases)
+    }
+}
+
+struct Gpu {
+    sup: RefCell<Supervisor>,
+    manifest: Manifest,
+}
+
+impl Gpu {
+    fn new() -> Gpu {
+        let journal = std::env::temp_dir().join(format!("cudafuzz-gpu-props-{}.jsonl", std::process::id()));
+        let sup = Supervisor::new(SupervisorConfig {
+            exe: exe(),
+            gpu: 0,
+            reference_manifest: Some(root().join("kernels/reference/attention_f64.toml")),
+            journal: Some(journal),
+            stop: Arc::new(AtomicBool::new(false)),
+            sanitizer: None,
+        })
+        .unwrap();
+        let manifest = Manifest::load(&root().join("kernels/attention/flash_fwd.toml")).unwrap();
+        Gpu { sup: RefCell::new(sup), manifest }
+    }
+
+    fn inside(&self, case: &Case) -> bool {
+        self.manifest.contract.check(case, &Plan::new(case)).is_inside()
+    }
+
+    fn run(&self, case: &Case, determinism: bool) -> Result<Verdict, TestCaseError> {
+        let opts = RunOptions { determinism, ..RunOptions::default() };
+        self.sup
+            .borrow_mut()
+            .run(case, &self.manifest, &opts, Duration::from_secs(20))
+            .map_err(|e| TestCaseError::fail(format!("the GPU run failed: {e}")))
+    }
+
+    /// Cases of flash_fwd small enough for a few hundred GPU runs per test.
+    fn cases(&self) -> impl Strategy<Value = Case> {
+        let limits = CaseLimits { max_seq: 160, max_head_dim: 128, ..CaseLimits::default() };
+        let m = self.manifest.clone();
+        cases(self.manifest.decode_context(), limits).prop_map(move |c| m.bind(c))
+    }
+}
+
+fn passes(v: &Verdict, what: &str) -> Result<(), TestCaseError> {
+    match &v.outcome {
+        Outcome::Pass => Ok(()),
+        other => Err(TestCaseError::fail(format!("{what}: {other:?}"))),
+    }
+}
+
+macro_rules! require_gpu {
+    () => {
+        if let Some(why) = no_gpu() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+}
+
+#[test]
+fn correct_kernel_passes_every_oracle_on_generated_cases() {
+    require_gpu!();
+    let gpu = Gpu::new();
+    let mut runner = TestRunner::new(config(96));
+    let result = runner.run(&gpu.cases(), |case| {
+        prop_assume!(gpu.inside(&case));
+        let v = gpu.run(&case, true)?;
+        passes(&v, &case.summary())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+#[test]
+fn output_does_not_depend_on_layout_or_offset() {
+    require_gpu!();
+    let gpu = Gpu::new();
+    let mut runner = TestRunner::new(config(64));
+    let other_layouts = cases(gpu.manifest.decode_context(), CaseLimits::default()).prop_map(|c| c.layouts);
+    let result = runner.run(&(gpu.cases(), other_layouts), |(case, layouts): (Case, Layouts)| {
+        let mut moved = case.clone();
+        moved.layouts = layouts;
+        prop_assume!(gpu.inside(&case) && gpu.inside(&moved));
+        let a = gpu.run(&case, false)?;
+        let b = gpu.run(&moved, false)?;
+        passes(&a, &case.summary())?;
+        passes(&b, &moved.summary())?;
+        prop_assert_eq!(&a.output_digest, &b.output_digest, "{} vs {}", case.summary(), moved.summary());
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+#[test]
+fn a_case_run_again_gives_the_same_bits() {
+    require_gpu!();
+    let gpu = Gpu::new();
+    let mut runner = TestRunner::new(config(48));
+    let result = runner.run(&gpu.cases(), |case| {
+        prop_assume!(gpu.inside(&case));
+        let a = gpu.run(&case, false)?;
+        let b = gpu.run(&case, false)?;
+        passes(&a, &case.summary())?;
+        prop_assert!(a.output_digest.is_some());
+        prop_assert_eq!(&a.output_digest, &b.output_digest, "{}", case.summary());
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
