@@ -199,8 +199,9 @@ if want ttf; then
   # TTF_PAR kernels at a time; the compile cache is warmed first so NVRTC is not what is timed.
   for k in ${TTF_KERNELS:-fa_s512 $(ls kernels/mutants/*.toml | xargs -n1 basename | sed 's/.toml$//' | grep -v int32_offset)}; do
     t=$k; [ -f kernels/mutants/$k.toml ] && t=kernels/mutants/$k.toml
-    $bin build --kernel $t --arch sm_90 > /dev/null 2>&1
+    $bin build --kernel $t --arch sm_90 > /dev/null 2>&1 &
   done
+  wait
   ttf_one() {  # kernel seed -> one JSON line
     local k=$1 s=$2 t=$1 d="$logs/ttf/$1-$2"; [ -f kernels/mutants/$k.toml ] && t=kernels/mutants/$k.toml
     mkdir -p "$d"
@@ -234,6 +235,58 @@ for k in dict.fromkeys(r["kernel"] for r in rows):
 PY
   row "time to find (median of seeds)" "" "table below"
   [ -n "${OUT:-}" ] && cp "$logs/ttf.jsonl" "$OUT/"
+fi
+
+if want sanbench; then
+  # Issue 8: the same N small simple_attn cases under each compute-sanitizer tool, three ways:
+  # one cudafuzz sanitizer process for all of them (persistent worker), one cudafuzz process per
+  # case, and the seed authors' way: a fresh Python + PyTorch process per case under the tool
+  # (`cudafuzz repro --emit python`, emitted beforehand and not timed). Cases/s, wall clock.
+  d="$logs/sanbench"; mkdir -p "$d"
+  n=${SAN_NAIVE_CASES:-8}
+  $bin case example --kernel simple_attn > "$d/base.json"
+  python3 - "$d" "$n" <<'PY'
+import json, sys
+d, n = sys.argv[1], int(sys.argv[2])
+base = json.load(open(f"{d}/base.json"))
+for i in range(n):
+    s = json.loads(json.dumps(base)); c = s["case"]
+    c.update(seq_q=17 + 13 * i, seq_k=33 + 29 * i, head_dim=(16, 40, 64, 100)[i % 4], causal=bool(i % 2))
+    c["data"]["seed"] = 1000 + i
+    c["layouts"]["k"]["offset_bytes"] = (0, 2, 4, 8)[i % 4]
+    json.dump(s, open(f"{d}/case-{i}.json", "w"), indent=1)
+PY
+  cases=$(for i in $(seq 0 $((n - 1))); do echo "$d/case-$i.json"; done)
+  for i in $(seq 0 $((n - 1))); do $bin repro "$d/case-$i.json" --emit python -o "$d/case-$i.py" --force > /dev/null 2>&1; done
+  rate() { awk "BEGIN{printf \"%.2f\", $1/($3-$2)}"; }
+  for tool in ${SAN_TOOLS:-memcheck racecheck initcheck synccheck}; do
+    t0=$(date +%s.%N); timeout 300 $bin run --sanitize $tool --no-determinism --out "$d/out-$tool" $cases > "$d/persistent-$tool.log" 2>&1; t1=$(date +%s.%N)
+    timeout 300 $bin run --sanitize $tool --sanitize-batch 1 --no-determinism --out "$d/out1-$tool" $cases > "$d/per-case-$tool.log" 2>&1; t2=$(date +%s.%N)
+    naive_ok=0
+    for i in $(seq 0 $((n - 1))); do
+      (cd "$d" && timeout 120 compute-sanitizer --tool $tool python3 case-$i.py) > "$d/naive-$tool-$i.log" 2>&1 && naive_ok=$((naive_ok + 1))
+    done; t3=$(date +%s.%N)
+    row "sanitizer $tool, $n cases (cases/s)" "" "persistent $(rate $n $t0 $t1) | process/case $(rate $n $t1 $t2) | python+torch/case $(rate $n $t2 $t3) (PASS $naive_ok/$n)"
+    printf '{"tool":"%s","cases":%s,"persistent_s":%s,"per_case_s":%s,"naive_python_s":%s}\n' $tool $n \
+      "$(awk "BEGIN{print $t1-$t0}")" "$(awk "BEGIN{print $t2-$t1}")" "$(awk "BEGIN{print $t3-$t2}")" >> "$logs/sanbench.jsonl"
+  done
+  [ -n "${OUT:-}" ] && cp "$logs/sanbench.jsonl" "$OUT/"
+fi
+
+if want benchsizes; then
+  # Issue 8: native cases/s by case size with the GPU and the CPU fp64 reference, and the floor.
+  timeout 400 $bin bench --sizes small,medium,large --cases ${BENCH_CASES:-200} --jobs ${BENCH_JOBS:-8} \
+    --json "$logs/bench-sizes.json" --out "$logs/out-bench-sizes" > "$logs/bench-sizes.log" 2>&1
+  row "bench --sizes small,medium,large" "rc=$?" "table below"
+  [ -n "${OUT:-}" ] && cp "$logs/bench-sizes.json" "$OUT/"
+fi
+
+if want contract; then
+  # Issue 6: the preconditions fa_s512 really has (the 16-byte alignment one must be reported).
+  start=$(date +%s)
+  timeout 200 $bin contract --kernel kernels/attention/fa_s512.toml --jobs 8 --json "$logs/contract-fa_s512.json" \
+    --out "$logs/out-contract" > "$logs/contract-fa_s512.log" 2>&1; st=$?
+  row "contract fa_s512 (16-byte alignment)" "$(grep -q 'base must be 16-byte aligned' "$logs/contract-fa_s512.log" && echo ok || echo FAIL)" "rc=$st $(( $(date +%s) - start )) s; $(grep -m1 -E 'preconditions from' "$logs/contract-fa_s512.log" | cut -c1-60)"
 fi
 
 if want sanitizer; then
@@ -307,11 +360,13 @@ EOF
       $bin repro "$e/$n.json" --emit python --force "$@" >> "$e/emit-$n.log" 2>&1 &&
       (cd "$e" && timeout 120 $(grep -m1 -o 'nvcc .*' "emit-$n.log")) > "$e/nvcc-$n.log" 2>&1
   }
-  for n in fa_q0 fa_q8; do
+  # fa_min: the minimised fa_s512 seed committed for the gate (a `cudafuzz minimize` output).
+  cp seeds/expected/fa_s512-misaligned_address-*.json "$e/fa_min.json"
+  for n in fa_q0 fa_q8 fa_min; do
     start=$(date +%s)
     if build $n; then
       (cd "$e" && timeout 60 ./$n) > "$e/run-$n.log" 2>&1; st=$?
-      want_st=$([ $n = fa_q8 ] && echo 1 || echo 0)
+      want_st=$([ $n = fa_q0 ] && echo 0 || echo 1)
       ok=$([ $st = "$want_st" ] && { [ $n = fa_q0 ] || grep -q 'misaligned address' "$e/run-$n.log"; } && echo ok || echo FAIL)
       row "emit cu fa_s512 $n (exit $want_st)" "$ok" "rc=$st $(( $(date +%s) - start )) s $(grep -m1 -E '^(CUDA error|RESULT)' "$e/run-$n.log" | cut -c1-60)"
       (cd "$e" && PYTHONUNBUFFERED=1 timeout 120 python3 $n.py) > "$e/py-$n.log" 2>&1; st=$?
@@ -331,6 +386,16 @@ EOF
   else
     row "emit/nvcc oob_read_k d40" FAIL "see emit/emit-oob_d40.log, emit/nvcc-oob_d40.log"
   fi
+  # A mutant under compute-sanitizer: seqk_tail's committed seed, emitted for memcheck.
+  cp seeds/expected/seqk_tail-*.json "$e/seqk.json"
+  if build seqk --sanitize memcheck; then
+    san=$(grep -m1 -o 'compute-sanitizer --tool memcheck.*' "$e/emit-seqk.log")
+    (cd "$e" && timeout 180 ${san/compute-sanitizer/compute-sanitizer --error-exitcode=99}) > "$e/memcheck-seqk.log" 2>&1; st=$?
+    ok=$([ $st = 99 ] && grep -q 'Invalid __global__ read' "$e/memcheck-seqk.log" && echo ok || echo FAIL)
+    row "emit cu mutant seqk_tail memcheck (exit 99)" "$ok" "rc=$st $(grep -m1 -Eo 'Invalid __global__ read of size [0-9]+' "$e/memcheck-seqk.log") $(grep -m1 -Eo '[a-z_0-9]+\.cuh?:[0-9]+' "$e/memcheck-seqk.log")"
+  else
+    row "emit/nvcc seqk_tail" FAIL "see emit/emit-seqk.log, emit/nvcc-seqk.log"
+  fi
 fi
 
 {
@@ -339,6 +404,7 @@ echo "== gpu-kernels summary ($(date -u +%F))"
 printf '%s\n' "${rows[@]}"
 for f in fa_s512-matrix fa_s512-others ttf; do [ -f "$logs/$f.txt" ] && { echo; cat "$logs/$f.txt"; }; done
 [ -f "$logs/flash-bench.log" ] && { echo; tail -n 30 "$logs/flash-bench.log"; }
-for f in "$logs"/bench-*.log; do [ -f "$f" ] && { echo; echo "== $f"; tail -n 8 "$f"; }; done
+[ -f "$logs/contract-fa_s512.log" ] && { echo; grep -A40 "preconditions from" "$logs/contract-fa_s512.log" | head -n 40; }
+for f in "$logs"/bench-*.log; do [ -f "$f" ] && { echo; echo "== $f"; tail -n 14 "$f"; }; done
 } 2>&1 | tee "$logs/summary.txt"
 if [ -n "${OUT:-}" ]; then tar czf "$OUT/gpu-kernel-logs.tgz" "$logs"; cp "$logs/summary.txt" "$OUT/"; fi

@@ -6,9 +6,10 @@
 //! `flash_fwd`). Cases run in a worker process the supervisor restarts after a sticky CUDA error
 //! or a hang, so neither ends the campaign. Kernel-path coverage (`CF_COVER(id)` points, see
 //! `kernels/include/cf_coverage.cuh`) is copied into libFuzzer's extra counters after every
-//! case; `CUDAFUZZ_COVERAGE=0` turns that off (the ablation in BENCHMARKS.md). Cases outside the
-//! kernel's declared contract are rejected (not added to the corpus) unless
-//! `CUDAFUZZ_OUTSIDE_CONTRACT=1`.
+//! case; `CUDAFUZZ_COVERAGE=0` turns that off (the ablation in BENCHMARKS.md). The decoder keeps
+//! cases inside the kernel's declared contract (`Manifest::decode_context`), the same context
+//! `cudafuzz repro --kernel` decodes artifacts with; the few outside it are rejected (not added
+//! to the corpus) unless `CUDAFUZZ_OUTSIDE_CONTRACT=1`.
 //!
 //! Replay an artifact with `cargo fuzz run attention ARTIFACT` or
 //! `cudafuzz repro ARTIFACT --kernel <the same kernel>`.

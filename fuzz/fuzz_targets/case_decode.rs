@@ -2,7 +2,7 @@
 #![no_main]
 
 use cudafuzz::case::{decode_case, DecodeContext, Dtype};
-use cudafuzz::plan::{Contract, Plan};
+use cudafuzz::plan::{Contract, LayoutSupport, Plan};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -10,9 +10,16 @@ fuzz_target!(|data: &[u8]| {
         kernel: "fuzz".into(),
         params: vec![("BLOCK_M".into(), vec![64, 80, 128]), ("NUM_WARPS".into(), vec![4, 8])],
         dtypes: vec![Dtype::F16, Dtype::Bf16],
+        contract: None,
     };
     let case = decode_case(&mut arbitrary::Unstructured::new(data), &ctx).expect("decoding never fails");
     case.validate().expect("every decoded case is valid");
+    // Contract-aware decoding: fa_s512's declared contract (head_dim 64, seq <= 512, 2-byte).
+    let contract = Contract { head_dim: [64, 64], seq_q: [1, 512], seq_k: [1, 512], layouts: LayoutSupport::InnerContiguous, ..Contract::anything() };
+    let inside = decode_case(&mut arbitrary::Unstructured::new(data), &DecodeContext { contract: Some(contract.clone()), ..ctx.clone() })
+        .expect("decoding never fails");
+    inside.validate().expect("every decoded case is valid");
+    assert!(contract.check(&inside, &Plan::new(&inside)).is_inside(), "decoded outside its contract");
     let plan = Plan::new(&case);
     for tp in &plan.tensors {
         assert!(tp.span_bytes >= tp.numel * tp.elem_bytes as u64);

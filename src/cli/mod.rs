@@ -3,7 +3,11 @@
 //! Kept thin on purpose (ripgrep's shape): every command is a small function that builds library
 //! objects and prints what they return. `anyhow` lives only here; the library's errors are typed.
 
+mod contract;
+mod gate;
 mod minimize;
+#[path = "report.rs"]
+mod report_cmd;
 mod sanitizer;
 mod sweep;
 
@@ -63,9 +67,19 @@ enum Command {
     /// Shrink a failing seed (batch, heads, sequences, head_dim, offsets, layout, data) while it
     /// keeps its finding signature; the minimal seed is saved next to the original.
     Minimize(minimize::MinimizeArgs),
+    /// Infer the preconditions a kernel really needs: probes that vary one property at a time
+    /// outside and at the edges of its declared contract, summarised as sentences ("q base must
+    /// be 16-byte aligned"), each with a minimal failing case saved under OUT/contract/.
+    Contract(contract::ContractArgs),
     /// compute-sanitizer utilities: `parse FILE.xml [--json]`.
     #[command(subcommand)]
     Sanitizer(sanitizer::SanitizerCommand),
+    /// The nightly CI gate: environment and planted-bug check, seed replays, sweep, fuzz and
+    /// sanitizer passes within a time budget; writes report.json/.md, junit.xml, results.sarif.
+    Gate(gate::GateArgs),
+    /// Reports: `merge` shard reports and seeds into one, `render` one in another format.
+    #[command(subcommand)]
+    Report(report_cmd::ReportCommand),
     /// Internal: the worker process the supervisor starts (cases in on stdin, events out).
     #[command(hide = true)]
     Worker {
@@ -152,6 +166,10 @@ pub(super) struct EngineArgs {
     /// Cases per sanitizer process (each start costs seconds; a sticky error ends one early).
     #[arg(long, default_value_t = 200)]
     sanitize_batch: usize,
+    /// Compile kernels with their `CF_COVER(id)` points on (kernels/include/cf_coverage.cuh) and
+    /// report the kernel paths the cases reached.
+    #[arg(long)]
+    coverage: bool,
 }
 
 #[derive(Debug, Args)]
@@ -173,8 +191,26 @@ struct ReproArgs {
     /// Kernel, when the seed does not name one (raw fuzzer bytes) or to replay against another.
     #[arg(long, env = "CUDAFUZZ_KERNEL")]
     kernel: Option<String>,
+    /// Write a standalone repro instead of running the seed (no GPU needed): `cu`, one .cu file
+    /// that `nvcc` builds, or `python`, a script using PyTorch, NVRTC and the CUDA driver. With
+    /// `--sanitize memcheck` (or a seed saved for a sanitizer finding) the repro is laid out for
+    /// that tool.
+    #[arg(long, value_enum, value_name = "cu|python")]
+    emit: Option<EmitArg>,
+    /// The repro file to write (default: the seed's path with .cu or .py; `-` for stdout).
+    #[arg(short = 'o', long = "output", requires = "emit")]
+    output: Option<PathBuf>,
+    /// Overwrite the repro file if it exists.
+    #[arg(long, requires = "emit")]
+    force: bool,
     #[command(flatten)]
     engine: EngineArgs,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum EmitArg {
+    Cu,
+    Python,
 }
 
 #[derive(Debug, Args)]
@@ -185,6 +221,9 @@ struct BenchArgs {
     /// Cases per configuration.
     #[arg(long, default_value_t = 2000)]
     cases: u64,
+    /// Case sizes to measure: small, medium, large (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "small")]
+    sizes: Vec<String>,
     /// Also write the rows as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -280,6 +319,9 @@ fn run(args: RawArgs) -> Result<i32> {
         Command::Sweep(s) => sweep::sweep(s),
         Command::Sanitizer(c) => sanitizer::sanitizer_command(c),
         Command::Minimize(a) => minimize::minimize_command(a),
+        Command::Contract(a) => contract::contract_command(a),
+        Command::Gate(a) => gate::gate_command(a),
+        Command::Report(c) => report_cmd::report_command(c),
         Command::Worker { gpu, reference } => Ok(worker::main(gpu, reference)),
     }
 }
@@ -430,6 +472,7 @@ fn options(e: &EngineArgs) -> RunOptions {
             RefArg::Cpu => ReferenceChoice::Cpu,
         },
         sanitizer: None,
+        coverage: e.coverage,
     }
 }
 
@@ -499,14 +542,8 @@ fn timeout(e: &EngineArgs, m: &Manifest) -> Duration {
 }
 
 /// Fills in the manifest's default parameters a case does not set, and names the kernel.
-fn bind_case(mut case: Case, m: &Manifest) -> Case {
-    for (k, v) in m.default_params() {
-        case.params.entry(k).or_insert(v);
-    }
-    if case.kernel.is_empty() {
-        case.kernel = m.path.display().to_string();
-    }
-    case
+fn bind_case(case: Case, m: &Manifest) -> Case {
+    m.bind(case)
 }
 
 fn no_gpu(e: SupervisorError) -> anyhow::Error {
@@ -562,8 +599,10 @@ fn run_cases(r: RunArgs) -> Result<i32> {
         };
         loaded.push((path, bind_case(seed.case, &manifest), manifest));
     }
-    // Consecutive cases of one kernel run as one batch: under a sanitizer, one process.
-    for group in loaded.chunk_by(|a, b| a.2.path == b.2.path) {
+    // Consecutive cases of one kernel run as one batch: under a sanitizer, one process per
+    // --sanitize-batch cases.
+    let batch = if r.engine.sanitize.is_some() { r.engine.sanitize_batch.max(1) } else { usize::MAX };
+    for group in loaded.chunk_by(|a, b| a.2.path == b.2.path).flat_map(|g| g.chunks(batch)) {
         let manifest = &group[0].2;
         let cases: Vec<Case> = group.iter().map(|g| g.1.clone()).collect();
         let verdicts = match sup.run_batch(&cases, manifest, &opts, timeout(&r.engine, manifest)) {
@@ -601,6 +640,9 @@ fn repro(r: ReproArgs) -> Result<i32> {
         }
         None => resolve_kernel(&seed.case.kernel)?,
     };
+    if let Some(kind) = r.emit {
+        return emit_repro(&r, kind, &seed, &manifest);
+    }
     let case = bind_case(seed.case.clone(), &manifest);
     let plan = Plan::new(&case);
     print!("{}", report::plan_table(&case, &plan));
@@ -621,6 +663,66 @@ fn repro(r: ReproArgs) -> Result<i32> {
     let mut tally = Tally::default();
     tally.add(&verdict);
     Ok(tally.exit_code())
+}
+
+/// `repro --emit`: writes the standalone repro (never over an existing file without `--force`)
+/// and prints how to build and run it.
+fn emit_repro(r: &ReproArgs, kind: EmitArg, seed: &Seed, manifest: &Manifest) -> Result<i32> {
+    use crate::emit::{emit, EmitKind, SeedInfo};
+    let kind = match kind {
+        EmitArg::Cu => EmitKind::Cu,
+        EmitArg::Python => EmitKind::Python,
+    };
+    let output = r.output.clone().unwrap_or_else(|| r.seed.with_extension(kind.extension()));
+    let to_stdout = output.as_os_str() == "-";
+    let file_name = match output.file_name() {
+        Some(n) if !to_stdout => n.to_string_lossy().into_owned(),
+        _ => format!("repro.{}", kind.extension()),
+    };
+    let tool = match &r.engine.sanitize {
+        None => None,
+        Some(list) => {
+            let tools = Tool::parse_list(list).map_err(|m| fail(exit::USAGE, format!("--sanitize {list}: {m}")))?;
+            match tools[..] {
+                [t] => Some(t),
+                _ => return Err(fail(exit::USAGE, format!("--sanitize {list}: --emit lays a repro out for one tool; name one"))),
+            }
+        }
+    };
+    let mut info = SeedInfo::from_seed(&r.seed, seed, &file_name);
+    info.sanitizer = tool;
+    let case = bind_case(seed.case.clone(), manifest);
+    let emitted = emit(kind, &case, manifest, &info).map_err(|e| fail(exit::USAGE, format!("{}: {}", r.seed.display(), chain(e))))?;
+    if to_stdout {
+        print!("{}", emitted.text);
+        return Ok(exit::OK);
+    }
+    let written = if r.force {
+        std::fs::write(&output, &emitted.text)
+    } else {
+        use std::io::Write as _;
+        std::fs::OpenOptions::new().write(true).create_new(true).open(&output).and_then(|mut f| f.write_all(emitted.text.as_bytes()))
+    };
+    match written {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(fail(exit::USAGE, format!("{} exists; pass --force to overwrite it, or -o another file", output.display())))
+        }
+        Err(e) => return Err(fail(exit::SETUP, format!("cannot write {}: {e}", output.display()))),
+    }
+    println!("wrote {} ({} bytes): {} {}", output.display(), emitted.text.len(), manifest.name, case.summary());
+    if let Some(f) = &seed.finding {
+        println!("saved finding: {f}");
+    }
+    let dir = output.parent().filter(|d| !d.as_os_str().is_empty());
+    match dir {
+        Some(d) => println!("build and run (in {}):", d.display()),
+        None => println!("build and run:"),
+    }
+    for c in &emitted.commands {
+        println!("  {c}");
+    }
+    Ok(exit::OK)
 }
 
 /// The case a fuzz campaign draws as number `index`: fuzzer-style bytes from a ChaCha stream,
@@ -659,7 +761,7 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
     let mut seen: BTreeMap<Signature, (PathBuf, u64)> = BTreeMap::new();
     let mut total = Tally::default();
     for m in &manifests {
-        let ctx = m.decode_context();
+        let ctx = if f.outside_contract { m.decode_context().unconstrained() } else { m.decode_context() };
         let bar = indicatif::ProgressBar::new(f.cases);
         bar.set_style(
             indicatif::ProgressStyle::with_template("{prefix:>14} [{elapsed_precise}] {bar:30} {pos}/{len} {per_sec} {msg}")
@@ -670,6 +772,7 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
         let mut tally = Tally::default();
         let mut new_here = 0;
         let mut skipped = 0u64;
+        let mut kernel_paths = crate::coverage::CoverageMap::default();
         let make = |i: u64| {
             let case = bind_case(generated_case(&ctx, f.seed, i), m);
             (f.outside_contract || m.contract.check(&case, &Plan::new(&case)).is_inside()).then_some(case)
@@ -684,6 +787,9 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
                 Slot::Ran(case, verdict) => (case, verdict),
             };
             tally.add(&verdict);
+            if let Some(c) = &verdict.coverage {
+                kernel_paths.add(c);
+            }
             match &verdict.outcome {
                 Outcome::Fail { findings } => {
                     for finding in findings {
@@ -716,7 +822,11 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
                 Outcome::Error { message } => bar.suspend(|| eprintln!("ERROR {}: {message}", case.summary())),
                 _ => {}
             }
-            bar.set_message(format!("{new_here} findings"));
+            bar.set_message(if f.engine.coverage {
+                format!("{new_here} findings, {} kernel paths", kernel_paths.features())
+            } else {
+                format!("{new_here} findings")
+            });
             Ok(if f.stop_after.is_some_and(|n| new_here >= n) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
         };
         let deadline = f.time.map(|t| started + t);
@@ -748,6 +858,15 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
             tally.error,
             pool.starts()
         );
+        if f.engine.coverage {
+            println!(
+                "{}: kernel coverage: {} CF_COVER points reached ({} point x hit-count features), at lines {:?}",
+                m.name,
+                kernel_paths.points(),
+                kernel_paths.features(),
+                kernel_paths.lines()
+            );
+        }
         total.pass += tally.pass;
         total.fail += tally.fail;
         total.error += tally.error;
@@ -844,7 +963,7 @@ fn fuzz_without_gpu(f: &FuzzArgs, manifests: &[Manifest], why: &str) -> Result<i
         Err(e) => eprintln!("cudafuzz: cannot compile either: {}", chain(e)),
     }
     for m in manifests {
-        let ctx = m.decode_context();
+        let ctx = if f.outside_contract { m.decode_context().unconstrained() } else { m.decode_context() };
         let (mut inside, mut outside) = (0u64, 0u64);
         let n = f.cases.min(100_000);
         for i in 0..n {
@@ -862,6 +981,11 @@ fn fuzz_without_gpu(f: &FuzzArgs, manifests: &[Manifest], why: &str) -> Result<i
 
 fn bench(b: BenchArgs) -> Result<i32> {
     let m = resolve_kernel(&b.kernel)?;
+    let sizes = b
+        .sizes
+        .iter()
+        .map(|s| crate::bench::CaseSize::from_name(s).ok_or_else(|| fail(exit::USAGE, format!("--sizes {s}: expected small, medium or large"))))
+        .collect::<Result<Vec<_>>>()?;
     let mut gpu_engine = b.engine.clone();
     gpu_engine.reference = RefArg::Gpu;
     let mut gpu_one = Pool::new(vec![supervisor(&gpu_engine, stop_flag())?]);
@@ -869,35 +993,43 @@ fn bench(b: BenchArgs) -> Result<i32> {
     let mut cpu_engine = b.engine.clone();
     cpu_engine.reference = RefArg::Cpu;
     let mut cpu_one = Pool::new(vec![supervisor(&cpu_engine, stop_flag())?]);
+    let plain = RunOptions { determinism: false, reference: ReferenceChoice::Gpu, sanitizer: None, coverage: false };
     let configs = [
-        ("gpu fp64 ref, no determinism run", RunOptions { determinism: false, reference: ReferenceChoice::Gpu, sanitizer: None }),
-        ("gpu fp64 ref + determinism run", RunOptions { determinism: true, reference: ReferenceChoice::Gpu, sanitizer: None }),
-        ("cpu fp64 ref, no determinism run", RunOptions { determinism: false, reference: ReferenceChoice::Cpu, sanitizer: None }),
+        ("gpu fp64 ref, no determinism run", plain.clone()),
+        ("gpu fp64 ref + determinism run", RunOptions { determinism: true, ..plain.clone() }),
+        ("cpu fp64 ref, no determinism run", RunOptions { reference: ReferenceChoice::Cpu, ..plain.clone() }),
     ];
     let mut rows = Vec::new();
     // Under a sanitizer only the first configuration: the sanitizer's cost is the question.
     let n_configs = if b.engine.sanitize.is_some() { 1 } else { configs.len() };
-    for (label, opts) in configs.into_iter().take(n_configs) {
-        let one = if opts.reference == ReferenceChoice::Gpu { &mut gpu_one } else { &mut cpu_one };
-        let cases = if opts.reference == ReferenceChoice::Cpu { (b.cases / 4).max(1) } else { b.cases };
-        let label = match &b.engine.sanitize {
-            Some(tools) => format!("{label}, {tools}, {} cases/process", b.engine.sanitize_batch),
-            None => label.to_string(),
-        };
-        rows.push(crate::bench::measure_pool(one, &m, &opts, cases, &label).map_err(no_gpu)?);
-        // Progress while the next configuration runs: the row without the header.
-        eprintln!("{}", crate::bench::table(&rows[rows.len() - 1..]).lines().nth(1).unwrap_or_default());
+    for &size in &sizes {
+        for (label, opts) in configs.iter().take(n_configs) {
+            let one = if opts.reference == ReferenceChoice::Gpu { &mut gpu_one } else { &mut cpu_one };
+            // The CPU reference is O(seq^2) in f64 on one core: seconds per large case.
+            let cases = match (opts.reference, size) {
+                (ReferenceChoice::Cpu, crate::bench::CaseSize::Large) => (b.cases / 100).clamp(1, 8),
+                (ReferenceChoice::Cpu, _) => (b.cases / 4).max(1),
+                _ => b.cases,
+            };
+            let label = match &b.engine.sanitize {
+                Some(tools) => format!("{}, {label}, {tools}, {} cases/process", size.name(), b.engine.sanitize_batch),
+                None => format!("{}, {label}", size.name()),
+            };
+            rows.push(crate::bench::measure_pool(one, &m, opts, size, cases, &label).map_err(no_gpu)?);
+            // Progress while the next configuration runs: the row without the header.
+            eprintln!("{}", crate::bench::table(&rows[rows.len() - 1..]).lines().nth(1).unwrap_or_default());
+        }
     }
     drop((gpu_one, cpu_one));
     if b.engine.jobs > 1 || b.engine.gpus.is_some() {
         let mut pool = pool(&gpu_engine, stop_flag())?;
-        let label = format!("gpu fp64 ref, {} workers", pool.slots.len());
-        let opts = RunOptions { determinism: false, reference: ReferenceChoice::Gpu, sanitizer: None };
+        let gpus: std::collections::BTreeSet<usize> = pool.slots.iter_mut().filter_map(|s| s.gpu().ok().map(|g| g.ordinal)).collect();
+        let label = format!("{}, gpu fp64 ref, {} workers on {} GPU(s)", sizes[0].name(), pool.slots.len(), gpus.len());
         let cases = b.cases * pool.slots.len() as u64;
-        rows.push(crate::bench::measure_pool(&mut pool, &m, &opts, cases, &label).map_err(no_gpu)?);
+        rows.push(crate::bench::measure_pool(&mut pool, &m, &plain, sizes[0], cases, &label).map_err(no_gpu)?);
     }
     println!(
-        "cudafuzz bench: kernel {} on {} ({}), driver {}; small cases: batch*heads <= 8, seq <= 256, head_dim <= 128",
+        "cudafuzz bench: kernel {} on {} ({}), driver {}; sizes: small = batch*heads <= 8, seq <= 256; medium = seq 256..1024; large = seq 2048..4096, batch 1",
         m.name, gpu.name, gpu.arch, gpu.driver_version
     );
     print!("{}", crate::bench::table(&rows));

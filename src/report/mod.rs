@@ -3,6 +3,9 @@
 //! One line per case for `run` and `fuzz`, a full report for `repro`, and the ready-to-paste
 //! replay lines that end every finding (as cargo-fuzz prints "Reproduce with").
 
+pub mod export;
+pub mod merge;
+
 use std::fmt::Write as _;
 use std::path::Path;
 
