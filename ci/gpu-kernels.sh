@@ -7,10 +7,17 @@
 #                                        int32 (targeted seed) minimize (fuzz, shrink, replay x100)
 #                                        others100 (fa_s512's other configurations, 100 repetitions)
 #                                        coverage (GPU coverage test, cargo-fuzz with/without GPU counters)
-#                                        cargofuzz (flash_fwd campaign) mutants-default (fuzz defaults + minimize)
+#                                        cargofuzz (flash_fwd campaign) cargofuzz-start, cargofuzz-wait (the same,
+#                                        detached, across calls) mutants-default (fuzz defaults + minimize)
 #                                        emit (standalone .cu / Python repros built with nvcc, run natively,
 #                                        under memcheck and with python3)
-# Default: every stage but flash100k and bench. Logs go to gpu-kernel-logs/ (and $OUT as a tarball);
+#                                        ttf (time to first finding, 5 seeds) sanbench (sanitizer: cudafuzz
+#                                        vs a Python process per case) benchsizes (cases/s by size)
+#                                        contract (fa_s512's inferred preconditions)
+#                                        gate (5-minute ci/gate.toml must pass; without or with a fake
+#                                        compute-sanitizer it must fail) gate-fail (a gate on fa_s512
+#                                        and on each mutant must fail with its bug)
+# Default: probe flash sdpa fa_s512 mutants. Logs go to gpu-kernel-logs/ (and $OUT as a tarball);
 # a summary table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -175,6 +182,28 @@ if want cargofuzz; then
     -max_total_time=${CARGOFUZZ_TIME:-300} -print_final_stats=1 -artifact_prefix="$a/" fuzz/corpus/attention > "$a.log" 2>&1; st=$?
   row "cargo fuzz attention flash_fwd" "$([ $st = 0 ] && echo clean || echo "rc=$st")" "$(( $(date +%s) - t0 )) s, $(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$a.log" | grep -Eo '[0-9]+$') execs, corpus $(ls fuzz/corpus/attention | wc -l)"
   [ -n "${OUT:-}" ] && tar czf "$OUT/attention-corpus.tgz" fuzz/corpus/attention
+fi
+
+# A campaign longer than one device call (10 minutes at most): `cargofuzz-start` detaches it
+# (setsid; it runs on while the machine is held, so follow with another call within its idle
+# time), `cargofuzz-wait` waits for it and reports. Its files stay in gpu-campaign/.
+if want cargofuzz-start; then
+  rm -rf gpu-campaign; mkdir -p gpu-campaign/artifacts fuzz/corpus/attention
+  CUDAFUZZ_KERNEL=flash_fwd CUDAFUZZ_OUT=gpu-campaign/cudafuzz setsid bash -c 't0=$(date +%s); timeout '$(( ${CARGOFUZZ_TIME:-600} + 60 ))' .gpu/fuzz/attention -max_len=128 -len_control=0 \
+    -max_total_time='${CARGOFUZZ_TIME:-600}' -print_final_stats=1 -artifact_prefix=gpu-campaign/artifacts/ fuzz/corpus/attention > gpu-campaign/libfuzzer.log 2>&1; \
+    echo "$? $(( $(date +%s) - t0 ))" > gpu-campaign/status' < /dev/null > /dev/null 2>&1 &
+  row "cargo fuzz attention flash_fwd (detached)" "started" "${CARGOFUZZ_TIME:-600} s; collect with cargofuzz-wait"
+fi
+
+if want cargofuzz-wait; then
+  while [ -d gpu-campaign ] && [ ! -f gpu-campaign/status ]; do sleep 5; done
+  if [ -f gpu-campaign/status ]; then
+    read -r st secs < gpu-campaign/status
+    row "cargo fuzz attention flash_fwd" "$([ "$st" = 0 ] && [ -z "$(ls gpu-campaign/artifacts)" ] && echo clean || echo "rc=$st")" "$secs s, $(grep -Eo 'stat::number_of_executed_units: *[0-9]+' gpu-campaign/libfuzzer.log | grep -Eo '[0-9]+$') execs, corpus $(ls fuzz/corpus/attention | wc -l), artifacts $(ls gpu-campaign/artifacts | wc -l)"
+    cp gpu-campaign/libfuzzer.log "$logs/libfuzzer-flash-campaign.log"; cp -r gpu-campaign/artifacts "$logs/campaign-artifacts"
+  else
+    row "cargo fuzz attention flash_fwd" "FAIL" "no detached campaign on this machine (run cargofuzz-start first, in a call less than its idle time before)"
+  fi
 fi
 
 if want mutants-default; then
@@ -396,6 +425,46 @@ EOF
   else
     row "emit/nvcc seqk_tail" FAIL "see emit/emit-seqk.log, emit/nvcc-seqk.log"
   fi
+fi
+
+if want gate; then
+  # Issue 7: the nightly gate (ci/gate.toml) for GATE_BUDGET (default 5m) must pass; the same gate
+  # must fail (exit 4) when compute-sanitizer is missing, and when a fake one that checks nothing
+  # stands in for it (the planted bug is not caught).
+  g="$logs/gate"; mkdir -p "$g"
+  start=$(date +%s)
+  timeout $(( ${GATE_SECONDS:-300} + 200 )) $bin gate --config ci/gate.toml --budget ${GATE_BUDGET:-5m} --out "$g/out-clean" > "$g/clean.log" 2>&1; st=$?
+  row "gate ${GATE_BUDGET:-5m} ci/gate.toml (exit 0)" "$([ $st = 0 ] && echo ok || echo FAIL)" "rc=$st $(( $(date +%s) - start )) s; $(grep -m1 -E '^(PASSED|FAILED)' "$g/clean.log" | cut -c1-70)"
+  CUDAFUZZ_SANITIZER=/nonexistent/compute-sanitizer timeout 200 $bin gate --config ci/gate.toml --budget 30s --out "$g/out-nosan" > "$g/nosan.log" 2>&1; st=$?
+  row "gate without compute-sanitizer (exit 4)" "$([ $st = 4 ] && echo ok || echo FAIL)" "rc=$st $(grep -m1 -E '^(PASSED|FAILED)' "$g/nosan.log" | cut -c1-70)"
+  printf '#!/bin/sh\n# prints a version and runs the program unchecked\nif [ "$1" = --version ]; then echo "Version 2025.3.1.0 (fake)"; exit 0; fi\nwhile [ $# -gt 0 ]; do case "$1" in --tool|--save|--padding|--log-file|--error-exitcode|--print-limit|--racecheck-report|--report-api-errors|--leak-check) shift 2;; --*=*|--xml|--*) shift;; *) break;; esac; done\nexec "$@"\n' > "$g/fake-sanitizer"
+  chmod +x "$g/fake-sanitizer"
+  CUDAFUZZ_SANITIZER="$PWD/$g/fake-sanitizer" timeout 200 $bin gate --config ci/gate.toml --budget 30s --out "$g/out-fakesan" > "$g/fakesan.log" 2>&1; st=$?
+  row "gate with a sanitizer that checks nothing (exit 4)" "$([ $st = 4 ] && echo ok || echo FAIL)" "rc=$st $(grep -m1 -E 'planted' "$g/fakesan.log" | sed 's/  */ /g' | cut -c1-70)"
+fi
+
+if want gate-fail; then
+  # Issue 7: a gate fuzzing fa_s512 or one mutant (no expected-failure seeds, so nothing is known)
+  # must fail (exit 1) with that kernel's bug. Accepted kinds follow kernels/mutants/README.md.
+  g="$logs/gate-fail"; mkdir -p "$g"
+  declare -A accept=(
+    [fa_s512]="misaligned_address" [unchecked_vec]="misaligned_address"
+    [causal_off_by_one]="numerical_error" [smem_default_tile]="numerical_error|race"
+    [contig_rows]="numerical_error|unwritten_output|canary_damage|nan_leak"
+    [gqa_divisor]="numerical_error|nan_leak|illegal_address" [hdim_vec_tail]="canary_damage|nan_leak|numerical_error"
+    [no_sync]="race|numerical_error|nan_leak|nondeterminism" [read_o]="nan_leak"
+    [seqk_tail]="nan_leak|sanitizer_memory" [seqq_tail]="canary_damage|numerical_error|nondeterminism"
+  )
+  for k in ${GATE_FAIL_KERNELS:-fa_s512 $(ls kernels/mutants/*.toml | xargs -n1 basename | sed 's/.toml$//' | grep -v int32_offset)}; do
+    m=$PWD/kernels/attention/$k.toml; [ -f "$m" ] || m=$PWD/kernels/mutants/$k.toml
+    printf '[gate]\nbudget = "%s"\nsweep_share = 0\nsanitizer_share = 0\nescalate = ["memcheck"]\n\n[self_check]\nkernel = "oob_read_k"\ncase = "%s"\n\n[[kernels]]\nkernel = "%s"\ncases = 2000\n' \
+      "${GATE_FAIL_BUDGET:-20s}" "$PWD/ci/planted/oob_read_k.json" "$m" > "$g/$k.toml"
+    start=$(date +%s)
+    timeout 120 $bin gate --config "$g/$k.toml" --out "$g/out-$k" > "$g/$k.log" 2>&1; st=$?
+    kinds=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(" ".join(sorted({f["finding"]["kind"] for s in r["kernels"] for f in s["findings"] if f["new"]})))' "$g/out-$k/report.json" 2>/dev/null)
+    right=$(printf '%s\n' $kinds | grep -Exc "${accept[$k]:-.*}")
+    row "gate fails on $k (exit 1)" "$([ $st = 1 ] && [ "$right" -gt 0 ] && echo ok || echo FAIL)" "rc=$st $(( $(date +%s) - start )) s; new: ${kinds:-none}"
+  done
 fi
 
 {

@@ -34,7 +34,7 @@ use thiserror::Error;
 use crate::case::Case;
 use crate::corpus;
 use crate::error::SeedError;
-use crate::finding::{Finding, FindingKind, Oracle};
+use crate::finding::{Finding, FindingKind};
 use crate::manifest::Manifest;
 use crate::registry;
 use crate::report::export::{
@@ -499,7 +499,7 @@ impl GateConfig {
                         })
                     }
                 };
-                let tool = seed.finding.as_ref().and_then(|f| tool_of(f.oracle));
+                let tool = seed.finding.as_ref().and_then(|f| Tool::of(f.oracle));
                 seeds.push(PlannedSeed { path: file, case: m.bind(seed.case), manifest: m, expected, tool });
             }
         }
@@ -524,17 +524,6 @@ impl GateConfig {
             }
         }
         Ok(GatePlan { config_path: path.into(), settings: self.gate.clone(), self_check, kernels, seeds, sweeps, sanitizers })
-    }
-}
-
-/// The compute-sanitizer tool behind a sanitizer oracle.
-pub fn tool_of(oracle: Oracle) -> Option<Tool> {
-    match oracle {
-        Oracle::Memcheck => Some(Tool::Memcheck),
-        Oracle::Racecheck => Some(Tool::Racecheck),
-        Oracle::Initcheck => Some(Tool::Initcheck),
-        Oracle::Synccheck => Some(Tool::Synccheck),
-        _ => None,
     }
 }
 
@@ -1114,7 +1103,7 @@ mod tests {
     use super::*;
     use crate::case::TensorId;
     use crate::corpus::Seed;
-    use crate::finding::Location;
+    use crate::finding::{Location, Oracle};
     use crate::exit;
 
     fn root() -> PathBuf {

@@ -47,55 +47,84 @@ struct Target {
     seeds: PathBuf,
 }
 
+/// What the environment asks for, checked before libFuzzer starts (see [`settings`]).
+struct Settings {
+    spec: String,
+    manifest: Manifest,
+    exe: PathBuf,
+    out: PathBuf,
+    coverage: bool,
+    outside_contract: bool,
+}
+
 fn flag(name: &str, default: bool) -> bool {
     std::env::var(name).map(|v| !matches!(v.as_str(), "0" | "" | "false" | "no")).unwrap_or(default)
 }
 
-/// Set-up problems are the user's to fix: say which and stop the campaign.
-fn setup_failure(msg: String) -> ! {
+/// Set-up problems are the user's to fix: say which and stop the campaign with `code`.
+///
+/// libFuzzer reports an `exit()` made while an input runs as a crash and saves that input as an
+/// artifact; a harness that cannot run is not the input's fault, so this leaves through `_exit`,
+/// which skips libFuzzer's exit hook. Before the first input (in `init`) the hook is not there yet.
+fn setup_failure(code: i32, msg: String) -> ! {
     eprintln!("cudafuzz attention target: {msg}");
-    std::process::exit(2);
+    // SAFETY: _exit ends the process at once; stderr is unbuffered, so the message is out.
+    unsafe { libc::_exit(code) }
 }
 
+/// Checks the GPU and the environment once, in libFuzzer's initialisation: without a GPU the
+/// target exits with cudafuzz's no-GPU status (3) before any input runs, so nothing is saved.
+fn settings() -> &'static Settings {
+    static SETTINGS: OnceLock<Settings> = OnceLock::new();
+    SETTINGS.get_or_init(|| {
+        if let Err(e) = cudafuzz::gpu::device_count() {
+            setup_failure(
+                cudafuzz::exit::NO_GPU,
+                format!("no GPU: {e}; this target runs kernels and needs an NVIDIA GPU (the host targets case_decode, seed_parse, sanitizer_xml do not)"),
+            );
+        }
+        let usage = |msg: String| -> ! { setup_failure(cudafuzz::exit::USAGE, msg) };
+        let spec = std::env::var("CUDAFUZZ_KERNEL").unwrap_or_else(|_| "flash_fwd".to_string());
+        let manifest = registry::resolve(&spec).unwrap_or_else(|e| usage(format!("CUDAFUZZ_KERNEL={spec}: {e}")));
+        let exe = registry::worker_exe().unwrap_or_else(|e| setup_failure(cudafuzz::exit::SETUP, e));
+        let out = PathBuf::from(std::env::var("CUDAFUZZ_OUT").unwrap_or_else(|_| "fuzz/artifacts/attention-cudafuzz".to_string()));
+        std::fs::create_dir_all(&out).unwrap_or_else(|e| usage(format!("CUDAFUZZ_OUT: cannot create {}: {e}", out.display())));
+        let settings = Settings { spec, manifest, exe, out, coverage: flag("CUDAFUZZ_COVERAGE", true), outside_contract: flag("CUDAFUZZ_OUTSIDE_CONTRACT", false) };
+        eprintln!(
+            "cudafuzz attention target: kernel {} ({}), GPU coverage {}, outside-contract cases {}",
+            settings.manifest.name,
+            settings.manifest.path.display(),
+            if settings.coverage { "on" } else { "off (CUDAFUZZ_COVERAGE=0)" },
+            if settings.outside_contract { "run" } else { "rejected" },
+        );
+        settings
+    })
+}
+
+/// The worker, started with the first input (a `-fork` parent, which runs no input, starts none).
 fn target() -> &'static Mutex<Target> {
     static TARGET: OnceLock<Mutex<Target>> = OnceLock::new();
     TARGET.get_or_init(|| {
-        if let Err(e) = cudafuzz::gpu::device_count() {
-            eprintln!("cudafuzz attention target: no GPU: {e}; this target runs kernels and needs an NVIDIA GPU (the host targets case_decode, seed_parse, sanitizer_xml do not)");
-            std::process::exit(cudafuzz::exit::NO_GPU);
-        }
-        let spec = std::env::var("CUDAFUZZ_KERNEL").unwrap_or_else(|_| "flash_fwd".to_string());
-        let manifest = registry::resolve(&spec).unwrap_or_else(|e| setup_failure(format!("CUDAFUZZ_KERNEL={spec}: {e}")));
-        let exe = registry::worker_exe().unwrap_or_else(|e| setup_failure(e));
-        let out = PathBuf::from(std::env::var("CUDAFUZZ_OUT").unwrap_or_else(|_| "fuzz/artifacts/attention-cudafuzz".to_string()));
-        std::fs::create_dir_all(&out).unwrap_or_else(|e| setup_failure(format!("cannot create {}: {e}", out.display())));
+        let s = settings();
         let supervisor = Supervisor::new(SupervisorConfig {
-            exe,
+            exe: s.exe.clone(),
             gpu: std::env::var("CUDAFUZZ_GPU").ok().and_then(|g| g.parse().ok()).unwrap_or(0),
             reference_manifest: registry::reference_manifest(),
-            journal: Some(out.join("journal.jsonl")),
+            journal: Some(s.out.join("journal.jsonl")),
             stop: Arc::new(AtomicBool::new(false)),
             sanitizer: None,
         })
-        .unwrap_or_else(|e| setup_failure(e.to_string()));
-        let coverage = flag("CUDAFUZZ_COVERAGE", true);
-        eprintln!(
-            "cudafuzz attention target: kernel {} ({}), GPU coverage {}, outside-contract cases {}",
-            manifest.name,
-            manifest.path.display(),
-            if coverage { "on" } else { "off (CUDAFUZZ_COVERAGE=0)" },
-            if flag("CUDAFUZZ_OUTSIDE_CONTRACT", false) { "run" } else { "rejected" },
-        );
-        let timeout = manifest.launch.timeout_ms.map(Duration::from_millis).unwrap_or(Duration::from_secs(10));
+        .unwrap_or_else(|e| setup_failure(cudafuzz::exit::SETUP, e.to_string()));
+        let timeout = s.manifest.launch.timeout_ms.map(Duration::from_millis).unwrap_or(Duration::from_secs(10));
         Mutex::new(Target {
-            ctx: manifest.decode_context(),
+            ctx: s.manifest.decode_context(),
             supervisor,
-            spec,
-            opts: RunOptions { determinism: true, coverage, ..RunOptions::default() },
+            spec: s.spec.clone(),
+            opts: RunOptions { determinism: true, coverage: s.coverage, ..RunOptions::default() },
             timeout,
-            outside_contract: flag("CUDAFUZZ_OUTSIDE_CONTRACT", false),
-            seeds: out.join("seeds"),
-            manifest,
+            outside_contract: s.outside_contract,
+            seeds: s.out.join("seeds"),
+            manifest: s.manifest.clone(),
         })
     })
 }
@@ -109,7 +138,7 @@ fn set_counters(c: Option<&Coverage>) {
     }
 }
 
-fuzz_target!(|data: &[u8]| -> Corpus {
+fuzz_target!(init: { settings(); }, |data: &[u8]| -> Corpus {
     let mut guard = target().lock().unwrap_or_else(|p| p.into_inner());
     let t = &mut *guard;
     let Ok(case) = decode_case(&mut arbitrary::Unstructured::new(data), &t.ctx) else { return Corpus::Reject };
@@ -119,7 +148,7 @@ fuzz_target!(|data: &[u8]| -> Corpus {
     }
     let verdict = match t.supervisor.run(&case, &t.manifest, &t.opts, t.timeout) {
         Ok(v) => v,
-        Err(e) => setup_failure(format!("the GPU worker failed: {e}")),
+        Err(e) => setup_failure(cudafuzz::exit::SETUP, format!("the GPU worker failed: {e}")),
     };
     set_counters(verdict.coverage.as_ref());
     match verdict.outcome {

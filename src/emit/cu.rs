@@ -16,8 +16,8 @@
 
 use std::fmt::Write as _;
 
-use super::{arg_alloc, arg_text, buffer_dtype_code, c_escape, dtype_code, header_lines, one_line, prepare, EmitError, Prepared, Run, SeedInfo};
-use crate::case::{Case, TensorId};
+use super::{arg_alloc, arg_text, c_escape, dtype_code, header_lines, one_line, prepare, EmitError, Prepared, Run, SeedInfo};
+use crate::case::Case;
 use crate::manifest::{Manifest, ResolvedArg};
 
 /// Writes the `.cu` repro of `case` against `manifest` (see the module docs).
@@ -209,29 +209,17 @@ fn data_section(o: &mut String, p: &Prepared, seed: &SeedInfo) {
     // The blob: literal runs of every allocation, then the reference.
     let ref_o_offset = lit_off;
     let ref_lse_offset = ref_o_offset + 8 * p.ref64.o.len();
-    let lse_count = if p.lse_buffer.is_some() { p.ref64.lse.len() } else { 0 };
+    let lse_count = p.reference_lse_count();
     o.push_str("// Literal runs of every allocation in order, then the fp64 reference o, then the reference lse (little-endian doubles).\n");
     o.push_str("static const unsigned char cfr_blob[] = {\n");
     for e in &p.encoded {
         hex_bytes(o, &e.literal);
     }
-    let mut refs = Vec::with_capacity(8 * (p.ref64.o.len() + lse_count));
-    for x in &p.ref64.o {
-        refs.extend_from_slice(&x.to_le_bytes());
-    }
-    if p.lse_buffer.is_some() {
-        for x in &p.ref64.lse {
-            refs.extend_from_slice(&x.to_le_bytes());
-        }
-    }
-    hex_bytes(o, &refs);
+    hex_bytes(o, &p.reference_bytes());
     o.push_str("  0x00,\n};\n");
     let _ = writeln!(o, "static const unsigned long long CFR_REF_O_OFFSET = {ref_o_offset}ull, CFR_REF_O_COUNT = {}ull;", p.ref64.o.len());
     let _ = writeln!(o, "static const unsigned long long CFR_REF_LSE_OFFSET = {ref_lse_offset}ull, CFR_REF_LSE_COUNT = {lse_count}ull;");
-    let (lse_alloc, lse_dtype) = match p.lse_buffer {
-        Some(b) => (TensorId::ALL.len() as i32 + b as i32, buffer_dtype_code(p.launch.buffers[b].dtype)),
-        None => (-1, 2),
-    };
+    let (lse_alloc, lse_dtype) = p.lse_slot();
     let _ = writeln!(o, "static const int CFR_LSE_ALLOC = {lse_alloc}, CFR_LSE_DTYPE = {lse_dtype};  // buffer dtype: 0 f16, 1 bf16, 2 f32, 3 f64, 4 i32, 5 u32");
     let _ = writeln!(
         o,

@@ -47,7 +47,7 @@ use crate::arena::HostImage;
 use crate::case::{Case, Dtype, Placement, TensorId};
 use crate::compile::{request_for, Arch, Compiler};
 use crate::corpus::Seed;
-use crate::finding::{Finding, Oracle};
+use crate::finding::Finding;
 use crate::manifest::{ArgSpec, BufferDtype, BufferRole, Manifest, ManifestError, ResolvedArg, ResolvedLaunch};
 use crate::plan::{ContractVerdict, Plan};
 use crate::reference::{tolerance, CpuF64, CpuSamePrecision, RefOutput, Reference, Tolerance};
@@ -178,18 +178,7 @@ impl SeedInfo {
 
     /// The tool the repro is for: the explicit one, else the saved finding's sanitizer tool.
     pub fn tool(&self) -> Option<Tool> {
-        self.sanitizer.or_else(|| self.finding.as_ref().and_then(|f| tool_of(f.oracle)))
-    }
-}
-
-/// The compute-sanitizer tool behind a sanitizer oracle.
-fn tool_of(oracle: Oracle) -> Option<Tool> {
-    match oracle {
-        Oracle::Memcheck => Some(Tool::Memcheck),
-        Oracle::Racecheck => Some(Tool::Racecheck),
-        Oracle::Initcheck => Some(Tool::Initcheck),
-        Oracle::Synccheck => Some(Tool::Synccheck),
-        _ => None,
+        self.sanitizer.or_else(|| self.finding.as_ref().and_then(|f| Tool::of(f.oracle)))
     }
 }
 
@@ -354,7 +343,28 @@ impl Prepared {
     /// Literal bytes the repro embeds (images' literal runs plus the reference).
     pub fn embedded_bytes(&self) -> u64 {
         let lit: u64 = self.encoded.iter().map(|e| e.literal.len() as u64).sum();
-        lit + 8 * (self.ref64.o.len() as u64 + self.lse_buffer.map_or(0, |_| self.ref64.lse.len() as u64))
+        lit + 8 * (self.ref64.o.len() + self.reference_lse_count()) as u64
+    }
+
+    /// The fp64 reference as a repro embeds it after the literal runs: o, then lse when the kernel
+    /// writes one, as little-endian doubles.
+    pub fn reference_bytes(&self) -> Vec<u8> {
+        let lse: &[f64] = if self.lse_buffer.is_some() { &self.ref64.lse } else { &[] };
+        self.ref64.o.iter().chain(lse).flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    /// Elements of the reference lse a repro embeds (0 when the kernel writes none).
+    pub fn reference_lse_count(&self) -> usize {
+        self.lse_buffer.map_or(0, |_| self.ref64.lse.len())
+    }
+
+    /// The lse buffer's allocation index (after q, k, v, o) and its buffer dtype code, or
+    /// `(-1, 2)` when the kernel writes no lse.
+    pub fn lse_slot(&self) -> (i32, u32) {
+        match self.lse_buffer {
+            Some(b) => (TensorId::ALL.len() as i32 + b as i32, buffer_dtype_code(self.launch.buffers[b].dtype)),
+            None => (-1, 2),
+        }
     }
 
     /// The compute-sanitizer command line for `tool`, without the program.

@@ -16,9 +16,9 @@ use std::fmt::Write as _;
 
 use sha2::{Digest, Sha256};
 
-use super::{arg_alloc, arg_text, buffer_dtype_code, dtype_code, header_lines, one_line, prepare, EmitError, Prepared, Run, SeedInfo};
+use super::{arg_alloc, arg_text, dtype_code, header_lines, one_line, prepare, EmitError, Prepared, Run, SeedInfo};
 use crate::arena::Holder;
-use crate::case::{Case, TensorId};
+use crate::case::Case;
 use crate::manifest::{Manifest, ResolvedArg};
 
 /// Writes the Python repro of `case` against `manifest` (see the module docs).
@@ -162,16 +162,9 @@ pub(super) fn render(p: &Prepared, seed: &SeedInfo) -> String {
         blob.extend_from_slice(&e.literal);
     }
     let ref_o_offset = blob.len();
-    for x in &p.ref64.o {
-        blob.extend_from_slice(&x.to_le_bytes());
-    }
-    let ref_lse_offset = blob.len();
-    let lse_count = if p.lse_buffer.is_some() { p.ref64.lse.len() } else { 0 };
-    if p.lse_buffer.is_some() {
-        for x in &p.ref64.lse {
-            blob.extend_from_slice(&x.to_le_bytes());
-        }
-    }
+    let ref_lse_offset = ref_o_offset + 8 * p.ref64.o.len();
+    let lse_count = p.reference_lse_count();
+    blob.extend_from_slice(&p.reference_bytes());
     o.push_str("# Literal runs of every allocation in order, then the fp64 reference o and lse (little-endian doubles).\nBLOB = (\n");
     for l in base64_lines(&blob) {
         let _ = writeln!(o, "    \"{l}\"");
@@ -179,10 +172,7 @@ pub(super) fn render(p: &Prepared, seed: &SeedInfo) -> String {
     o.push_str("    \"\"\n)\n");
     let _ = writeln!(o, "REF_O_OFFSET, REF_O_COUNT = {ref_o_offset}, {}", p.ref64.o.len());
     let _ = writeln!(o, "REF_LSE_OFFSET, REF_LSE_COUNT = {ref_lse_offset}, {lse_count}");
-    let (lse_alloc, lse_dtype) = match p.lse_buffer {
-        Some(b) => (TensorId::ALL.len() as i32 + b as i32, buffer_dtype_code(p.launch.buffers[b].dtype)),
-        None => (-1, 2),
-    };
+    let (lse_alloc, lse_dtype) = p.lse_slot();
     let _ = writeln!(o, "LSE_ALLOC, LSE_DTYPE = {lse_alloc}, {lse_dtype}  # buffer dtype: 0 f16, 1 bf16, 2 f32, 3 f64, 4 i32, 5 u32");
     let _ = writeln!(
         o,

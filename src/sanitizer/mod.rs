@@ -46,6 +46,18 @@ impl Tool {
         }
     }
 
+    /// The tool behind a sanitizer oracle (`None` for the native oracles).
+    pub fn of(oracle: crate::finding::Oracle) -> Option<Tool> {
+        use crate::finding::Oracle;
+        match oracle {
+            Oracle::Memcheck => Some(Tool::Memcheck),
+            Oracle::Racecheck => Some(Tool::Racecheck),
+            Oracle::Initcheck => Some(Tool::Initcheck),
+            Oracle::Synccheck => Some(Tool::Synccheck),
+            _ => None,
+        }
+    }
+
     /// Parses `memcheck,racecheck` or `all`.
     pub fn parse_list(s: &str) -> Result<Vec<Tool>, String> {
         if s.trim() == "all" {

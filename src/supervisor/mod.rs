@@ -499,6 +499,8 @@ impl Pool {
     /// Stops handing out new indices at `deadline`, or once `on_result` answers
     /// `ControlFlow::Break` (no later index is reported then). `on_result` sees every handled
     /// index in increasing order; indices never handed out are not reported.
+    // Each argument is one independent knob of the campaign loop; a struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
     pub fn run_indexed(
         &mut self,
         n: u64,

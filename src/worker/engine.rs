@@ -150,8 +150,8 @@ pub struct Engine {
     gpu: Gpu,
     compiler: Compiler,
     manifests: HashMap<PathBuf, Manifest>,
-    /// Which loaded module serves (manifest, params, dtype): skips hashing sources per case.
-    module_keys: HashMap<(PathBuf, Vec<(String, i64)>, crate::case::Dtype, bool), String>,
+    /// Which loaded module serves a configuration: skips hashing sources per case.
+    module_keys: HashMap<ModuleMemo, String>,
     reference_manifest: Option<PathBuf>,
 }
 
@@ -412,8 +412,13 @@ fn output_digest(case: &Case, plan: &Plan, image: &HostImage, after: &[Vec<u8>])
     h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
+/// A kernel configuration as the engine memoises it: manifest, params, dtype, coverage build.
+type ModuleMemo = (PathBuf, Vec<(String, i64)>, crate::case::Dtype, bool);
+
 /// Launches once, synchronises and downloads everything; a CUDA error becomes a finding, with
 /// whether it poisoned the context.
+// The error is a finding, built once per faulting case; boxing it would only add an allocation.
+#[allow(clippy::result_large_err)]
 fn run_once(module: &Module, resolved: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<Vec<Vec<u8>>, (Finding, bool)> {
     launch::launch(module, resolved, arena, image).map_err(|r| (rejection_finding(j, &r), false))?;
     crate::gpu::synchronize()
