@@ -299,7 +299,8 @@ __device__ __forceinline__ void flash_fwd_block(const Flash_fwd_params& p) {
     // Outside the contract (the manifest's head_dim range): fail loudly rather than compute
     // something plausible.
     if (head_dim < 1 || head_dim > Tr::kHeadDimMax) __trap();
-    const int d_pad = (head_dim + 15) & ~15;  // columns that k-steps read if (d_pad != head_dim) CF_COVER(6);
+    const int d_pad = (head_dim + 15) & ~15;  // columns that k-steps read
+    if (d_pad != head_dim) CF_COVER(6);  // padded columns
 
 #if MUTANT_GQA_DIVISOR
     const int hkv = h / p.heads_kv;  // planted: wrong divisor (heads_kv instead of the group size)
@@ -322,7 +323,8 @@ __device__ __forceinline__ void flash_fwd_block(const Flash_fwd_params& p) {
     const bool o_vec = flash_use_vec(o_bh, o_ss, p.o_sd, head_dim); if (q_vec) CF_COVER(9); else CF_COVER(10); if (k_vec) CF_COVER(11); else CF_COVER(12); if (v_vec) CF_COVER(13); else CF_COVER(14); if (o_vec) CF_COVER(15); else CF_COVER(16);
 
     const int m_start = m_block * kBlockM;
-    const int m_end = min(m_start + kBlockM, p.seq_q);  // valid rows of this CTA: [m_start, m_end) if (m_end - m_start < kBlockM) CF_COVER(17);
+    const int m_end = min(m_start + kBlockM, p.seq_q);  // valid rows of this CTA: [m_start, m_end)
+    if (m_end - m_start < kBlockM) CF_COVER(17);  // tail query tile
     const int diag = p.seq_k - p.seq_q;                 // causal: key j allowed for row i iff j <= i + diag
     // Keys [0, n_key_end) hold every key an allowed row of this CTA can see; causal: the last
     // valid row m_end - 1 sees keys <= m_end - 1 + diag. n_key_end <= 0: no row has any key.
