@@ -31,7 +31,7 @@ done
 # input (so libFuzzer saves no artifact), not pass silently. Run the binary itself: `cargo fuzz
 # run` turns every non-zero status of the target into its own status 1.
 RUSTC_BOOTSTRAP=1 cargo fuzz build -s none attention
-attention=fuzz/target/x86_64-unknown-linux-gnu/release/attention
+attention="fuzz/target/$(rustc -vV | sed -n 's/^host: //p')/release/attention"  # cargo fuzz builds for the host triple
 rm -rf target/attention-nogpu && mkdir -p target/attention-nogpu
 set +e
 "$attention" -runs=1 -artifact_prefix=target/attention-nogpu/ > target/attention-nogpu.log 2>&1

@@ -36,14 +36,13 @@ use libfuzzer_sys::{fuzz_target, Corpus};
 #[link_section = "__libfuzzer_extra_counters"]
 static mut GPU_COUNTERS: [u8; coverage::SLOTS] = [0; coverage::SLOTS];
 
+/// The running campaign: the checked settings and the worker they started.
 struct Target {
+    settings: &'static Settings,
     supervisor: Supervisor,
-    manifest: Manifest,
-    spec: String,
     ctx: DecodeContext,
     opts: RunOptions,
     timeout: Duration,
-    outside_contract: bool,
     seeds: PathBuf,
 }
 
@@ -117,14 +116,12 @@ fn target() -> &'static Mutex<Target> {
         .unwrap_or_else(|e| setup_failure(cudafuzz::exit::SETUP, e.to_string()));
         let timeout = s.manifest.launch.timeout_ms.map(Duration::from_millis).unwrap_or(Duration::from_secs(10));
         Mutex::new(Target {
-            ctx: s.manifest.decode_context(),
+            settings: s,
             supervisor,
-            spec: s.spec.clone(),
+            ctx: s.manifest.decode_context(),
             opts: RunOptions { determinism: true, coverage: s.coverage, ..RunOptions::default() },
             timeout,
-            outside_contract: s.outside_contract,
             seeds: s.out.join("seeds"),
-            manifest: s.manifest.clone(),
         })
     })
 }
@@ -142,11 +139,12 @@ fuzz_target!(init: { settings(); }, |data: &[u8]| -> Corpus {
     let mut guard = target().lock().unwrap_or_else(|p| p.into_inner());
     let t = &mut *guard;
     let Ok(case) = decode_case(&mut arbitrary::Unstructured::new(data), &t.ctx) else { return Corpus::Reject };
-    let case = t.manifest.bind(case);
-    if !t.outside_contract && !t.manifest.contract.check(&case, &Plan::new(&case)).is_inside() {
+    let manifest = &t.settings.manifest;
+    let case = manifest.bind(case);
+    if !t.settings.outside_contract && !manifest.contract.check(&case, &Plan::new(&case)).is_inside() {
         return Corpus::Reject;
     }
-    let verdict = match t.supervisor.run(&case, &t.manifest, &t.opts, t.timeout) {
+    let verdict = match t.supervisor.run(&case, manifest, &t.opts, t.timeout) {
         Ok(v) => v,
         Err(e) => setup_failure(cudafuzz::exit::SETUP, format!("the GPU worker failed: {e}")),
     };
@@ -164,7 +162,7 @@ fuzz_target!(init: { settings(); }, |data: &[u8]| -> Corpus {
                 Ok(s) => eprintln!("      seed: {}\n      replay: cudafuzz repro {}", s.path.display(), s.path.display()),
                 Err(e) => eprintln!("      (seed not saved: {e})"),
             }
-            eprintln!("      replay the libFuzzer artifact: cudafuzz repro <artifact> --kernel {}\n", t.spec);
+            eprintln!("      replay the libFuzzer artifact: cudafuzz repro <artifact> --kernel {}\n", t.settings.spec);
             // libFuzzer saves the input as a crash artifact on abort.
             std::process::abort();
         }

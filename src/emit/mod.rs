@@ -349,7 +349,7 @@ impl Prepared {
     /// The fp64 reference as a repro embeds it after the literal runs: o, then lse when the kernel
     /// writes one, as little-endian doubles.
     pub fn reference_bytes(&self) -> Vec<u8> {
-        let lse: &[f64] = if self.lse_buffer.is_some() { &self.ref64.lse } else { &[] };
+        let lse = &self.ref64.lse[..self.reference_lse_count()];
         self.ref64.o.iter().chain(lse).flat_map(|x| x.to_le_bytes()).collect()
     }
 
