@@ -1062,7 +1062,12 @@ pub fn run(plan: &GatePlan, budget: Duration, shard: Option<Shard>, backend: &mu
                         c.budget_secs = time.as_secs_f64();
                         c.elapsed_secs = t0.elapsed().as_secs_f64();
                         c.seed = seed;
-                        log(&format!("{} under {}: {} cases, {} failed, {} errors", p.manifest.name, tools.join(","), c.cases, c.failed, c.errors));
+                        let starved = if c.cases == 0 {
+                            format!(" (NOT CHECKED: its {:.0} s of the budget ran out before a case finished; give the gate a longer --budget)", time.as_secs_f64())
+                        } else {
+                            String::new()
+                        };
+                        log(&format!("{} under {}: {} cases, {} failed, {} errors{starved}", p.manifest.name, tools.join(","), c.cases, c.failed, c.errors));
                         section(&mut report, &p.manifest).sanitizer.push(SanitizerRun { tools: tools.join(","), counts: c });
                     }
                     Err(e) => fail_step(&mut report, log, &format!("{} under {}", p.manifest.name, tools.join(",")), e, &mut stopped),
@@ -1307,6 +1312,8 @@ mod tests {
         /// A finding every fuzz campaign reports.
         fuzz_finding: Option<Finding>,
         interrupt_fuzz: bool,
+        /// Sanitizer passes run no case (their time ran out first).
+        sanitizer_starved: bool,
         calls: Vec<String>,
     }
 
@@ -1356,7 +1363,8 @@ mod tests {
         }
         fn sanitize(&mut self, job: &SanitizeJob<'_>, _found: &mut dyn FnMut(Found)) -> Result<Campaign, StepError> {
             self.calls.push(format!("sanitize {} {:?}", job.manifest.name, job.tools));
-            Ok(Campaign { cases: 5, passed: 5, ..Campaign::default() })
+            let cases = if self.sanitizer_starved { 0 } else { 5 };
+            Ok(Campaign { cases, passed: cases, ..Campaign::default() })
         }
     }
 
@@ -1389,6 +1397,18 @@ mod tests {
         let k = &r.kernels[0];
         assert_eq!(k.source.as_deref(), Some("kernels/testing/simple_attn.cu"));
         assert!(k.campaign.as_ref().unwrap().budget_secs > 0.0);
+    }
+
+    #[test]
+    fn a_sanitizer_pass_that_ran_no_case_says_so() {
+        let mut fake = Fake { sanitizer_starved: true, ..Fake::default() };
+        let (dir, path) = config_dir(BODY);
+        seed_dir(&dir.path().join("seeds"));
+        let plan = GateConfig::load(&path).unwrap().plan(&path).unwrap();
+        let mut lines = Vec::new();
+        run(&plan, Duration::from_secs(60), None, &mut fake, &mut |l| lines.push(l.to_string()));
+        let line = lines.iter().find(|l| l.starts_with("simple_attn under memcheck")).expect("the pass is logged");
+        assert!(line.contains("0 cases") && line.contains("NOT CHECKED") && line.contains("--budget"), "{line}");
     }
 
     #[test]

@@ -117,6 +117,8 @@ struct GpuBackend {
     stop: Arc<AtomicBool>,
     pool: Option<Pool>,
     escalator: Option<Option<Supervisor>>,
+    /// Misaligned faults already named by the escalator (not re-run for every unaligned set).
+    explained: crate::finding::ExplainedFaults,
     seen: BTreeMap<Signature, (PathBuf, u64)>,
 }
 
@@ -130,7 +132,7 @@ fn step_error(e: SupervisorError) -> StepError {
 
 impl GpuBackend {
     fn new(engine: EngineArgs, stop: Arc<AtomicBool>) -> GpuBackend {
-        GpuBackend { engine, stop, pool: None, escalator: None, seen: BTreeMap::new() }
+        GpuBackend { engine, stop, pool: None, escalator: None, explained: Default::default(), seen: BTreeMap::new() }
     }
 
     fn pool(&mut self) -> Result<&mut Pool, StepError> {
@@ -236,13 +238,13 @@ impl Backend for GpuBackend {
             self.escalator = Some(esc);
         }
         self.pool()?;
-        let GpuBackend { pool, seen, escalator, .. } = self;
+        let GpuBackend { pool, seen, escalator, explained, .. } = self;
         let pool = pool.as_mut().expect("made above");
         let mut escalator = if job.escalate.is_empty() { None } else { escalator.as_mut().and_then(|e| e.as_mut()) };
         let ctx = m.decode_context();
         let make = |i: u64| GpuBackend::make_case(&ctx, m, job.seed, job.shard.global(i), job.outside_contract);
         let mut counts = Campaign::default();
-        let mut on_result = |_i: u64, slot: Slot| -> Result<ControlFlow<()>, SupervisorError> {
+        let mut on_result = |i: u64, slot: Slot| -> Result<ControlFlow<()>, SupervisorError> {
             let (case, verdict) = match slot {
                 Slot::Skipped => {
                     counts.skipped += 1;
@@ -255,7 +257,12 @@ impl Backend for GpuBackend {
                 for f in keep(seen, &dir, &case, findings, found)? {
                     println!("NEW   {}: {f}", case.summary());
                     if let (Some(esc), false) = (escalator.as_deref_mut(), f.oracle.is_sanitizer()) {
+                        if let Some(e) = explained.covering(&f) {
+                            println!("      not re-run under the sanitizer: {e}");
+                            continue;
+                        }
                         let named = escalate(esc, &case, m, limit);
+                        explained.record(&f, &named, job.shard.global(i));
                         keep(seen, &dir, &case, &named, found)?;
                     }
                 }

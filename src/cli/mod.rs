@@ -757,6 +757,7 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
     );
     let opts = options(&f.engine);
     let mut escalator = escalator(&f, stop.clone())?;
+    let mut explained = crate::finding::ExplainedFaults::default();
     let seeds_dir = f.engine.out.join("seeds");
     let mut seen: BTreeMap<Signature, (PathBuf, u64)> = BTreeMap::new();
     let mut total = Tally::default();
@@ -807,7 +808,19 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
                         });
                         new_here += 1;
                         if let (Some(esc), false) = (escalator.as_mut(), finding.oracle.is_sanitizer()) {
+                            if let Some(e) = explained.covering(finding) {
+                                bar.suspend(|| {
+                                    println!(
+                                        "      not re-run under {}: {e}\n      (`cudafuzz run --sanitize {} {}` re-runs this one)",
+                                        f.escalate,
+                                        f.escalate,
+                                        saved.display()
+                                    )
+                                });
+                                continue;
+                            }
                             let named = bar.suspend(|| escalate(esc, &case, m, timeout(&f.engine, m)));
+                            explained.record(finding, &named, i);
                             for named in named {
                                 match keep_smallest(&mut seen, &seeds_dir, &case, &named)? {
                                     Kept::New(path) | Kept::Smaller(path) => {

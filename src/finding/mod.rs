@@ -360,3 +360,125 @@ impl fmt::Display for Finding {
         write!(f, ": {}", self.detail)
     }
 }
+
+/// Misaligned-address faults that a sanitizer re-run has already traced to a tensor.
+///
+/// A fault's signature includes which tensors are unaligned, so one misaligned vector load of q
+/// shows up as a new finding for every set of unaligned tensors that contains q. Re-running each
+/// under memcheck costs tens of seconds when every thread faults (tens of thousands of
+/// records), and would only name q again. A later misaligned fault of the same kernel
+/// configuration in which an already-named tensor is again unaligned is taken as explained;
+/// its seed is saved as usual, and `cudafuzz run --sanitize ...` re-runs it on demand.
+#[derive(Debug, Default)]
+pub struct ExplainedFaults {
+    explained: Vec<Explanation>,
+}
+
+/// A misaligned fault a sanitizer traced to one tensor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Explanation {
+    /// The kernel with its parameters, as in [`Finding::kernel`].
+    pub kernel: String,
+    /// The tensor whose misaligned access the sanitizer reported.
+    pub tensor: TensorId,
+    /// The sanitizer's finding, as printed.
+    pub named: String,
+    /// The campaign's index of the case that was re-run.
+    pub case_index: u64,
+}
+
+impl fmt::Display for Explanation {
+    /// Why a fault is not re-run: `q is unaligned here too, and case #3 was named: ...`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} is unaligned here too, and case #{} was named: {}", self.tensor, self.case_index, self.named)
+    }
+}
+
+impl ExplainedFaults {
+    /// The earlier explanation that covers `fault`, if any: same kernel configuration, and the
+    /// tensor named then is below the vector alignment in this case too.
+    pub fn covering(&self, fault: &Finding) -> Option<&Explanation> {
+        if fault.kind != FindingKind::MisalignedAddress {
+            return None;
+        }
+        self.explained
+            .iter()
+            .find(|e| e.kernel == fault.kernel && fault.alignment[e.tensor.index()] < crate::plan::VECTOR_ALIGN)
+    }
+
+    /// Records what a re-run of the case behind `fault` (campaign index `case_index`) named:
+    /// each misaligned access on a tensor that was unaligned in that case.
+    pub fn record(&mut self, fault: &Finding, named: &[Finding], case_index: u64) {
+        if fault.kind != FindingKind::MisalignedAddress {
+            return;
+        }
+        for n in named {
+            let misaligned = n.sanitizer_kind.as_deref().is_some_and(|k| k.ends_with("_misaligned"));
+            if let (true, Some(t)) = (misaligned, n.tensor) {
+                if fault.alignment[t.index()] < crate::plan::VECTOR_ALIGN && !self.explained.iter().any(|e| e.kernel == fault.kernel && e.tensor == t) {
+                    self.explained.push(Explanation { kernel: fault.kernel.clone(), tensor: t, named: n.to_string(), case_index });
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(kind: FindingKind, oracle: Oracle, tensor: Option<TensorId>, sanitizer_kind: Option<&str>, alignment: [u64; 4]) -> Finding {
+        Finding {
+            kind,
+            oracle,
+            kernel: "vec_load_q[BLOCK_THREADS=64]".into(),
+            tensor,
+            location: None,
+            count: 1,
+            cuda_error: None,
+            source: None,
+            access_size: Some(16),
+            sanitizer_kind: sanitizer_kind.map(String::from),
+            alignment,
+            inside_contract: true,
+            detail: String::new(),
+        }
+    }
+
+    fn fault(alignment: [u64; 4]) -> Finding {
+        finding(FindingKind::MisalignedAddress, Oracle::CudaStatus, None, None, alignment)
+    }
+
+    #[test]
+    fn a_fault_is_explained_only_while_the_named_tensor_is_unaligned() {
+        let named_q = finding(FindingKind::SanitizerMemory, Oracle::Memcheck, Some(TensorId::Q), Some("invalid_global_read_misaligned"), [8, 2, 16, 16]);
+        let mut explained = ExplainedFaults::default();
+        let first = fault([8, 2, 16, 16]);
+        assert_eq!(explained.covering(&first), None);
+        explained.record(&first, &[named_q], 1);
+        // q unaligned again, with a different set: explained by case #1.
+        assert_eq!(explained.covering(&fault([4, 16, 2, 16])).map(|e| e.case_index), Some(1));
+        let why = explained.covering(&fault([4, 16, 2, 16])).unwrap().to_string();
+        assert!(why.starts_with("q is unaligned here too, and case #1 was named: sanitizer_memory (oracle memcheck)"), "{why}");
+        // q aligned: k or v may fault for a reason of its own, so it is re-run.
+        assert_eq!(explained.covering(&fault([16, 2, 2, 16])), None);
+        // Another configuration of the kernel is another kernel.
+        let mut other = fault([4, 16, 16, 16]);
+        other.kernel = "vec_load_q[BLOCK_THREADS=128]".into();
+        assert_eq!(explained.covering(&other), None);
+        // Only misaligned faults: an illegal address with q unaligned is not covered.
+        let mut illegal = fault([4, 16, 16, 16]);
+        illegal.kind = FindingKind::IllegalAddress;
+        assert_eq!(explained.covering(&illegal), None);
+    }
+
+    #[test]
+    fn only_misaligned_accesses_on_unaligned_tensors_explain() {
+        let mut explained = ExplainedFaults::default();
+        let first = fault([8, 16, 16, 16]);
+        let out_of_bounds = finding(FindingKind::SanitizerMemory, Oracle::Memcheck, Some(TensorId::Q), Some("invalid_global_read_out_of_bounds"), [8, 16, 16, 16]);
+        let misaligned_k = finding(FindingKind::SanitizerMemory, Oracle::Memcheck, Some(TensorId::K), Some("invalid_global_read_misaligned"), [8, 16, 16, 16]);
+        explained.record(&first, &[out_of_bounds, misaligned_k], 3);
+        assert_eq!(explained.covering(&fault([8, 16, 16, 16])), None);
+    }
+}

@@ -166,6 +166,10 @@ impl Sanitizer {
         // The default stops reporting after 100 errors, markers included: a persistent worker
         // would lose every case after the hundredth record.
         cmd.arg(format!("--print-limit={PRINT_LIMIT}"));
+        // Device stacks name the user's line behind a CUDA header; host stacks are never read,
+        // and unwinding one per record is what makes a kernel that faults in every thread
+        // (tens of thousands of records) take a minute under memcheck.
+        cmd.arg("--show-backtrace=device");
         cmd.arg(program);
         cmd
     }
@@ -247,7 +251,7 @@ mod tests {
         let s = Sanitizer { path: "/x/compute-sanitizer".into(), version: "v".into() };
         let cmd = s.command(Tool::Memcheck, Path::new("/tmp/a.xml"), 8192, Path::new("/bin/worker"));
         let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().to_string()).collect();
-        for want in ["memcheck", "--padding=8192", "--xml", "--save", "/tmp/a.xml", "--error-exitcode=99", "--print-limit=1000000000", "/bin/worker"] {
+        for want in ["memcheck", "--padding=8192", "--xml", "--save", "/tmp/a.xml", "--error-exitcode=99", "--print-limit=1000000000", "--show-backtrace=device", "/bin/worker"] {
             assert!(args.iter().any(|a| a == want), "{want} missing from {args:?}");
         }
         assert_eq!(padding_for(10), 4096);
