@@ -12,7 +12,7 @@ use anyhow::Result;
 use clap::Args;
 
 use super::sweep::{run_cell, CellSpec};
-use super::{bind_case, chain, escalate, fail, generated_case, keep_smallest, options, pool, slot_supervisor, stop_flag, timeout, EngineArgs, Kept};
+use super::{bind_case, chain, fail, Escalator, generated_case, keep_smallest, options, pool, slot_supervisor, stop_flag, timeout, EngineArgs, Kept};
 use crate::case::Case;
 use crate::exit;
 use crate::finding::{Finding, Signature};
@@ -116,9 +116,7 @@ struct GpuBackend {
     engine: EngineArgs,
     stop: Arc<AtomicBool>,
     pool: Option<Pool>,
-    escalator: Option<Option<Supervisor>>,
-    /// Misaligned faults already named by the escalator (not re-run for every unaligned set).
-    explained: crate::finding::ExplainedFaults,
+    escalator: Option<Option<Escalator>>,
     seen: BTreeMap<Signature, (PathBuf, u64)>,
 }
 
@@ -132,7 +130,7 @@ fn step_error(e: SupervisorError) -> StepError {
 
 impl GpuBackend {
     fn new(engine: EngineArgs, stop: Arc<AtomicBool>) -> GpuBackend {
-        GpuBackend { engine, stop, pool: None, escalator: None, explained: Default::default(), seen: BTreeMap::new() }
+        GpuBackend { engine, stop, pool: None, escalator: None, seen: BTreeMap::new() }
     }
 
     fn pool(&mut self) -> Result<&mut Pool, StepError> {
@@ -229,7 +227,7 @@ impl Backend for GpuBackend {
         let (opts, limit, dir) = (options(&self.engine), timeout(&self.engine, m), self.engine.out.join("seeds"));
         if self.escalator.is_none() && !job.escalate.is_empty() {
             let esc = match self.sanitizer_supervisor(job.escalate, "journal-escalate.jsonl") {
-                Ok(s) => Some(s),
+                Ok(s) => Some(Escalator::new(s)),
                 Err(e) => {
                     println!("new findings will not be named by compute-sanitizer: {e}");
                     None
@@ -238,7 +236,7 @@ impl Backend for GpuBackend {
             self.escalator = Some(esc);
         }
         self.pool()?;
-        let GpuBackend { pool, seen, escalator, explained, .. } = self;
+        let GpuBackend { pool, seen, escalator, .. } = self;
         let pool = pool.as_mut().expect("made above");
         let mut escalator = if job.escalate.is_empty() { None } else { escalator.as_mut().and_then(|e| e.as_mut()) };
         let ctx = m.decode_context();
@@ -257,13 +255,12 @@ impl Backend for GpuBackend {
                 for f in keep(seen, &dir, &case, findings, found)? {
                     println!("NEW   {}: {f}", case.summary());
                     if let (Some(esc), false) = (escalator.as_deref_mut(), f.oracle.is_sanitizer()) {
-                        if let Some(e) = explained.covering(&f) {
-                            println!("      not re-run under the sanitizer: {e}");
-                            continue;
+                        match esc.name(&f, &case, m, limit, job.shard.global(i)) {
+                            Ok(named) => {
+                                keep(seen, &dir, &case, &named, found)?;
+                            }
+                            Err(e) => println!("      not re-run under the sanitizer: {e}"),
                         }
-                        let named = escalate(esc, &case, m, limit);
-                        explained.record(&f, &named, job.shard.global(i));
-                        keep(seen, &dir, &case, &named, found)?;
                     }
                 }
             }

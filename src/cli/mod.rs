@@ -757,7 +757,6 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
     );
     let opts = options(&f.engine);
     let mut escalator = escalator(&f, stop.clone())?;
-    let mut explained = crate::finding::ExplainedFaults::default();
     let seeds_dir = f.engine.out.join("seeds");
     let mut seen: BTreeMap<Signature, (PathBuf, u64)> = BTreeMap::new();
     let mut total = Tally::default();
@@ -808,19 +807,20 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
                         });
                         new_here += 1;
                         if let (Some(esc), false) = (escalator.as_mut(), finding.oracle.is_sanitizer()) {
-                            if let Some(e) = explained.covering(finding) {
-                                bar.suspend(|| {
-                                    println!(
-                                        "      not re-run under {}: {e}\n      (`cudafuzz run --sanitize {} {}` re-runs this one)",
-                                        f.escalate,
-                                        f.escalate,
-                                        saved.display()
-                                    )
-                                });
-                                continue;
-                            }
-                            let named = bar.suspend(|| escalate(esc, &case, m, timeout(&f.engine, m)));
-                            explained.record(finding, &named, i);
+                            let named = match bar.suspend(|| esc.name(finding, &case, m, timeout(&f.engine, m), i)) {
+                                Ok(named) => named,
+                                Err(e) => {
+                                    bar.suspend(|| {
+                                        println!(
+                                            "      not re-run under {}: {e}\n      (`cudafuzz run --sanitize {} {}` re-runs this one)",
+                                            f.escalate,
+                                            f.escalate,
+                                            saved.display()
+                                        )
+                                    });
+                                    continue;
+                                }
+                            };
                             for named in named {
                                 match keep_smallest(&mut seen, &seeds_dir, &case, &named)? {
                                     Kept::New(path) | Kept::Smaller(path) => {
@@ -919,7 +919,7 @@ fn keep_smallest(seen: &mut BTreeMap<Signature, (PathBuf, u64)>, dir: &Path, cas
 
 /// The supervisor that re-runs new findings under compute-sanitizer, if `--escalate` asks for
 /// one; a missing compute-sanitizer is said once, and the campaign goes on without naming.
-fn escalator(f: &FuzzArgs, stop: Arc<AtomicBool>) -> Result<Option<Supervisor>> {
+fn escalator(f: &FuzzArgs, stop: Arc<AtomicBool>) -> Result<Option<Escalator>> {
     if f.escalate == "none" || f.engine.sanitize.is_some() {
         return Ok(None);
     }
@@ -937,7 +937,31 @@ fn escalator(f: &FuzzArgs, stop: Arc<AtomicBool>) -> Result<Option<Supervisor>> 
     let e = EngineArgs { sanitize: None, ..f.engine.clone() };
     let mut sup = slot_supervisor(&e, stop, e.gpu, e.out.join("journal-escalate.jsonl"))?;
     sup.set_sanitizer(Some(SanitizerPass { sanitizer, tools, dir, batch: 1 }));
-    Ok(Some(sup))
+    Ok(Some(Escalator::new(sup)))
+}
+
+/// Re-runs new findings under compute-sanitizer (a supervisor whose worker runs under the
+/// tools), remembering the misaligned faults it has already traced to a tensor.
+struct Escalator {
+    sup: Supervisor,
+    explained: crate::finding::ExplainedFaults,
+}
+
+impl Escalator {
+    fn new(sup: Supervisor) -> Escalator {
+        Escalator { sup, explained: Default::default() }
+    }
+
+    /// The sanitizer findings of the case behind `finding` (campaign index `index`), or the
+    /// earlier re-run that already explains it (then nothing is run).
+    fn name(&mut self, finding: &crate::finding::Finding, case: &Case, m: &Manifest, timeout: Duration, index: u64) -> Result<Vec<crate::finding::Finding>, crate::finding::Explanation> {
+        if let Some(e) = self.explained.covering(finding) {
+            return Err(e.clone());
+        }
+        let named = escalate(&mut self.sup, case, m, timeout);
+        self.explained.record(finding, &named, index);
+        Ok(named)
+    }
 }
 
 /// The sanitizer findings of one case (empty when the tools saw nothing or could not run).
