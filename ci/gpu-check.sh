@@ -47,6 +47,9 @@ for k in oob_write skip_last_row; do
   $bin fuzz --kernel $k --cases 100 --jobs 4 --seed 1 --out "$logs/out-$k" > "$logs/fuzz-$k.log" 2>&1; st=$?
   row "fuzz $k: found (exit 1)" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(grep -E "^$k:" "$logs/fuzz-$k.log" | tail -n1 | cut -c1-120)"
 done
+# Case #64 of every campaign has a tensor past 2^31 elements: the int32_offset mutant faults on it.
+$bin fuzz --kernel kernels/mutants/int32_offset.toml --cases 100 --stop-after 1 --escalate none --seed 1 --out "$logs/out-int32" > "$logs/fuzz-int32.log" 2>&1; st=$?
+row "fuzz int32_offset 100 cases: found (exit 1)" "$([ $st = 1 ] && grep -q 'case #64' "$logs/fuzz-int32.log" && echo ok || echo FAIL)" "$(grep -m1 -A1 '^NEW' "$logs/fuzz-int32.log" | tail -n1 | sed 's/^ *//' | cut -c1-80)"
 timeout 240 $bin bench --cases 1000 --jobs 4 --json "$logs/bench.json" > "$logs/bench.log" 2>&1; st=$?
 row "bench (small cases)" "$([ $st = 0 ] && echo ok || echo FAIL)" "see below"
 

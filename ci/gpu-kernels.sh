@@ -4,7 +4,10 @@
 # compute-sanitizer probes. Uses binaries staged in .gpu/ by ../shared/tools/gpu-pack.
 #   bash ci/gpu-kernels.sh [STAGE...]    stages: probe flash flash100k sdpa fa_s512 mutants bench
 #                                        sanitizer (GPU sanitizer tests + throughput) escalate
-#                                        int32 (targeted seed) minimize (fuzz, shrink, replay x100)
+#                                        int32 (targeted seed) int32-cost (one past-2^31 case, 3 runs)
+#                                        int32-default (fuzz defaults, INT32_SEEDS) int32-minimize
+#                                        int32-bench (bench small,past-int32)
+#                                        minimize (fuzz, shrink, replay x100)
 #                                        others100 (fa_s512's other configurations, 100 repetitions)
 #                                        coverage (GPU coverage test, cargo-fuzz with/without GPU counters)
 #                                        cargofuzz (flash_fwd campaign) cargofuzz-start, cargofuzz-wait (the same,
@@ -119,6 +122,49 @@ if want int32; then
   start=$(date +%s)
   timeout 300 $bin run --no-determinism --out "$logs/out-int32-ok" --kernel kernels/attention/flash_fwd.toml kernels/mutants/seeds/int32_offset_h1025.json > "$logs/int32-flash.log" 2>&1; st=$?
   row "flash_fwd on the int32 seed (pass)" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(( $(date +%s) - start )) s $(head -c 70 <(grep -E '^(PASS|FAIL|ERROR)' "$logs/int32-flash.log"))"
+fi
+
+if want int32-cost; then
+  # One case whose k.stride_b passes 2^31 elements (4 GiB span, 14,464 elements): the mutant must
+  # fail on it, flash_fwd must pass it; the same case without the padding gives the baseline.
+  c=kernels/mutants/seeds/int32_offset_stride_b.json
+  python3 -c "import json,sys; s=json.load(open(sys.argv[1])); s['case']['layouts']['k']['pad']=[0,0,0,0]; json.dump(s,open(sys.argv[2],'w'))" "$c" "$logs/int32-nopad.json"
+  for spec in "mutant:$c:kernels/mutants/int32_offset.toml" "flash:$c:kernels/attention/flash_fwd.toml" "flash-nopad:$logs/int32-nopad.json:kernels/attention/flash_fwd.toml"; do
+    IFS=: read -r name file kern <<< "$spec"
+    t0=$(date +%s.%N)
+    timeout 120 $bin run --kernel "$kern" --out "$logs/out-i32c-$name" "$file" "$file" "$file" > "$logs/i32c-$name.log" 2>&1; st=$?
+    row "3 runs $name" "rc=$st" "$(awk "BEGIN{printf \"%.1f s\", $(date +%s.%N)-$t0}") $(grep -m1 -E '^(PASS|FAIL|ERROR)' "$logs/i32c-$name.log" | cut -c1-60)"
+  done
+fi
+
+if want int32-bench; then
+  # What a case past 2^31 elements costs, by stage, beside small cases (flash_fwd, one worker).
+  timeout 400 $bin bench --kernel kernels/attention/flash_fwd.toml --sizes small,past-int32 --cases ${INT32_BENCH_CASES:-300} \
+    --json "$logs/bench-int32.json" --out "$logs/out-bench-int32" > "$logs/bench-int32.log" 2>&1
+  row "bench small,past-int32 (flash_fwd)" "rc=$?" "table in bench-int32.log"
+  [ -n "${OUT:-}" ] && cp "$logs/bench-int32.json" "$OUT/"
+fi
+
+if want int32-default; then
+  # int32_offset found by `cudafuzz fuzz` with default settings (one worker, escalation on) now
+  # that one decoded case in 512 has a tensor past 2^31 elements; INT32_SEEDS seeds.
+  for s in ${INT32_SEEDS:-0 1 2}; do
+    timeout 200 $bin fuzz --kernel kernels/mutants/int32_offset.toml --time 60s --stop-after 1 --seed $s --out "$logs/out-i32-$s" > "$logs/i32-$s.log" 2>&1
+    row "int32_offset fuzz default seed $s" "$(first "$logs/i32-$s.log")" "$(grep -m1 -Eo '^NEW .*case #[0-9]+' "$logs/i32-$s.log" | grep -Eo '#[0-9]+$') $(grep -m1 -A1 '^NEW' "$logs/i32-$s.log" | tail -n1 | sed 's/^ *//' | cut -c1-60)"
+  done
+fi
+
+if want int32-minimize; then
+  seed=$(grep -m1 -Eo 'seed: [^ ]+' "${INT32_LOG:-$logs/i32-0.log}" 2>/dev/null | cut -d' ' -f2)
+  [ -n "$seed" ] || { timeout 200 $bin fuzz --kernel kernels/mutants/int32_offset.toml --time 60s --stop-after 1 --escalate none --seed 0 --out "$logs/out-i32-0" > "$logs/i32-0.log" 2>&1; seed=$(grep -m1 -Eo 'seed: [^ ]+' "$logs/i32-0.log" | cut -d' ' -f2); }
+  if [ -n "$seed" ]; then
+    t0=$(date +%s)
+    timeout 400 $bin minimize "$seed" --no-determinism --out "$logs/out-i32-0" > "$logs/i32-min.log" 2>&1; st=$?
+    row "int32_offset minimize" "rc=$st" "$(( $(date +%s) - t0 )) s $(grep -m1 '^minimal case' "$logs/i32-min.log" | sed 's/^minimal case: //' | cut -c1-60)"
+    [ -n "${OUT:-}" ] && cp -r "$logs/out-i32-0/seeds" "$OUT/int32-seeds"
+  else
+    row "int32_offset minimize" "-" "no finding to minimise"
+  fi
 fi
 
 if want minimize; then
@@ -316,6 +362,11 @@ if want contract; then
   timeout 200 $bin contract --kernel kernels/attention/fa_s512.toml --jobs 8 --json "$logs/contract-fa_s512.json" \
     --out "$logs/out-contract" > "$logs/contract-fa_s512.log" 2>&1; st=$?
   row "contract fa_s512 (16-byte alignment)" "$(grep -q 'base must be 16-byte aligned' "$logs/contract-fa_s512.log" && echo ok || echo FAIL)" "rc=$st $(( $(date +%s) - start )) s; $(grep -m1 -E 'preconditions from' "$logs/contract-fa_s512.log" | cut -c1-60)"
+  # The int32_offset mutant: element offsets must stay below 2^31 (and nothing else).
+  start=$(date +%s)
+  timeout 200 $bin contract --kernel kernels/mutants/int32_offset.toml --jobs 8 --json "$logs/contract-int32.json" \
+    --out "$logs/out-contract-int32" > "$logs/contract-int32.log" 2>&1; st=$?
+  row "contract int32_offset (below 2^31)" "$(grep -q 'element offsets must stay below 2^31' "$logs/contract-int32.log" && echo ok || echo FAIL)" "rc=$st $(( $(date +%s) - start )) s; $(grep -m1 -E 'preconditions from' "$logs/contract-int32.log" | cut -c1-60)"
 fi
 
 if want sanitizer; then

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::case::{Case, DecodeContext};
+use crate::case::{offsets_past_int32, reaches_past_int32, Case, DecodeContext, TensorId};
 use crate::manifest::Manifest;
 use crate::supervisor::{Pool, Slot, SupervisorError};
 use crate::worker::{Outcome, RunOptions, StageTimes};
@@ -26,6 +26,10 @@ pub enum CaseSize {
     Medium,
     /// batch·heads ≤ 4, seq 2048..=4096, head_dim 64..=128.
     Large,
+    /// A small case with one tensor pushed past 2³¹ elements
+    /// ([`crate::case::offsets_past_int32`]): a 4–8 GiB allocation holding a few elements, the
+    /// case `cudafuzz fuzz` schedules every 4096 cases.
+    PastInt32,
 }
 
 impl CaseSize {
@@ -35,6 +39,7 @@ impl CaseSize {
             "small" => Some(CaseSize::Small),
             "medium" => Some(CaseSize::Medium),
             "large" => Some(CaseSize::Large),
+            "past-int32" => Some(CaseSize::PastInt32),
             _ => None,
         }
     }
@@ -45,13 +50,14 @@ impl CaseSize {
             CaseSize::Small => "small",
             CaseSize::Medium => "medium",
             CaseSize::Large => "large",
+            CaseSize::PastInt32 => "past-int32",
         }
     }
 
     /// (seq lower bound, seq upper bound, head_dim lower bound, batch and kv-head cap).
     fn bounds(self) -> (u32, u32, u32, u32) {
         match self {
-            CaseSize::Small => (1, 256, 1, 2),
+            CaseSize::Small | CaseSize::PastInt32 => (1, 256, 1, 2),
             CaseSize::Medium => (256, 1024, 1, 2),
             CaseSize::Large => (2048, 4096, 64, 2),
         }
@@ -67,11 +73,22 @@ pub fn small_case(m: &Manifest, ctx: &DecodeContext, seed: u64, index: u64) -> C
 /// into the class's bounds, with the manifest's default parameters; cases outside the contract
 /// are passed over (a sticky fault would measure worker restarts, not the engine).
 pub fn sized_case(m: &Manifest, ctx: &DecodeContext, size: CaseSize, seed: u64, index: u64) -> Case {
-    (0u64..)
+    let inside = |c: &Case| m.contract.check(c, &crate::plan::Plan::new(c)).is_inside();
+    let case = (0u64..)
         .map(|k| clamp(m, size, crate::cli::generated_case(ctx, seed, index.wrapping_mul(1 << 20).wrapping_add(k))))
         .take(1 << 16)
-        .find(|c| m.contract.check(c, &crate::plan::Plan::new(c)).is_inside())
-        .unwrap_or_else(|| clamp(m, CaseSize::Small, crate::cli::generated_case(ctx, seed, index)))
+        .find(|c| inside(c) && !reaches_past_int32(c))
+        .unwrap_or_else(|| clamp(m, CaseSize::Small, crate::cli::generated_case(ctx, seed, index)));
+    if size != CaseSize::PastInt32 {
+        return case;
+    }
+    let mut past = case.clone();
+    offsets_past_int32(&mut past, TensorId::ALL[(index % 4) as usize]);
+    if past.validate().is_ok() && inside(&past) {
+        past
+    } else {
+        case
+    }
 }
 
 fn clamp(m: &Manifest, size: CaseSize, mut c: Case) -> Case {

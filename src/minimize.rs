@@ -6,7 +6,8 @@
 //! signature. Steps repeat until none is kept or the run budget is spent. Pure logic: the caller
 //! supplies `still_fails` (which runs the case on the GPU) and `allowed` (the contract).
 
-use crate::case::{Case, Dim, TensorId, ValueDist};
+use crate::case::{offsets_past_int32, Case, Dim, TensorId, ValueDist, INT32_OFFSET_LIMIT};
+use crate::plan::Plan;
 
 /// The result of a minimisation.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,11 +21,29 @@ pub struct Minimized {
 }
 
 /// Simpler variants of `c`, most aggressive first along each axis.
+///
+/// A tensor past 2³¹ elements ([`offsets_past_int32`]) stays past it in every candidate but
+/// one: its padding is recomputed after the shape shrinks (otherwise no smaller shape could
+/// keep a 32-bit overflow), and a first candidate drops it, for bugs that never needed it.
 pub fn candidates(c: &Case) -> Vec<Case> {
+    let plan = Plan::new(c);
+    let past: Vec<TensorId> =
+        TensorId::ALL.into_iter().filter(|&t| plan.tensor(t).max_element_offset() >= INT32_OFFSET_LIMIT).collect();
     let mut out = Vec::new();
+    for &t in &past {
+        let mut n = c.clone();
+        n.layouts.get_mut(t).pad = [0; 4];
+        out.push(n);
+    }
     let mut push = |f: &dyn Fn(&mut Case)| {
         let mut n = c.clone();
         f(&mut n);
+        let now = Plan::new(&n);
+        for &t in &past {
+            if now.tensor(t).max_element_offset() < INT32_OFFSET_LIMIT {
+                offsets_past_int32(&mut n, t);
+            }
+        }
         if &n != c {
             out.push(n);
         }
@@ -140,6 +159,28 @@ mod tests {
         assert_eq!(c.data.dist, ValueDist::Normal);
         assert_eq!(m.runs, runs);
         assert!(fails(c));
+    }
+
+    fn reaches_past_int32(c: &Case) -> bool {
+        crate::case::reaches_past_int32(c)
+    }
+
+    /// A 32-bit overflow needs a tensor past 2³¹ elements: shrinking keeps one (recomputing its
+    /// padding as the shape shrinks) and reaches the smallest shape; a bug that never needed it
+    /// loses it.
+    #[test]
+    fn a_case_past_int32_shrinks_its_shape_and_keeps_the_overflow_only_when_needed() {
+        let mut start = big_case();
+        offsets_past_int32(&mut start, TensorId::Q);
+        assert!(reaches_past_int32(&start));
+        let m = minimize(&start, 2000, &|_| true, &mut |c| reaches_past_int32(c));
+        let c = &m.case;
+        assert_eq!((c.batch, c.heads_q, c.heads_kv, c.seq_q, c.seq_k, c.head_dim), (2, 1, 1, 1, 1, 1), "{}", c.summary());
+        assert!(reaches_past_int32(c) && c.layouts.k.pad == [0; 4] && c.layouts.q.pad[2..] == [0, 0], "{}", c.summary());
+        assert!(Plan::new(c).tensor(TensorId::Q).max_element_offset() < INT32_OFFSET_LIMIT + 4, "just past 2^31: {}", c.summary());
+        let m = minimize(&start, 2000, &|_| true, &mut |c| c.head_dim >= 8);
+        assert!(!reaches_past_int32(&m.case), "{}", m.case.summary());
+        assert_eq!((m.case.batch, m.case.head_dim), (1, 8));
     }
 
     #[test]

@@ -26,8 +26,8 @@ fn without_a_gpu_contract_prints_the_probe_plan_and_exits_3() {
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert_eq!(o.status.code(), Some(exit::NO_GPU), "{out}{err}");
     assert!(err.contains("NO GPU") && err.contains("no probe was run"), "{err}");
-    assert!(out.contains("probe plan for fa_s512: 89 probes in 30 families, 2 base cases, 180 cases in all"), "{out}");
-    for family in ["q base offset", "o row pitch (stride_s)", "head_dim", "seq_k", "dtype", "causal", "heads_q:heads_kv"] {
+    assert!(out.contains("probe plan for fa_s512: 93 probes in 34 families, 2 base cases, 188 cases in all"), "{out}");
+    for family in ["q base offset", "o row pitch (stride_s)", "k largest element offset", "head_dim", "seq_k", "dtype", "causal", "heads_q:heads_kv"] {
         assert!(out.lines().any(|l| l.trim_start().starts_with(family)), "{family} missing:\n{out}");
     }
     assert!(!dir.path().join("contract").exists(), "no seed without a run");

@@ -76,3 +76,30 @@ fn flash_fwd_cases_still_span_every_parameter_dtype_layout_and_offset() {
         assert!(cases.iter().any(|c| c.seq_k == tile), "seq_k {tile}");
     }
 }
+
+/// `cudafuzz fuzz` runs a case past 2³¹ elements early (case #64) and then every 4096 cases,
+/// inside the contract, and only where the contract allows it; the decoder's own chance draws
+/// stay rare.
+#[test]
+fn campaigns_schedule_cases_past_int32_early_and_rarely() {
+    use cudafuzz::case::reaches_past_int32;
+    use cudafuzz::cli::{campaign_case, PAST_INT32_AT, PAST_INT32_EVERY};
+    for rel in ["kernels/attention/flash_fwd.toml", "kernels/mutants/int32_offset.toml", "kernels/attention/fa_s512.toml"] {
+        let m = manifest(rel);
+        let ctx = m.decode_context();
+        let n = 2 * PAST_INT32_EVERY;
+        let past: Vec<u64> = (0..n).filter(|&i| reaches_past_int32(&m.bind(campaign_case(&ctx, 0, i)))).collect();
+        eprintln!("{}: cases past 2^31 among the first {n}: {past:?}", m.name);
+        for at in [PAST_INT32_AT, PAST_INT32_AT + PAST_INT32_EVERY] {
+            assert!(past.contains(&at), "{}: case #{at} is not past 2^31", m.name);
+            let case = m.bind(campaign_case(&ctx, 0, at));
+            assert!(m.contract.check(&case, &Plan::new(&case)).is_inside(), "{}: {}", m.name, case.summary());
+        }
+        assert!(past.len() <= 8, "{}: {} cases past 2^31 in {n}", m.name, past.len());
+    }
+    // A kernel that declares 32-bit indexing is never given one.
+    let mut m = manifest("kernels/attention/flash_fwd.toml");
+    m.contract.max_element_offset = Some((1 << 31) - 1);
+    let ctx = m.decode_context();
+    assert!(!(0..2 * PAST_INT32_EVERY).any(|i| reaches_past_int32(&m.bind(campaign_case(&ctx, 0, i)))));
+}

@@ -32,9 +32,10 @@ impl DeviceArena {
     }
 
     /// Re-uploads allocation `i` from the image (e.g. the output before a second run). An
-    /// uninitialised buffer gets only its redzones written.
+    /// uninitialised buffer gets only its redzones written; an allocation the image holds in
+    /// ranges ([`HostImage::held`]) is set to its canary on the device, then gets its ranges.
     pub fn write(&self, image: &HostImage, i: usize) -> Result<(), CudaStatus> {
-        let (ptr, _) = self.allocs[i];
+        let (ptr, len) = self.allocs[i];
         let bytes = &image.bytes[i];
         let a = &image.layout.allocs[i];
         let copy = |from: usize, to: usize| {
@@ -45,6 +46,11 @@ impl DeviceArena {
                 Ok(())
             }
         };
+        if !image.holds_whole(i) {
+            // SAFETY: the whole live allocation, `len` bytes.
+            unsafe { result::memset_d8_sync(ptr, a.canary, len as usize) }.map_err(CudaStatus::from_driver)?;
+            return image.held[i].iter().try_for_each(|r| copy(r.start as usize, r.end as usize));
+        }
         if image.data_uninit[i] {
             copy(0, a.data_offset as usize)?;
             copy((a.data_offset + a.span_bytes) as usize, bytes.len())
@@ -53,21 +59,20 @@ impl DeviceArena {
         }
     }
 
-    /// Downloads every allocation whole.
-    pub fn download(&self) -> Result<Vec<Vec<u8>>, CudaStatus> {
-        self.allocs.iter().map(|&(ptr, len)| self.read(ptr, len)).collect()
+    /// Downloads every allocation: whole, or only its held ranges (zeros elsewhere, never
+    /// written, as in the image).
+    pub fn download(&self, image: &HostImage) -> Result<Vec<Vec<u8>>, CudaStatus> {
+        (0..self.allocs.len()).map(|i| self.download_one(image, i)).collect()
     }
 
-    /// Downloads allocation `i` whole.
-    pub fn download_one(&self, i: usize) -> Result<Vec<u8>, CudaStatus> {
+    /// Downloads allocation `i` as [`DeviceArena::download`] does.
+    pub fn download_one(&self, image: &HostImage, i: usize) -> Result<Vec<u8>, CudaStatus> {
         let (ptr, len) = self.allocs[i];
-        self.read(ptr, len)
-    }
-
-    fn read(&self, ptr: sys::CUdeviceptr, len: u64) -> Result<Vec<u8>, CudaStatus> {
         let mut out = vec![0u8; len as usize];
-        // SAFETY: `ptr` is a live allocation of `len` bytes.
-        unsafe { result::memcpy_dtoh_sync(&mut out, ptr) }.map_err(CudaStatus::from_driver)?;
+        for r in &image.held[i] {
+            // SAFETY: `ptr` is a live allocation of `len` bytes and the range lies inside it.
+            unsafe { result::memcpy_dtoh_sync(&mut out[r.start as usize..r.end as usize], ptr + r.start) }.map_err(CudaStatus::from_driver)?;
+        }
         Ok(out)
     }
 

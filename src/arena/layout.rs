@@ -135,6 +135,36 @@ impl ArenaLayout {
     }
 }
 
+/// Stride gaps between a tensor's outermost blocks at least this long are never held in host
+/// memory: they are canary on the device (one `cuMemsetD8`) and neither copied nor compared.
+/// Only cases past 2³¹ elements (gigabyte gaps, a few elements) reach this.
+pub const UNHELD_GAP_BYTES: u64 = 64 << 20;
+
+/// The byte ranges of an allocation that the host holds, uploads, downloads and compares: the
+/// whole allocation, or for a tensor whose outermost blocks are [`UNHELD_GAP_BYTES`] or more
+/// apart, one range per block (the redzones joined to the first and last), ascending.
+pub fn held_ranges(alloc: &AllocLayout, tp: &TensorPlan) -> Vec<std::ops::Range<u64>> {
+    let whole = held_whole(alloc);
+    let eb = tp.elem_bytes as u64;
+    let Some(outer) = (0..4).filter(|&i| tp.shape[i] > 1).max_by_key(|&i| tp.strides[i]) else { return whole };
+    let inner_span = 1 + (0..4).filter(|&i| i != outer).map(|i| (tp.shape[i] as u64 - 1) * tp.strides[i]).sum::<u64>();
+    if tp.strides[outer] <= inner_span || (tp.strides[outer] - inner_span) * eb < UNHELD_GAP_BYTES {
+        return whole;
+    }
+    let ds = alloc.data_offset;
+    let mut ranges: Vec<std::ops::Range<u64>> = (0..tp.shape[outer] as u64)
+        .map(|i| ds + i * tp.strides[outer] * eb..ds + (i * tp.strides[outer] + inner_span) * eb)
+        .collect();
+    ranges.first_mut().expect("extent > 1").start = 0;
+    ranges.last_mut().expect("extent > 1").end = alloc.total_bytes();
+    ranges
+}
+
+/// The held ranges of an allocation held whole: one range, all of it.
+pub fn held_whole(alloc: &AllocLayout) -> Vec<std::ops::Range<u64>> {
+    std::iter::once(0..alloc.total_bytes()).collect()
+}
+
 /// For each byte of a tensor's span, whether it belongs to a logical element (`true`) or to a
 /// stride gap (`false`).
 pub fn element_bytes_mask(tp: &TensorPlan) -> Vec<bool> {
@@ -150,6 +180,49 @@ pub fn element_bytes_mask(tp: &TensorPlan) -> Vec<bool> {
     });
     mask
 }
+
+/// The bytes of a tensor's span that differ between `before` and `now` (offsets from the
+/// span's first byte, ascending), split by what they belong to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpanChanges {
+    /// Changed bytes of logical elements.
+    pub elements: Vec<usize>,
+    /// Changed bytes of stride gaps.
+    pub gaps: Vec<usize>,
+}
+
+/// Compares one tensor's span before and after a launch, inside `ranges` (offsets from the
+/// span's first byte, ascending: the whole span, or the blocks an image holds). Equal 4 KiB
+/// chunks are skipped with one comparison each, and the changed bytes are then sorted into
+/// elements and gaps either by an element mask (one byte per span byte) or, when few bytes
+/// changed in a large span (a stride gap gigabytes long), by locating each changed byte with
+/// [`element_at`].
+pub fn changed_span_bytes(tp: &TensorPlan, before: &[u8], now: &[u8], ranges: &[std::ops::Range<usize>]) -> SpanChanges {
+    const CHUNK: usize = 4096;
+    let mut changed = Vec::new();
+    for r in ranges {
+        let (before_r, now_r) = (&before[r.clone()], &now[r.clone()]);
+        for (c, (b, n)) in before_r.chunks(CHUNK).zip(now_r.chunks(CHUNK)).enumerate() {
+            if b != n {
+                changed.extend((0..b.len()).filter(|&i| b[i] != n[i]).map(|i| r.start + c * CHUNK + i));
+            }
+        }
+    }
+    if tp.is_gapless() {
+        return SpanChanges { elements: changed, gaps: Vec::new() };
+    }
+    let (elements, gaps) = if changed.len().saturating_mul(SPARSE_RATIO) < before.len() {
+        changed.into_iter().partition(|&b| element_at(tp, b as u64).is_some())
+    } else {
+        let mask = element_bytes_mask(tp);
+        changed.into_iter().partition(|&b| mask[b])
+    };
+    SpanChanges { elements, gaps }
+}
+
+/// Span bytes per changed byte above which [`changed_span_bytes`] locates bytes one by one
+/// instead of building a mask.
+const SPARSE_RATIO: usize = 64;
 
 /// Calls `f(index, element_offset)` for every logical element in BHSD order.
 pub fn for_each_element(tp: &TensorPlan, mut f: impl FnMut([u32; 4], u64)) {
@@ -173,7 +246,7 @@ pub fn for_each_element(tp: &TensorPlan, mut f: impl FnMut([u32; 4], u64)) {
 pub fn element_at(tp: &TensorPlan, byte: u64) -> Option<[u32; 4]> {
     let eb = tp.elem_bytes as u64;
     let mut rem = byte / eb;
-    let mut dims: Vec<Dim> = Dim::ALL.to_vec();
+    let mut dims = Dim::ALL;
     dims.sort_by_key(|d| std::cmp::Reverse((tp.strides[d.index()], tp.shape[d.index()])));
     let mut idx = [0u32; 4];
     for d in dims {
@@ -255,6 +328,62 @@ mod tests {
         let mut case = Case::example("k");
         case.layouts.k = TensorLayout { order: [Dim::B, Dim::S, Dim::H, Dim::D], pad: [0, 1, 0, 3], offset_bytes: 6 };
         case
+    }
+
+    /// A tensor pushed past 2³¹ elements is held as its two batch blocks (4 GiB apart); a
+    /// merely padded one is held whole.
+    #[test]
+    fn held_ranges_skip_only_gigabyte_gaps() {
+        let mut case = Case::example("k");
+        crate::case::offsets_past_int32(&mut case, TensorId::V);
+        let plan = Plan::new(&case);
+        let layout = ArenaLayout::new(&case, &plan, &[]);
+        for t in TensorId::ALL {
+            let (alloc, tp) = (layout.tensor(t), plan.tensor(t));
+            let ranges = held_ranges(alloc, tp);
+            if t != TensorId::V {
+                assert_eq!(ranges, held_whole(alloc), "{t}");
+                continue;
+            }
+            assert_eq!(ranges.len(), 2);
+            assert_eq!((ranges[0].start, ranges[1].end), (0, alloc.total_bytes()));
+            let held: u64 = ranges.iter().map(|r| r.end - r.start).sum();
+            assert!(alloc.total_bytes() > 4 << 30 && held < 8 << 20, "{held} of {}", alloc.total_bytes());
+            // Every element byte lies in a held range.
+            for_each_element(tp, |_, off| {
+                let at = alloc.data_offset + off * tp.elem_bytes as u64;
+                assert!(ranges.iter().any(|r| r.contains(&at) && r.contains(&(at + 1))), "element at {at}");
+            });
+        }
+    }
+
+    /// Both ways of sorting changed bytes (mask, and one lookup per byte) give the bytes a
+    /// brute-force comparison against the mask gives.
+    #[test]
+    fn changed_span_bytes_sorts_elements_from_gaps_sparse_or_dense() {
+        let case = padded_case();
+        let plan = Plan::new(&case);
+        let tp = plan.tensor(TensorId::K);
+        let mask = element_bytes_mask(tp);
+        let before = vec![0xFFu8; tp.span_bytes as usize];
+        for every in [1usize, 7, 997, 20011] {
+            let mut now = before.clone();
+            for b in (3..now.len()).step_by(every) {
+                now[b] = 0;
+            }
+            let got = changed_span_bytes(tp, &before, &now, std::slice::from_ref(&(0..now.len())));
+            let diff: Vec<usize> = (0..now.len()).filter(|&b| before[b] != now[b]).collect();
+            let dense = diff.len() * SPARSE_RATIO >= before.len();
+            assert_eq!(got.elements, diff.iter().copied().filter(|&b| mask[b]).collect::<Vec<_>>(), "every {every}, dense {dense}");
+            assert_eq!(got.gaps, diff.iter().copied().filter(|&b| !mask[b]).collect::<Vec<_>>(), "every {every}, dense {dense}");
+        }
+        assert_eq!(changed_span_bytes(tp, &before, &before, std::slice::from_ref(&(0..before.len()))), SpanChanges::default());
+        // Only the given ranges are compared.
+        let mut now = before.clone();
+        now[10] = 0;
+        now[before.len() - 1] = 0;
+        let got = changed_span_bytes(tp, &before, &now, &[0..5, 20..before.len()]);
+        assert_eq!(got.elements.len() + got.gaps.len(), 1);
     }
 
     #[test]

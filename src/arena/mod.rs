@@ -10,9 +10,11 @@ pub mod device;
 pub mod layout;
 
 pub use layout::{
-    element_at, element_bytes_mask, for_each_element, sentinel_bits, AllocLayout, AllocationTable, ArenaLayout,
-    Holder, Located,
+    changed_span_bytes, held_ranges, UNHELD_GAP_BYTES, element_at, element_bytes_mask, for_each_element, sentinel_bits, AllocLayout, AllocationTable, ArenaLayout,
+    Holder, Located, SpanChanges,
 };
+
+use std::ops::Range;
 
 use crate::case::{Case, TensorId};
 use crate::data::{self, Inputs};
@@ -29,6 +31,10 @@ pub struct HostImage {
     /// Per allocation: whether the data span is left uninitialised on the device (only the
     /// redzones are uploaded), so initcheck can see reads of it.
     pub data_uninit: Vec<bool>,
+    /// Per allocation: the byte ranges held in `bytes` ([`held_ranges`]). Outside them the
+    /// device holds the canary and `bytes` holds zeros that were never written (pages the OS
+    /// never backs), so a gigabyte stride gap costs neither host memory nor copies.
+    pub held: Vec<Vec<Range<u64>>>,
 }
 
 impl HostImage {
@@ -39,10 +45,21 @@ impl HostImage {
         let layout = ArenaLayout::new(case, plan, &sizes);
         let mut bytes = Vec::with_capacity(layout.allocs.len());
         let mut data_uninit = Vec::with_capacity(layout.allocs.len());
+        let mut held = Vec::with_capacity(layout.allocs.len());
         for t in TensorId::ALL {
             let alloc = layout.tensor(t);
             let tp = plan.tensor(t);
-            let mut img = vec![alloc.canary; alloc.total_bytes() as usize];
+            let ranges = held_ranges(alloc, tp);
+            let mut img = if ranges.len() == 1 {
+                vec![alloc.canary; alloc.total_bytes() as usize]
+            } else {
+                // Zeroed pages are mapped lazily: only the held ranges cost memory.
+                let mut img = vec![0u8; alloc.total_bytes() as usize];
+                for r in &ranges {
+                    img[r.start as usize..r.end as usize].fill(alloc.canary);
+                }
+                img
+            };
             let data = &mut img[alloc.data_offset as usize..];
             match t {
                 TensorId::Q => data::write_strided(&inputs.q, tp, case.dtype, data),
@@ -59,13 +76,15 @@ impl HostImage {
             }
             bytes.push(img);
             data_uninit.push(false);
+            held.push(ranges);
         }
         for (alloc, buf) in layout.allocs[TensorId::ALL.len()..].iter().zip(buffers) {
             let (img, uninit) = buffer_image(alloc, buf);
             bytes.push(img);
             data_uninit.push(uninit);
+            held.push(layout::held_whole(alloc));
         }
-        HostImage { layout, bytes, data_uninit }
+        HostImage { layout, bytes, data_uninit, held }
     }
 
     /// Images of the manifest buffers alone (no tensors), laid out as [`HostImage::build`]
@@ -77,7 +96,31 @@ impl HostImage {
             .map(|b| AllocLayout::for_buffer(&b.name, b.count * b.dtype.size() as u64, case.placement))
             .collect();
         let (bytes, data_uninit) = allocs.iter().zip(buffers).map(|(a, b)| buffer_image(a, b)).unzip();
-        HostImage { layout: ArenaLayout { allocs }, bytes, data_uninit }
+        let held = allocs.iter().map(layout::held_whole).collect();
+        HostImage { layout: ArenaLayout { allocs }, bytes, data_uninit, held }
+    }
+
+    /// Whether allocation `i` is held whole (every allocation but a tensor with a gigabyte
+    /// stride gap).
+    pub fn holds_whole(&self, i: usize) -> bool {
+        self.held[i].len() == 1
+    }
+
+    /// The same image with every allocation held whole, its unheld gaps filled with the canary
+    /// the device holds there: for standalone repros, which rebuild every byte.
+    pub fn held_whole(mut self) -> HostImage {
+        for i in 0..self.bytes.len() {
+            if self.holds_whole(i) {
+                continue;
+            }
+            let canary = self.layout.allocs[i].canary;
+            let held = std::mem::replace(&mut self.held[i], layout::held_whole(&self.layout.allocs[i]));
+            // Held ranges start at 0 and end at the allocation's end: the gaps lie between them.
+            for pair in held.windows(2) {
+                self.bytes[i][pair[0].end as usize..pair[1].start as usize].fill(canary);
+            }
+        }
+        self
     }
 
     /// The data bytes of one allocation (the span, without redzones).

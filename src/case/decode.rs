@@ -49,6 +49,12 @@ pub const ORDERS: &[[Dim; 4]] = &[
 ];
 /// How many of [`ORDERS`], from the first, keep the head dimension innermost.
 const INNER_D_ORDERS: usize = 4;
+/// One decoded case in this many (where the contract allows it) has a tensor whose element
+/// offsets pass 2³¹ ([`offsets_past_int32`]). Such a case allocates 4–8 GiB on the GPU, but
+/// the host holds only its elements and redzones (`arena::held_ranges`), so it costs about
+/// what a small case costs; the odds are low because GPUs with less memory cannot run it.
+/// `cudafuzz fuzz` also schedules one early in every campaign (`cli::campaign_case`).
+pub const PAST_INT32_ONE_IN: u32 = 512;
 /// Largest sequence length a decoded case draws outside the boundary table; a contract's
 /// larger upper edge is left to `cudafuzz contract` probes (cases that long are slow to judge).
 pub const MAX_DECODED_SEQ: u32 = 1024;
@@ -75,6 +81,12 @@ impl DecodeContext {
     /// The same context without its contract: decoding then explores the whole case space.
     pub fn unconstrained(&self) -> DecodeContext {
         DecodeContext { contract: None, ..self.clone() }
+    }
+
+    /// Whether cases with element offsets past 2³¹ may be drawn: always without a contract,
+    /// otherwise as [`Contract::allows_int32_overflow`] says.
+    pub fn allows_int32_overflow(&self) -> bool {
+        self.contract.as_ref().is_none_or(Contract::allows_int32_overflow)
     }
 }
 
@@ -141,6 +153,11 @@ pub fn decode_case(u: &mut Unstructured<'_>, ctx: &DecodeContext) -> Result<Case
             align_pitch(&mut case, t, align);
         }
     }
+    // Drawn last, so every draw above decodes as it did before this class existed, and an
+    // input that has run out (each later draw at its low end) never asks for it.
+    if space.int32_overflow && u.int_in_range(1..=PAST_INT32_ONE_IN)? == PAST_INT32_ONE_IN {
+        push_past_int32(u, &mut case)?;
+    }
     if case.validate().is_err() {
         shrink_to_valid(&mut case);
     }
@@ -170,6 +187,9 @@ struct Space {
     layouts: LayoutSupport,
     /// The contract's minimum alignment in bytes (1 without a contract).
     min_align: u32,
+    /// Whether element offsets past 2³¹ may be drawn (not for contiguous-only kernels, nor for
+    /// a contract whose `max_element_offset` is below 2³¹).
+    int32_overflow: bool,
 }
 
 impl Space {
@@ -186,6 +206,7 @@ impl Space {
                 gqa: true,
                 layouts: LayoutSupport::Strided,
                 min_align: 1,
+                int32_overflow: true,
             };
         };
         let tiles = tile_sizes(&ctx.params);
@@ -203,6 +224,7 @@ impl Space {
             gqa: c.gqa,
             layouts: c.layouts,
             min_align: c.min_align.max(1),
+            int32_overflow: ctx.allows_int32_overflow(),
         }
     }
 
@@ -336,6 +358,37 @@ fn shrink_to_valid(case: &mut Case) {
     }
 }
 
+/// [`offsets_past_int32`] on a tensor the input picks.
+fn push_past_int32(u: &mut Unstructured<'_>, case: &mut Case) -> Result<()> {
+    offsets_past_int32(case, *u.choose(&TensorId::ALL)?);
+    Ok(())
+}
+
+/// Makes tensor `t`'s element offsets pass 2³¹ while it keeps its few logical elements: batch
+/// becomes 2, the tensor's order starts with b (the other dimensions keep their order and
+/// padding, so an aligned row pitch stays aligned), and the next dimension is padded until
+/// `stride_b` is the first multiple of that dimension's stride at or past 2³¹. Batch 1 then
+/// starts at the first offset a signed 32-bit index wraps on; every stride stays a multiple of
+/// the ones it was built from, so a contract's alignment still holds. The tensor spans 4 GiB
+/// (f16, bf16) or 8 GiB (f32) plus its last batch.
+pub fn offsets_past_int32(case: &mut Case, t: TensorId) {
+    case.batch = 2;
+    let shape = case.shape(t);
+    let layout = case.layouts.get_mut(t);
+    let kept: Vec<(Dim, u32)> = layout.order.iter().copied().zip(layout.pad).filter(|&(d, _)| d != Dim::B).collect();
+    layout.order = [Dim::B, kept[0].0, kept[1].0, kept[2].0];
+    layout.pad = [0, kept[0].1, kept[1].1, kept[2].1];
+    let next = layout.order[1];
+    let next_stride = crate::plan::strides(&shape, layout)[next.index()];
+    let extent = crate::case::INT32_OFFSET_LIMIT.div_ceil(next_stride);
+    layout.pad[1] = extent.saturating_sub(shape[next.index()] as u64) as u32;
+}
+
+/// Whether some tensor of `case` reaches an element offset of 2³¹ or more.
+pub fn reaches_past_int32(case: &Case) -> bool {
+    crate::plan::Plan::new(case).tensors.iter().any(|tp| tp.max_element_offset() >= crate::case::INT32_OFFSET_LIMIT)
+}
+
 /// Pads the innermost extent of `t` (up to [`MAX_PAD`]) so that its pitch, and with it every
 /// outer stride, is a multiple of `align` bytes. A no-op when the element size already is.
 fn align_pitch(case: &mut Case, t: TensorId, align: u32) {
@@ -421,6 +474,7 @@ mod tests {
             min_align: 2,
             causal: true,
             gqa: true,
+            max_element_offset: None,
         }
     }
 
@@ -467,6 +521,7 @@ mod tests {
             min_align: 16,
             causal: false,
             gqa: false,
+            max_element_offset: None,
         };
         let cases = assert_inside(&constrained(strict), 3000);
         assert!(cases.iter().all(|c| c.head_dim % 8 == 0 && !c.causal && c.heads_q == c.heads_kv));
@@ -494,6 +549,27 @@ mod tests {
                 case.validate().unwrap_or_else(|e| panic!("{e}: {case:?}"));
             }
         }
+    }
+
+    #[test]
+    fn element_offsets_past_int32_come_up_rarely_inside_the_contract_and_never_where_it_forbids() {
+        let strided = Contract { layouts: LayoutSupport::Strided, seq_q: [1, 16384], seq_k: [1, 16384], head_dim: [1, 256], ..fa_s512_contract() };
+        let n = 20 * PAST_INT32_ONE_IN as u64;
+        let past: Vec<Case> = assert_inside(&constrained(strided.clone()), n).into_iter().filter(reaches_past_int32).collect();
+        assert!((8..=40).contains(&past.len()), "{} of {n} cases pass 2^31", past.len());
+        for c in &past {
+            let plan = Plan::new(c);
+            let big: Vec<_> = plan.tensors.iter().filter(|tp| tp.max_element_offset() >= 1 << 31).collect();
+            assert_eq!(big.len(), 1, "{}", c.summary());
+            // Batch 1 starts just past 2^31, and the tensor stays within 8 GiB.
+            assert_eq!(c.batch, 2);
+            assert!(big[0].strides[0] >= 1 << 31 && big[0].strides[0] < (1 << 31) + (1 << 23), "{}", c.summary());
+            assert!(big[0].span_bytes <= 8 << 30, "{}", c.summary());
+        }
+        let thirty_two_bit = Contract { max_element_offset: Some((1 << 31) - 1), ..strided };
+        assert!(!assert_inside(&constrained(thirty_two_bit), n).iter().any(reaches_past_int32));
+        let contiguous = Contract { layouts: LayoutSupport::Contiguous, ..fa_s512_contract() };
+        assert!(!assert_inside(&constrained(contiguous), 2000).iter().any(reaches_past_int32));
     }
 
     #[test]

@@ -13,7 +13,7 @@
 mod decode;
 pub mod strategy;
 
-pub use decode::{decode_case, DecodeContext};
+pub use decode::{decode_case, offsets_past_int32, reaches_past_int32, DecodeContext, PAST_INT32_ONE_IN};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -27,8 +27,13 @@ pub const CASE_VERSION: u32 = 1;
 
 /// Largest base byte offset a case may place a tensor at.
 pub const MAX_OFFSET_BYTES: u32 = 64;
-/// Largest padding (in elements) a case may add to one dimension.
-pub const MAX_PAD: u32 = 64;
+/// Largest padding (in elements) a case may add to one dimension: enough to push an outer
+/// stride past 2³¹ elements on its own, which is how a case reaches the element offsets that
+/// break 32-bit index arithmetic without holding 2³¹ elements. [`MAX_SPAN_BYTES`] bounds what
+/// such a case costs.
+pub const MAX_PAD: u32 = 1 << 31;
+/// The first element offset that 32-bit signed index arithmetic cannot hold.
+pub const INT32_OFFSET_LIMIT: u64 = 1 << 31;
 /// Largest batch, head count and sequence length a case may name.
 pub const MAX_DIM: u32 = 1 << 20;
 /// Largest head dimension a case may name.

@@ -12,7 +12,7 @@ use anyhow::Result;
 use clap::Args;
 
 use super::sweep::{run_cell, CellSpec};
-use super::{bind_case, chain, fail, Escalator, generated_case, keep_smallest, options, pool, slot_supervisor, stop_flag, timeout, EngineArgs, Kept};
+use super::{bind_case, campaign_case, chain, fail, Escalator, generated_case, keep_smallest, options, pool, slot_supervisor, stop_flag, timeout, EngineArgs, Kept};
 use crate::case::Case;
 use crate::exit;
 use crate::finding::{Finding, Signature};
@@ -150,9 +150,12 @@ impl GpuBackend {
         Ok(sup)
     }
 
-    /// A generated case of the campaign stream, bound to `m`; `None` outside the contract.
-    fn make_case(ctx: &crate::case::DecodeContext, m: &Manifest, seed: u64, global: u64, outside: bool) -> Option<Case> {
-        let case = bind_case(generated_case(ctx, seed, global), m);
+    /// A case of the campaign stream (the fuzz step's, with its scheduled cases past 2³¹
+    /// elements, or the plain generated one for a sanitizer pass), bound to `m`; `None` outside
+    /// the contract.
+    fn make_case(ctx: &crate::case::DecodeContext, m: &Manifest, seed: u64, global: u64, outside: bool, campaign: bool) -> Option<Case> {
+        let case = if campaign { campaign_case(ctx, seed, global) } else { generated_case(ctx, seed, global) };
+        let case = bind_case(case, m);
         (outside || m.contract.check(&case, &Plan::new(&case)).is_inside()).then_some(case)
     }
 }
@@ -240,7 +243,7 @@ impl Backend for GpuBackend {
         let pool = pool.as_mut().expect("made above");
         let mut escalator = if job.escalate.is_empty() { None } else { escalator.as_mut().and_then(|e| e.as_mut()) };
         let ctx = m.decode_context();
-        let make = |i: u64| GpuBackend::make_case(&ctx, m, job.seed, job.shard.global(i), job.outside_contract);
+        let make = |i: u64| GpuBackend::make_case(&ctx, m, job.seed, job.shard.global(i), job.outside_contract, true);
         let mut counts = Campaign::default();
         let mut on_result = |i: u64, slot: Slot| -> Result<ControlFlow<()>, SupervisorError> {
             let (case, verdict) = match slot {
@@ -278,7 +281,7 @@ impl Backend for GpuBackend {
         let mut spool = pool(&engine, self.stop.clone()).map_err(|e| StepError::Failed(chain(e)))?;
         let (opts, limit, dir) = (options(&self.engine), timeout(&self.engine, m), self.engine.out.join("seeds"));
         let ctx = m.decode_context();
-        let make = |i: u64| GpuBackend::make_case(&ctx, m, job.seed, job.shard.global(i), false);
+        let make = |i: u64| GpuBackend::make_case(&ctx, m, job.seed, job.shard.global(i), false, false);
         let seen = &mut self.seen;
         let mut counts = Campaign::default();
         let started = Instant::now();

@@ -23,7 +23,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 
-use crate::case::{decode_case, Case, DecodeContext};
+use crate::case::{decode_case, offsets_past_int32, Case, DecodeContext, TensorId, PAST_INT32_ONE_IN};
 use crate::compile::{build_all, Arch, Compiler};
 use crate::corpus::{self, Seed};
 use crate::exit;
@@ -221,7 +221,7 @@ struct BenchArgs {
     /// Cases per configuration.
     #[arg(long, default_value_t = 2000)]
     cases: u64,
-    /// Case sizes to measure: small, medium, large (comma-separated).
+    /// Case sizes to measure: small, medium, large, past-int32 (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "small")]
     sizes: Vec<String>,
     /// Also write the rows as JSON here.
@@ -735,6 +735,30 @@ pub fn generated_case(ctx: &DecodeContext, seed: u64, index: u64) -> Case {
     decode_case(&mut arbitrary::Unstructured::new(&bytes), ctx).expect("decoding never fails")
 }
 
+/// Campaign case `index % PAST_INT32_EVERY == PAST_INT32_AT` has one tensor pushed past 2³¹
+/// elements ([`offsets_past_int32`]) where the kernel's contract allows it.
+pub const PAST_INT32_AT: u64 = 64;
+/// How often [`campaign_case`] schedules a case past 2³¹ elements: as often as the decoder
+/// draws one by chance, so about 2 in 512 campaign cases are such cases.
+pub const PAST_INT32_EVERY: u64 = PAST_INT32_ONE_IN as u64;
+
+/// The case a fuzz campaign (`cudafuzz fuzz`, the gate's fuzz step) runs as number `index`:
+/// [`generated_case`], except that a case past 2³¹ elements is scheduled early (case
+/// #[`PAST_INT32_AT`]) and then every [`PAST_INT32_EVERY`] cases, on each tensor in turn,
+/// instead of being left to the decoder's 1-in-512 chance: a campaign of a few hundred cases
+/// (one minute of a slow kernel) would otherwise miss 32-bit index overflow about half the time.
+pub fn campaign_case(ctx: &DecodeContext, seed: u64, index: u64) -> Case {
+    let mut case = generated_case(ctx, seed, index);
+    if index % PAST_INT32_EVERY == PAST_INT32_AT && ctx.allows_int32_overflow() {
+        let mut pushed = case.clone();
+        offsets_past_int32(&mut pushed, TensorId::ALL[(index / PAST_INT32_EVERY % 4) as usize]);
+        if pushed.validate().is_ok() {
+            case = pushed;
+        }
+    }
+    case
+}
+
 fn fuzz(f: FuzzArgs) -> Result<i32> {
     let manifests = manifests_or_shipped(&f.kernel, true)?;
     if manifests.is_empty() {
@@ -774,7 +798,7 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
         let mut skipped = 0u64;
         let mut kernel_paths = crate::coverage::CoverageMap::default();
         let make = |i: u64| {
-            let case = bind_case(generated_case(&ctx, f.seed, i), m);
+            let case = bind_case(campaign_case(&ctx, f.seed, i), m);
             (f.outside_contract || m.contract.check(&case, &Plan::new(&case)).is_inside()).then_some(case)
         };
         let mut on_result = |i: u64, slot: Slot| -> Result<ControlFlow<()>, SupervisorError> {
@@ -1004,7 +1028,7 @@ fn fuzz_without_gpu(f: &FuzzArgs, manifests: &[Manifest], why: &str) -> Result<i
         let (mut inside, mut outside) = (0u64, 0u64);
         let n = f.cases.min(100_000);
         for i in 0..n {
-            let case = bind_case(generated_case(&ctx, f.seed, i), m);
+            let case = bind_case(campaign_case(&ctx, f.seed, i), m);
             if m.contract.check(&case, &Plan::new(&case)).is_inside() {
                 inside += 1;
             } else {
@@ -1021,7 +1045,7 @@ fn bench(b: BenchArgs) -> Result<i32> {
     let sizes = b
         .sizes
         .iter()
-        .map(|s| crate::bench::CaseSize::from_name(s).ok_or_else(|| fail(exit::USAGE, format!("--sizes {s}: expected small, medium or large"))))
+        .map(|s| crate::bench::CaseSize::from_name(s).ok_or_else(|| fail(exit::USAGE, format!("--sizes {s}: expected small, medium, large or past-int32"))))
         .collect::<Result<Vec<_>>>()?;
     let mut gpu_engine = b.engine.clone();
     gpu_engine.reference = RefArg::Gpu;
@@ -1045,6 +1069,8 @@ fn bench(b: BenchArgs) -> Result<i32> {
             // The CPU reference is O(seq^2) in f64 on one core: seconds per large case.
             let cases = match (opts.reference, size) {
                 (ReferenceChoice::Cpu, crate::bench::CaseSize::Large) => (b.cases / 100).clamp(1, 8),
+                // Seconds each: gigabytes through host memory and PCIe.
+                (_, crate::bench::CaseSize::PastInt32) => (b.cases / 100).clamp(1, 10),
                 (ReferenceChoice::Cpu, _) => (b.cases / 4).max(1),
                 _ => b.cases,
             };
@@ -1066,7 +1092,7 @@ fn bench(b: BenchArgs) -> Result<i32> {
         rows.push(crate::bench::measure_pool(&mut pool, &m, &plain, sizes[0], cases, &label).map_err(no_gpu)?);
     }
     println!(
-        "cudafuzz bench: kernel {} on {} ({}), driver {}; sizes: small = batch*heads <= 8, seq <= 256; medium = seq 256..1024; large = seq 2048..4096, batch 1",
+        "cudafuzz bench: kernel {} on {} ({}), driver {}; sizes: small = batch*heads <= 8, seq <= 256; medium = seq 256..1024; large = seq 2048..4096, batch 1; past-int32 = small with one tensor's stride_b past 2^31 elements",
         m.name, gpu.name, gpu.arch, gpu.driver_version
     );
     print!("{}", crate::bench::table(&rows));

@@ -390,7 +390,7 @@ pub fn prepare(case: &Case, manifest: &Manifest, tool: Option<Tool>) -> Result<P
     let contract = manifest.contract.check(&case, &plan);
     let launch = manifest.resolve(&case, &plan).map_err(mf)?;
     let inputs = crate::data::generate(&case);
-    let image = HostImage::build(&case, &plan, &inputs, &launch.buffers);
+    let image = HostImage::build(&case, &plan, &inputs, &launch.buffers).held_whole();
     let encoded: Vec<Encoded> = image.bytes.iter().map(|b| encode(b)).collect();
     let ref64 = CpuF64.forward(&case, &inputs);
     let lowp = CpuSamePrecision.forward(&case, &inputs);

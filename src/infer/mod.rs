@@ -26,7 +26,7 @@ use std::fmt;
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::case::{Case, DataSpec, Dim, Dtype, Layouts, Placement, TensorId, ValueDist, MAX_DIM, MAX_HEAD_DIM, MAX_PAD};
+use crate::case::{offsets_past_int32, Case, DataSpec, Dim, Dtype, Layouts, Placement, TensorId, ValueDist, MAX_DIM, MAX_HEAD_DIM, MAX_PAD};
 use crate::manifest::Manifest;
 use crate::plan::{ContractVerdict, Plan};
 
@@ -68,6 +68,9 @@ pub enum Family {
     Padding(TensorId, Dim),
     /// A dimension order with d not innermost (`stride_d != 1`).
     InnerStride(TensorId),
+    /// Element offsets of a tensor past 2³¹ (its stride_b pushed there, batch 2): 32-bit
+    /// index arithmetic.
+    ElementOffset(TensorId),
     /// A permuted dimension order that keeps d innermost.
     Order(TensorId),
     /// head_dim.
@@ -109,7 +112,7 @@ impl Family {
     /// The tensor the family is about, if any.
     pub fn tensor(&self) -> Option<TensorId> {
         match self {
-            Family::Offset(t) | Family::Pitch(t) | Family::Padding(t, _) | Family::InnerStride(t) | Family::Order(t) => Some(*t),
+            Family::Offset(t) | Family::Pitch(t) | Family::Padding(t, _) | Family::InnerStride(t) | Family::Order(t) | Family::ElementOffset(t) => Some(*t),
             _ => None,
         }
     }
@@ -122,6 +125,7 @@ impl Family {
             Family::Padding(_, d) => format!("padding of the {} extent", d.letter()),
             Family::InnerStride(_) => "stride_d".into(),
             Family::Order(_) => "dimension order".into(),
+            Family::ElementOffset(_) => "largest element offset".into(),
             other => other.to_string(),
         }
     }
@@ -138,6 +142,10 @@ impl Family {
                 Value::Num(l.pad[pos] as i64)
             }
             Family::InnerStride(t) | Family::Order(t) => Value::Name(case.layouts.get(*t).order_name()),
+            // Past 2³¹ or not: the exact offset moves with the replicas' heads.
+            Family::ElementOffset(t) => Value::Name(
+                if plan.tensor(*t).max_element_offset() >= crate::case::INT32_OFFSET_LIMIT { "≥ 2^31" } else { "< 2^31" }.into(),
+            ),
             Family::HeadDim => Value::Num(case.head_dim as i64),
             Family::SeqQ => Value::Num(case.seq_q as i64),
             Family::SeqK => Value::Num(case.seq_k as i64),
@@ -181,6 +189,7 @@ impl fmt::Display for Family {
             Family::Padding(t, d) => write!(f, "{t} stride_{} ({} padded)", outer_letter(*d), d.letter()),
             Family::InnerStride(t) => write!(f, "{t} stride_d"),
             Family::Order(t) => write!(f, "{t} order"),
+            Family::ElementOffset(t) => write!(f, "{t} largest element offset"),
             Family::HeadDim => f.write_str("head_dim"),
             Family::SeqQ => f.write_str("seq_q"),
             Family::SeqK => f.write_str("seq_k"),
@@ -298,6 +307,11 @@ pub fn plan_probes(manifest: &Manifest, cases_per_probe: usize) -> Result<ProbeP
     }
     for t in TensorId::ALL {
         add(Family::Order(t), &wide, PERMUTED.into_iter().map(|o| with(&wide, |c| c.layouts.get_mut(t).order = o)).collect());
+    }
+    if manifest.contract.layouts != crate::plan::LayoutSupport::Contiguous {
+        for t in TensorId::ALL {
+            add(Family::ElementOffset(t), &base, vec![with(&base, |c| offsets_past_int32(c, t))]);
+        }
     }
     add(Family::HeadDim, &base, head_dims(manifest, &base));
     add(Family::SeqQ, &base, seq_values(manifest.contract.seq_q, tile, base.seq_q).into_iter().map(|s| with(&base, |c| c.seq_q = s)).collect());

@@ -363,6 +363,9 @@ fn predicate(family: &Family, passing: &BTreeSet<Value>, failing: &BTreeSet<Valu
         (Family::Offset(_), _) => format!("base {}", numeric_clauses("offset (bytes)", &rule)),
         (Family::Pitch(_), _) => format!("row pitch (stride_s, bytes) {}", numeric_clauses("", &rule).trim_start()),
         (Family::Padding(_, d), _) => format!("stride_{} must be dense (no padding of the {} extent)", super::outer_letter(*d), d.letter()),
+        (Family::ElementOffset(_), _) => {
+            "element offsets must stay below 2^31: the kernel indexes in 32 bits (declare max_element_offset = 2147483647)".into()
+        }
         (Family::InnerStride(_), _) if passing.len() == 1 => "stride_d must be 1".into(),
         (Family::Order(_), _) if passing.len() == 1 => format!("must be in {} order", list(passing)),
         (Family::InnerStride(_) | Family::Order(_), _) => format!("must not be in order {}", list(failing)),

@@ -221,3 +221,24 @@ fn a_base_outside_the_contract_is_a_typed_error() {
     assert!(matches!(e, InferError::NoBase { .. }), "{e}");
     assert!(e.to_string().contains("no base case inside the declared contract"), "{e}");
 }
+
+/// A kernel with 32-bit offsets: every tensor's probe past 2³¹ elements faults, and the
+/// precondition names the contract key that declares it.
+#[test]
+fn a_kernel_indexing_in_32_bits_is_told_to_declare_max_element_offset() {
+    let int32 = |case: &Case| {
+        let plan = Plan::new(case);
+        match plan.tensors.iter().find(|tp| tp.max_element_offset() >= crate::case::INT32_OFFSET_LIMIT) {
+            Some(tp) => Outcome::Fail { findings: vec![finding(case, FindingKind::IllegalAddress, Oracle::CudaStatus, Some(tp.tensor), Some("CUDA_ERROR_ILLEGAL_ADDRESS (700)"))] },
+            None => Outcome::Pass,
+        }
+    };
+    let mut m = manifest("kernels/mutants/int32_offset.toml");
+    let inf = run(&plan_probes(&m, 3).unwrap(), int32);
+    let sentence = "q, k, v, o element offsets must stay below 2^31: the kernel indexes in 32 bits (declare max_element_offset = 2147483647)";
+    assert_eq!(sentences(&inf), [(sentence, false)], "{}", render_preconditions(&inf));
+    assert!(inf.preconditions[0].evidence.contains("CUDA error 700"), "{}", inf.preconditions[0].evidence);
+    m.contract.max_element_offset = Some((1 << 31) - 1);
+    let inf = run(&plan_probes(&m, 3).unwrap(), int32);
+    assert_eq!(sentences(&inf), [(sentence, true)]);
+}

@@ -6,7 +6,7 @@
 //! oracles (sentinel, canary, input integrity) say *where* a kernel went wrong and do not depend
 //! on numerics; the value oracles (NaN leak, reference) run on what is left.
 
-use crate::arena::{buffer_values, element_bytes_mask, element_at, for_each_element, sentinel_bits, HostImage};
+use crate::arena::{buffer_values, changed_span_bytes, element_at, for_each_element, sentinel_bits, HostImage};
 use crate::case::{Case, TensorId};
 use crate::data;
 use crate::finding::{Finding, FindingKind, Location, Oracle};
@@ -64,9 +64,11 @@ pub fn check_memory(j: &Judged<'_>, image: &HostImage, after: &[Vec<u8>]) -> Vec
             crate::arena::Holder::Tensor(t) => Some(*t),
             crate::arena::Holder::Buffer(_) => None,
         };
+        // Only the held ranges exist on the host (HostImage::held); the rest is never compared.
+        let held: Vec<std::ops::Range<usize>> = image.held[i].iter().map(|r| r.start as usize..r.end as usize).collect();
         // Most inputs come back untouched: one memcmp settles them. Not an output: an untouched
         // output is the kernel writing nothing, which the sentinel check below must see.
-        if before == now && !tensor.is_some_and(|t| t.is_output()) {
+        if held.iter().all(|r| before[r.clone()] == now[r.clone()]) && !tensor.is_some_and(|t| t.is_output()) {
             continue;
         }
         let name = alloc.holder.name();
@@ -103,13 +105,10 @@ pub fn check_memory(j: &Judged<'_>, image: &HostImage, after: &[Vec<u8>]) -> Vec
         }
         let Some(t) = tensor else { continue };
         let tp = j.plan.tensor(t);
-        // A gapless tensor's span is all elements; skip building the mask for it.
-        let mask = if tp.is_gapless() { vec![true; alloc.span_bytes as usize] } else { element_bytes_mask(tp) };
-        let changed_gap: Vec<usize> = if tp.is_gapless() {
-            Vec::new()
-        } else {
-            (0..mask.len()).filter(|&b| !mask[b] && before[ds + b] != now[ds + b]).collect()
-        };
+        let in_span: Vec<std::ops::Range<usize>> =
+            held.iter().filter(|r| r.end > ds && r.start < de).map(|r| r.start.max(ds) - ds..r.end.min(de) - ds).collect();
+        let changes = changed_span_bytes(tp, &before[ds..de], &now[ds..de], &in_span);
+        let changed_gap = &changes.gaps;
         if let Some(&first) = changed_gap.first() {
             let mut f = j.finding(
                 FindingKind::CanaryDamage,
@@ -144,8 +143,8 @@ pub fn check_memory(j: &Judged<'_>, image: &HostImage, after: &[Vec<u8>]) -> Vec
                 f.count = count;
                 findings.push(f);
             }
-        } else if before[ds..de] != now[ds..de] {
-            let changed: Vec<usize> = (0..mask.len()).filter(|&b| mask[b] && before[ds + b] != now[ds + b]).collect();
+        } else {
+            let changed = &changes.elements;
             if let Some(&first) = changed.first() {
                 let mut f = j.finding(
                     FindingKind::InputClobbered,
@@ -327,6 +326,40 @@ mod tests {
         let f = fixture();
         assert_eq!(check_memory(&judged(&f), &f.image, &f.after), vec![]);
         assert_eq!(values(&f), vec![]);
+    }
+
+    /// o's batches 68 MiB apart: the image holds the two blocks, not the gap between them; the
+    /// oracles judge the blocks (and the redzones joined to them) and never read the gap.
+    #[test]
+    fn an_output_with_an_unheld_gap_is_judged_on_its_held_blocks() {
+        let mut case = Case::example("k");
+        case.batch = 2;
+        case.layouts.o = TensorLayout { order: [Dim::B, Dim::H, Dim::S, Dim::D], pad: [0, 8200, 0, 0], offset_bytes: 2 };
+        let plan = Plan::new(&case);
+        let inputs = data::generate(&case);
+        let image = HostImage::build(&case, &plan, &inputs, &[]);
+        assert_eq!(image.held.iter().map(Vec::len).collect::<Vec<_>>(), [1, 1, 1, 2]);
+        let held_bytes: u64 = image.held[3].iter().map(|r| r.end - r.start).sum();
+        assert!(held_bytes < 8 << 20 && image.bytes[3].len() > 64 << 20, "{held_bytes} of {}", image.bytes[3].len());
+        let mut after = image.bytes.clone();
+        let start = image.layout.allocs[3].data_offset as usize;
+        let r = CpuF64.forward(&case, &inputs);
+        data::write_strided(&r.o, plan.tensor(TensorId::O), case.dtype, &mut after[3][start..]);
+        let mut f = Fixture { case, plan, image, inputs, after };
+        assert_eq!(check_memory(&judged(&f), &f.image, &f.after), vec![]);
+        assert_eq!(values(&f), vec![]);
+        // A byte in the unheld gap is never compared; one past the end is.
+        let gap = f.image.held[3][0].end as usize + 4096;
+        f.after[3][gap] = 0x11;
+        assert_eq!(check_memory(&judged(&f), &f.image, &f.after), vec![]);
+        let end = (f.image.layout.allocs[3].data_offset + f.image.layout.allocs[3].span_bytes) as usize;
+        f.after[3][end + 1] ^= 0xFF;
+        let found = check_memory(&judged(&f), &f.image, &f.after);
+        assert_eq!(found.iter().map(|x| x.location.clone()).collect::<Vec<_>>(), [Some(Location::RedzoneAfter { bytes_past_end: 2 })]);
+        // A standalone repro rebuilds every byte: the gap holds the canary there.
+        let whole = f.image.clone().held_whole();
+        assert!(whole.holds_whole(3) && whole.bytes[3][gap] == crate::arena::layout::OUTPUT_CANARY);
+        assert_eq!(whole.bytes[3][..start + 16], f.image.bytes[3][..start + 16]);
     }
 
     #[test]

@@ -67,6 +67,11 @@ impl TensorPlan {
         (0..4).map(|i| idx[i] as u64 * self.strides[i]).sum()
     }
 
+    /// The element offset of the tensor's last element: the largest index a kernel computes.
+    pub fn max_element_offset(&self) -> u64 {
+        self.span_bytes / self.elem_bytes as u64 - 1
+    }
+
     /// Whether the tensor's elements fill its span with no gaps.
     pub fn is_gapless(&self) -> bool {
         self.numel * self.elem_bytes as u64 == self.span_bytes
@@ -179,6 +184,11 @@ pub struct Contract {
     /// Whether heads_q may differ from heads_kv.
     #[serde(default)]
     pub gqa: bool,
+    /// Largest element offset (`Σ index · stride`, in elements) the kernel handles; `None`, the
+    /// default, is no limit. A kernel that indexes in 32 bits declares `2147483647` here, and
+    /// the fuzzer then never draws the over-2³¹ offsets it would otherwise try.
+    #[serde(default)]
+    pub max_element_offset: Option<u64>,
 }
 
 fn one() -> u32 {
@@ -198,7 +208,14 @@ impl Contract {
             min_align: 1,
             causal: true,
             gqa: true,
+            max_element_offset: None,
         }
+    }
+
+    /// Whether the contract lets element offsets reach 2³¹ (the 32-bit index overflow class).
+    pub fn allows_int32_overflow(&self) -> bool {
+        self.layouts != LayoutSupport::Contiguous
+            && self.max_element_offset.is_none_or(|m| m >= crate::case::INT32_OFFSET_LIMIT)
     }
 
     /// Judges a case against this contract; every violated precondition is listed.
@@ -239,6 +256,11 @@ impl Contract {
                     reasons.push(format!("{t} head_dim stride is {}, but it must be 1", tp.stride(Dim::D)))
                 }
                 _ => {}
+            }
+            if let Some(max) = self.max_element_offset {
+                if tp.max_element_offset() > max {
+                    reasons.push(format!("{t} reaches element offset {}, more than max_element_offset = {max}", tp.max_element_offset()));
+                }
             }
             // No kernel loads an element from an address that is not a multiple of its size.
             let align = (self.min_align as u64).max(tp.elem_bytes as u64);

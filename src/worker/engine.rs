@@ -277,7 +277,7 @@ impl Engine {
         let t = Instant::now();
         let arena = match DeviceArena::upload(&image) {
             Ok(a) => a,
-            Err(s) => return verdict(error(format!("uploading the case failed: {s}")), contract, "none", launch::is_sticky(&s), &times),
+            Err(s) => return verdict(error(upload_failure(&s, &image, case)), contract, "none", launch::is_sticky(&s), &times),
         };
         times.upload_us = t.elapsed().as_micros() as u64;
         if opts.sanitizer.is_some() {
@@ -323,13 +323,13 @@ impl Engine {
             let o = TensorId::O.index();
             let again = match arena.write(&image, o) {
                 Err(s) => Err((status_finding(&judged, &s, false), launch::is_sticky(&s))),
-                Ok(()) => run_once(self.module(&manifest, case, opts.coverage).expect("compiled above"), &resolved, &arena, &image, &judged),
+                Ok(()) => rerun_output(self.module(&manifest, case, opts.coverage).expect("compiled above"), &resolved, &arena, &image, &judged),
             };
             times.kernel_us += t.elapsed().as_micros() as u64;
             match again {
                 Ok(second) => {
                     let first_o = image.data(o, &after[o]);
-                    let second_o = image.data(o, &second[o]);
+                    let second_o = image.data(o, &second);
                     findings.extend(oracle::check_determinism(&judged, first_o, second_o));
                 }
                 Err((f, sticky)) => {
@@ -384,13 +384,14 @@ impl Engine {
             layout: crate::arena::ArenaLayout { allocs: view_layout },
             bytes: Vec::new(),
             data_uninit: Vec::new(),
+            held: Vec::new(),
         };
         let result = launch::launch(module, &resolved, &view, &view_image)
             .map_err(|r| format!("reference kernel launch: {r}"))
             .and_then(|()| crate::gpu::synchronize().map_err(|s| format!("reference kernel failed: {s}")));
         view.allocs.clear();
         result?;
-        let downloads = buf_arena.download().map_err(|s| s.to_string())?;
+        let downloads = buf_arena.download(&buf_image).map_err(|s| s.to_string())?;
         let values = |name: &str| -> Result<Vec<f64>, String> {
             let b = resolved.buffers.iter().position(|b| b.name == name).ok_or_else(|| format!("reference manifest has no buffer `{name}`"))?;
             Ok(buffer_values(resolved.buffers[b].dtype, buf_image.data(b, &downloads[b])))
@@ -398,6 +399,22 @@ impl Engine {
         let lse = values("ref_lse")?;
         Ok((RefOutput { o: values("ref_o")?, lse: lse.clone() }, RefOutput { o: values("ref_o_lowp")?, lse }))
     }
+}
+
+/// Why a case could not be uploaded; out of memory names what the case needs and, for a case
+/// past 2³¹ elements, how a kernel's contract opts out of them.
+fn upload_failure(s: &CudaStatus, image: &HostImage, case: &Case) -> String {
+    // CUDA_ERROR_OUT_OF_MEMORY
+    if s.code != 2 {
+        return format!("uploading the case failed: {s}");
+    }
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let free = cudarc::driver::result::mem_get_info().map(|(free, _)| format!("{:.1} GiB", gib(free as u64))).unwrap_or_else(|_| "unknown".into());
+    let mut msg = format!("uploading the case failed: {s}: it needs {:.1} GiB of GPU memory, {free} is free", gib(image.layout.total_bytes()));
+    if crate::case::reaches_past_int32(case) {
+        msg.push_str("; it is a case past 2^31 elements (a 4-8 GiB stride gap): run on a GPU with more memory, or declare `max_element_offset = 2147483647` in the kernel's [contract] if it indexes in 32 bits");
+    }
+    msg
 }
 
 /// The digest of `o`'s element bits in logical order (see [`Verdict::output_digest`]).
@@ -420,10 +437,23 @@ type ModuleMemo = (PathBuf, Vec<(String, i64)>, crate::case::Dtype, bool);
 // The error is a finding, built once per faulting case; boxing it would only add an allocation.
 #[allow(clippy::result_large_err)]
 fn run_once(module: &Module, resolved: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<Vec<Vec<u8>>, (Finding, bool)> {
+    launch_and_wait(module, resolved, arena, image, j)?;
+    arena.download(image).map_err(|s| (status_finding(j, &s, false), launch::is_sticky(&s)))
+}
+
+/// The determinism run: launches again and downloads only `o`, the one allocation it compares
+/// (the inputs' redzones and gaps were judged after the first run, and for a case whose stride
+/// gaps span gigabytes a second whole download would double its cost).
+#[allow(clippy::result_large_err)]
+fn rerun_output(module: &Module, resolved: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<Vec<u8>, (Finding, bool)> {
+    launch_and_wait(module, resolved, arena, image, j)?;
+    arena.download_one(image, TensorId::O.index()).map_err(|s| (status_finding(j, &s, false), launch::is_sticky(&s)))
+}
+
+#[allow(clippy::result_large_err)]
+fn launch_and_wait(module: &Module, resolved: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<(), (Finding, bool)> {
     launch::launch(module, resolved, arena, image).map_err(|r| (rejection_finding(j, &r), false))?;
-    crate::gpu::synchronize()
-        .map_err(|s| (status_finding(j, &s, false), launch::is_sticky(&s)))?;
-    arena.download().map_err(|s| (status_finding(j, &s, false), launch::is_sticky(&s)))
+    crate::gpu::synchronize().map_err(|s| (status_finding(j, &s, false), launch::is_sticky(&s)))
 }
 
 fn status_finding(j: &Judged<'_>, s: &CudaStatus, at_launch: bool) -> Finding {
