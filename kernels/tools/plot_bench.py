@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Plots for BENCHMARKS.md from the JSON the GPU runs wrote (benchmarks/*.json[l]).
 
-    python3 kernels/tools/plot_bench.py benchmarks/ttf-<gpu>-<date>.jsonl benchmarks/flash-vs-sdpa-<gpu>-<date>.json
+    python3 kernels/tools/plot_bench.py benchmarks/ttf-<gpu>-<date>.jsonl [more .jsonl] benchmarks/flash-vs-sdpa-<gpu>-<date>.json
 
 writes benchmarks/time-to-find.png (median seconds to the first finding and to a minimised seed,
-per kernel, with every seed's value as a dot) and benchmarks/flash-vs-sdpa.png (TFLOP/s by
+per kernel, with every seed's value as a dot; the rows of every .jsonl given, in order) and benchmarks/flash-vs-sdpa.png (TFLOP/s by
 sequence length, per head_dim and causal). Needs matplotlib (not needed by anything else).
 """
 import json
@@ -18,8 +18,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def time_to_find(path: Path, out: Path) -> None:
-    rows = [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+def time_to_find(paths: list, out: Path) -> None:
+    rows = [json.loads(l) for path in paths for l in path.read_text().splitlines() if l.strip()]
     kernels = list(dict.fromkeys(r["kernel"] for r in rows))
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for i, k in enumerate(kernels):
@@ -33,7 +33,7 @@ def time_to_find(path: Path, out: Path) -> None:
     ax.set_xticks(range(len(kernels)), kernels, rotation=35, ha="right")
     ax.set_yscale("log")
     ax.set_ylabel("seconds from `cudafuzz fuzz` start (median of seeds)")
-    ax.set_title(f"time to find: {path.stem}")
+    ax.set_title("time to find: " + ", ".join(p.stem for p in paths))
     ax.legend()
     fig.tight_layout()
     fig.savefig(out, dpi=110)
@@ -60,11 +60,12 @@ def flash_vs_sdpa(path: Path, out: Path) -> None:
 
 
 def main() -> None:
-    for arg in sys.argv[1:]:
-        p = Path(arg)
-        if p.suffix == ".jsonl":
-            time_to_find(p, p.parent / "time-to-find.png")
-        else:
+    paths = [Path(a) for a in sys.argv[1:]]
+    ttf = [p for p in paths if p.suffix == ".jsonl"]
+    if ttf:
+        time_to_find(ttf, ttf[0].parent / "time-to-find.png")
+    for p in paths:
+        if p.suffix != ".jsonl":
             flash_vs_sdpa(p, p.parent / "flash-vs-sdpa.png")
 
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 
-use super::{chain, fail, no_gpu, options, pool, resolve_kernel, stop_flag, timeout, EngineArgs};
+use super::{chain, fail, no_gpu, options, pool, resolve_kernel, stop_flag, timeout, workers_line, EngineArgs};
 use crate::case::Case;
 use crate::corpus::{self, Seed};
 use crate::exit;
@@ -41,7 +41,7 @@ pub(super) fn contract_command(a: ContractArgs) -> Result<i32> {
         Err(SupervisorError::NoGpu(why)) => return Ok(without_gpu(&plan, &why)),
         Err(e) => return Err(no_gpu(e)),
     };
-    println!("gpu {}: {} ({}), driver {}; {} worker(s)", gpu.ordinal, gpu.name, gpu.arch, gpu.driver_version, pool.slots.len());
+    println!("{}", workers_line(&gpu, &mut pool));
     print!("{}", render_plan(&plan));
     let opts = options(&a.engine);
     let limit = timeout(&a.engine, &m);

@@ -480,6 +480,23 @@ fn supervisor(e: &EngineArgs, stop: Arc<AtomicBool>) -> Result<Supervisor> {
     slot_supervisor(e, stop, e.gpu, e.out.join("journal.jsonl"))
 }
 
+/// The GPUs a pool's workers opened (starting any worker not started yet).
+fn pool_gpus(pool: &mut Pool) -> std::collections::BTreeSet<usize> {
+    pool.slots.iter_mut().filter_map(|s| s.gpu().ok().map(|g| g.ordinal)).collect()
+}
+
+/// The line a command prints once its workers are up: the first worker's GPU, the worker count
+/// and, with `--gpus`, every GPU the workers opened.
+fn workers_line(gpu: &crate::gpu::GpuInfo, pool: &mut Pool) -> String {
+    let ordinals = pool_gpus(pool);
+    let on = if ordinals.len() > 1 {
+        format!(" on GPUs {}", ordinals.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", "))
+    } else {
+        String::new()
+    };
+    format!("gpu {}: {} ({}), driver {}; {} worker(s){on}", gpu.ordinal, gpu.name, gpu.arch, gpu.driver_version, pool.slots.len())
+}
+
 /// One supervisor per worker slot: `--jobs` of them, spread over `--gpus` round-robin.
 fn pool(e: &EngineArgs, stop: Arc<AtomicBool>) -> Result<Pool> {
     let gpus: Vec<usize> = match e.gpus.as_deref() {
@@ -771,14 +788,7 @@ fn fuzz(f: FuzzArgs) -> Result<i32> {
         Err(SupervisorError::NoGpu(msg)) => return fuzz_without_gpu(&f, &manifests, &msg),
         Err(e) => return Err(no_gpu(e)),
     };
-    println!(
-        "gpu {}: {} ({}), driver {}; {} worker(s)",
-        gpu.ordinal,
-        gpu.name,
-        gpu.arch,
-        gpu.driver_version,
-        pool.slots.len()
-    );
+    println!("{}", workers_line(&gpu, &mut pool));
     let opts = options(&f.engine);
     let mut escalator = escalator(&f, stop.clone())?;
     let seeds_dir = f.engine.out.join("seeds");
@@ -1086,7 +1096,7 @@ fn bench(b: BenchArgs) -> Result<i32> {
     drop((gpu_one, cpu_one));
     if b.engine.jobs > 1 || b.engine.gpus.is_some() {
         let mut pool = pool(&gpu_engine, stop_flag())?;
-        let gpus: std::collections::BTreeSet<usize> = pool.slots.iter_mut().filter_map(|s| s.gpu().ok().map(|g| g.ordinal)).collect();
+        let gpus = pool_gpus(&mut pool);
         let label = format!("{}, gpu fp64 ref, {} workers on {} GPU(s)", sizes[0].name(), pool.slots.len(), gpus.len());
         let cases = b.cases * pool.slots.len() as u64;
         rows.push(crate::bench::measure_pool(&mut pool, &m, &plain, sizes[0], cases, &label).map_err(no_gpu)?);

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use crate::case::reaches_past_int32;
-use super::{bind_case, fail, generated_case, manifests_or_shipped, no_gpu, options, pool, stop_flag, timeout, EngineArgs};
+use super::{bind_case, fail, generated_case, manifests_or_shipped, no_gpu, options, pool, stop_flag, timeout, workers_line, EngineArgs};
 use crate::case::Case;
 use crate::exit;
 use crate::finding::Finding;
@@ -59,7 +59,7 @@ pub(super) fn sweep(s: SweepArgs) -> Result<i32> {
     let manifests = manifests_or_shipped(&s.kernel, false)?;
     let mut pool = pool(&s.engine, stop_flag())?;
     let gpu = pool.slots[0].gpu().map_err(no_gpu)?;
-    println!("gpu {}: {} ({}), driver {}; {} worker(s); {} repetitions per cell", gpu.ordinal, gpu.name, gpu.arch, gpu.driver_version, pool.slots.len(), s.repeat);
+    println!("{}; {} repetitions per cell", workers_line(&gpu, &mut pool), s.repeat);
     let opts = options(&s.engine);
     let mut rows = Vec::new();
     for m in &manifests {
