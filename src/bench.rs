@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::case::{offsets_past_int32, reaches_past_int32, Case, DecodeContext, TensorId};
+use crate::case::{past_int32_variant, reaches_past_int32, Case, DecodeContext, TensorId};
 use crate::manifest::Manifest;
 use crate::supervisor::{Pool, Slot, SupervisorError};
 use crate::worker::{Outcome, RunOptions, StageTimes};
@@ -28,7 +28,7 @@ pub enum CaseSize {
     Large,
     /// A small case with one tensor pushed past 2³¹ elements
     /// ([`crate::case::offsets_past_int32`]): a 4–8 GiB allocation holding a few elements, the
-    /// case `cudafuzz fuzz` schedules every 4096 cases.
+    /// case `cudafuzz fuzz` schedules every 512 cases.
     PastInt32,
 }
 
@@ -82,13 +82,7 @@ pub fn sized_case(m: &Manifest, ctx: &DecodeContext, size: CaseSize, seed: u64, 
     if size != CaseSize::PastInt32 {
         return case;
     }
-    let mut past = case.clone();
-    offsets_past_int32(&mut past, TensorId::ALL[(index % 4) as usize]);
-    if past.validate().is_ok() && inside(&past) {
-        past
-    } else {
-        case
-    }
+    past_int32_variant(&case, TensorId::ALL[(index % 4) as usize]).filter(inside).unwrap_or(case)
 }
 
 fn clamp(m: &Manifest, size: CaseSize, mut c: Case) -> Case {

@@ -6,7 +6,7 @@
 //! signature. Steps repeat until none is kept or the run budget is spent. Pure logic: the caller
 //! supplies `still_fails` (which runs the case on the GPU) and `allowed` (the contract).
 
-use crate::case::{offsets_past_int32, Case, Dim, TensorId, ValueDist, INT32_OFFSET_LIMIT};
+use crate::case::{offsets_past_int32, Case, Dim, TensorId, ValueDist};
 use crate::plan::Plan;
 
 /// The result of a minimisation.
@@ -27,8 +27,7 @@ pub struct Minimized {
 /// keep a 32-bit overflow), and a first candidate drops it, for bugs that never needed it.
 pub fn candidates(c: &Case) -> Vec<Case> {
     let plan = Plan::new(c);
-    let past: Vec<TensorId> =
-        TensorId::ALL.into_iter().filter(|&t| plan.tensor(t).max_element_offset() >= INT32_OFFSET_LIMIT).collect();
+    let past: Vec<TensorId> = TensorId::ALL.into_iter().filter(|&t| plan.tensor(t).reaches_past_int32()).collect();
     let mut out = Vec::new();
     for &t in &past {
         let mut n = c.clone();
@@ -40,7 +39,7 @@ pub fn candidates(c: &Case) -> Vec<Case> {
         f(&mut n);
         let now = Plan::new(&n);
         for &t in &past {
-            if now.tensor(t).max_element_offset() < INT32_OFFSET_LIMIT {
+            if !now.tensor(t).reaches_past_int32() {
                 offsets_past_int32(&mut n, t);
             }
         }
@@ -124,7 +123,7 @@ pub fn minimize(start: &Case, max_runs: usize, allowed: &dyn Fn(&Case) -> bool, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::case::TensorLayout;
+    use crate::case::{TensorLayout, INT32_OFFSET_LIMIT};
 
     fn big_case() -> Case {
         let mut c = Case::example("k");

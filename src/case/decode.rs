@@ -155,7 +155,7 @@ pub fn decode_case(u: &mut Unstructured<'_>, ctx: &DecodeContext) -> Result<Case
     }
     // Drawn last, so every draw above decodes as it did before this class existed, and an
     // input that has run out (each later draw at its low end) never asks for it.
-    if space.int32_overflow && u.int_in_range(1..=PAST_INT32_ONE_IN)? == PAST_INT32_ONE_IN {
+    if ctx.allows_int32_overflow() && u.int_in_range(1..=PAST_INT32_ONE_IN)? == PAST_INT32_ONE_IN {
         push_past_int32(u, &mut case)?;
     }
     if case.validate().is_err() {
@@ -187,9 +187,6 @@ struct Space {
     layouts: LayoutSupport,
     /// The contract's minimum alignment in bytes (1 without a contract).
     min_align: u32,
-    /// Whether element offsets past 2³¹ may be drawn (not for contiguous-only kernels, nor for
-    /// a contract whose `max_element_offset` is below 2³¹).
-    int32_overflow: bool,
 }
 
 impl Space {
@@ -206,7 +203,6 @@ impl Space {
                 gqa: true,
                 layouts: LayoutSupport::Strided,
                 min_align: 1,
-                int32_overflow: true,
             };
         };
         let tiles = tile_sizes(&ctx.params);
@@ -224,7 +220,6 @@ impl Space {
             gqa: c.gqa,
             layouts: c.layouts,
             min_align: c.min_align.max(1),
-            int32_overflow: ctx.allows_int32_overflow(),
         }
     }
 
@@ -384,9 +379,17 @@ pub fn offsets_past_int32(case: &mut Case, t: TensorId) {
     layout.pad[1] = extent.saturating_sub(shape[next.index()] as u64) as u32;
 }
 
+/// A copy of `case` with [`offsets_past_int32`] applied to `t`, if that copy is a valid case
+/// (it may not be: a tensor already near the span limit would pass it).
+pub fn past_int32_variant(case: &Case, t: TensorId) -> Option<Case> {
+    let mut pushed = case.clone();
+    offsets_past_int32(&mut pushed, t);
+    pushed.validate().is_ok().then_some(pushed)
+}
+
 /// Whether some tensor of `case` reaches an element offset of 2³¹ or more.
 pub fn reaches_past_int32(case: &Case) -> bool {
-    crate::plan::Plan::new(case).tensors.iter().any(|tp| tp.max_element_offset() >= crate::case::INT32_OFFSET_LIMIT)
+    crate::plan::Plan::new(case).tensors.iter().any(crate::plan::TensorPlan::reaches_past_int32)
 }
 
 /// Pads the innermost extent of `t` (up to [`MAX_PAD`]) so that its pitch, and with it every
@@ -559,7 +562,7 @@ mod tests {
         assert!((8..=40).contains(&past.len()), "{} of {n} cases pass 2^31", past.len());
         for c in &past {
             let plan = Plan::new(c);
-            let big: Vec<_> = plan.tensors.iter().filter(|tp| tp.max_element_offset() >= 1 << 31).collect();
+            let big: Vec<_> = plan.tensors.iter().filter(|tp| tp.reaches_past_int32()).collect();
             assert_eq!(big.len(), 1, "{}", c.summary());
             // Batch 1 starts just past 2^31, and the tensor stays within 8 GiB.
             assert_eq!(c.batch, 2);

@@ -13,7 +13,7 @@
 mod decode;
 pub mod strategy;
 
-pub use decode::{decode_case, offsets_past_int32, reaches_past_int32, DecodeContext, PAST_INT32_ONE_IN};
+pub use decode::{decode_case, offsets_past_int32, past_int32_variant, reaches_past_int32, DecodeContext, PAST_INT32_ONE_IN};
 
 use std::collections::BTreeMap;
 use std::fmt;

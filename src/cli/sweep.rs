@@ -118,8 +118,8 @@ pub(super) fn run_cell(
             let mut case = generated_case(&ctx, c.seed, rep * DRAWS_PER_REPETITION + t);
             case.params.extend(c.params.clone());
             let case = class.apply(&bind_case(case, m));
-            // A case past 2³¹ elements (the decoder's rare draw) would cost its cell seconds per
-            // repetition and test nothing the input class is about.
+            // A case past 2³¹ elements (the decoder's rare draw) would take 4–8 GiB of GPU memory
+            // per repetition and test nothing the input class is about.
             (m.contract.check(&case, &Plan::new(&case)).is_inside() && !reaches_past_int32(&case)).then_some(case)
         })
     };

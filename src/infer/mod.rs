@@ -144,7 +144,7 @@ impl Family {
             Family::InnerStride(t) | Family::Order(t) => Value::Name(case.layouts.get(*t).order_name()),
             // Past 2³¹ or not: the exact offset moves with the replicas' heads.
             Family::ElementOffset(t) => Value::Name(
-                if plan.tensor(*t).max_element_offset() >= crate::case::INT32_OFFSET_LIMIT { "≥ 2^31" } else { "< 2^31" }.into(),
+                if plan.tensor(*t).reaches_past_int32() { "≥ 2^31" } else { "< 2^31" }.into(),
             ),
             Family::HeadDim => Value::Num(case.head_dim as i64),
             Family::SeqQ => Value::Num(case.seq_q as i64),

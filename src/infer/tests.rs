@@ -228,7 +228,7 @@ fn a_base_outside_the_contract_is_a_typed_error() {
 fn a_kernel_indexing_in_32_bits_is_told_to_declare_max_element_offset() {
     let int32 = |case: &Case| {
         let plan = Plan::new(case);
-        match plan.tensors.iter().find(|tp| tp.max_element_offset() >= crate::case::INT32_OFFSET_LIMIT) {
+        match plan.tensors.iter().find(|tp| tp.reaches_past_int32()) {
             Some(tp) => Outcome::Fail { findings: vec![finding(case, FindingKind::IllegalAddress, Oracle::CudaStatus, Some(tp.tensor), Some("CUDA_ERROR_ILLEGAL_ADDRESS (700)"))] },
             None => Outcome::Pass,
         }

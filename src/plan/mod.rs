@@ -72,6 +72,11 @@ impl TensorPlan {
         self.span_bytes / self.elem_bytes as u64 - 1
     }
 
+    /// Whether some element offset reaches 2³¹, where 32-bit signed index arithmetic wraps.
+    pub fn reaches_past_int32(&self) -> bool {
+        self.max_element_offset() >= crate::case::INT32_OFFSET_LIMIT
+    }
+
     /// Whether the tensor's elements fill its span with no gaps.
     pub fn is_gapless(&self) -> bool {
         self.numel * self.elem_bytes as u64 == self.span_bytes

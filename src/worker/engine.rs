@@ -322,7 +322,7 @@ impl Engine {
             let t = Instant::now();
             let o = TensorId::O.index();
             let again = match arena.write(&image, o) {
-                Err(s) => Err((status_finding(&judged, &s, false), launch::is_sticky(&s))),
+                Err(s) => Err(failed_after_launch(&judged, &s)),
                 Ok(()) => rerun_output(self.module(&manifest, case, opts.coverage).expect("compiled above"), &resolved, &arena, &image, &judged),
             };
             times.kernel_us += t.elapsed().as_micros() as u64;
@@ -438,7 +438,7 @@ type ModuleMemo = (PathBuf, Vec<(String, i64)>, crate::case::Dtype, bool);
 #[allow(clippy::result_large_err)]
 fn run_once(module: &Module, resolved: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<Vec<Vec<u8>>, (Finding, bool)> {
     launch_and_wait(module, resolved, arena, image, j)?;
-    arena.download(image).map_err(|s| (status_finding(j, &s, false), launch::is_sticky(&s)))
+    arena.download(image).map_err(|s| failed_after_launch(j, &s))
 }
 
 /// The determinism run: launches again and downloads only `o`, the one allocation it compares
@@ -447,13 +447,19 @@ fn run_once(module: &Module, resolved: &ResolvedLaunch, arena: &DeviceArena, ima
 #[allow(clippy::result_large_err)]
 fn rerun_output(module: &Module, resolved: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<Vec<u8>, (Finding, bool)> {
     launch_and_wait(module, resolved, arena, image, j)?;
-    arena.download_one(image, TensorId::O.index()).map_err(|s| (status_finding(j, &s, false), launch::is_sticky(&s)))
+    arena.download_one(image, TensorId::O.index()).map_err(|s| failed_after_launch(j, &s))
 }
 
 #[allow(clippy::result_large_err)]
 fn launch_and_wait(module: &Module, resolved: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<(), (Finding, bool)> {
     launch::launch(module, resolved, arena, image).map_err(|r| (rejection_finding(j, &r), false))?;
-    crate::gpu::synchronize().map_err(|s| (status_finding(j, &s, false), launch::is_sticky(&s)))
+    crate::gpu::synchronize().map_err(|s| failed_after_launch(j, &s))
+}
+
+/// A CUDA error after the launch as the run functions return it: the finding, and whether the
+/// error poisoned the context.
+fn failed_after_launch(j: &Judged<'_>, s: &CudaStatus) -> (Finding, bool) {
+    (status_finding(j, s, false), launch::is_sticky(s))
 }
 
 fn status_finding(j: &Judged<'_>, s: &CudaStatus, at_launch: bool) -> Finding {
