@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::case::{past_int32_variant, reaches_past_int32, Case, DecodeContext, TensorId};
+use crate::case::{Case, TensorId};
+use crate::generate::{past_int32_variant, reaches_past_int32, DecodeContext};
 use crate::manifest::Manifest;
 use crate::supervisor::{Pool, Slot, SupervisorError};
 use crate::worker::{Outcome, RunOptions, StageTimes};
@@ -27,7 +28,7 @@ pub enum CaseSize {
     /// batch·heads ≤ 4, seq 2048..=4096, head_dim 64..=128.
     Large,
     /// A small case with one tensor pushed past 2³¹ elements
-    /// ([`crate::case::offsets_past_int32`]): a 4–8 GiB allocation holding a few elements, the
+    /// ([`crate::generate::offsets_past_int32`]): a 4–8 GiB allocation holding a few elements, the
     /// case `cudafuzz fuzz` schedules every 512 cases.
     PastInt32,
 }
@@ -73,12 +74,12 @@ pub fn small_case(m: &Manifest, ctx: &DecodeContext, seed: u64, index: u64) -> C
 /// into the class's bounds, with the manifest's default parameters; cases outside the contract
 /// are passed over (a sticky fault would measure worker restarts, not the engine).
 pub fn sized_case(m: &Manifest, ctx: &DecodeContext, size: CaseSize, seed: u64, index: u64) -> Case {
-    let inside = |c: &Case| m.contract.check(c, &crate::plan::Plan::new(c)).is_inside();
+    let inside = |c: &Case| m.contract.admits(c);
     let case = (0u64..)
-        .map(|k| clamp(m, size, crate::cli::generated_case(ctx, seed, index.wrapping_mul(1 << 20).wrapping_add(k))))
+        .map(|k| clamp(m, size, crate::campaign::generated_case(ctx, seed, index.wrapping_mul(1 << 20).wrapping_add(k))))
         .take(1 << 16)
         .find(|c| inside(c) && !reaches_past_int32(c))
-        .unwrap_or_else(|| clamp(m, CaseSize::Small, crate::cli::generated_case(ctx, seed, index)));
+        .unwrap_or_else(|| clamp(m, CaseSize::Small, crate::campaign::generated_case(ctx, seed, index)));
     if size != CaseSize::PastInt32 {
         return case;
     }

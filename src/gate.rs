@@ -539,16 +539,7 @@ pub fn parse_budget(text: &str) -> Result<Duration, String> {
 /// A kernel named in the configuration: a manifest path (relative to the configuration's
 /// directory, or to the current directory, or to the source tree) or a shipped kernel's name.
 fn resolve_kernel(base: &Path, spec: &str) -> Result<Manifest, String> {
-    let looks_like_path = spec.ends_with(".toml") || spec.contains('/');
-    if looks_like_path {
-        let tree = registry::kernels_dir().parent().map(Path::to_path_buf);
-        let candidates = [Some(base.join(spec)), Some(PathBuf::from(spec)), tree.map(|t| t.join(spec))];
-        if let Some(p) = candidates.iter().flatten().find(|p| p.is_file()) {
-            return Manifest::load(p).map_err(|e| e.to_string());
-        }
-        return Err(format!("kernel manifest `{spec}` not found (relative paths are taken from the configuration's directory); or name a shipped kernel, see `cudafuzz kernels`"));
-    }
-    registry::resolve(spec)
+    registry::resolve_relative(base, spec).map_err(|e| e.to_string())
 }
 
 /// Every `*.json` under `dir`, recursively, sorted (hidden files and directories skipped).

@@ -11,15 +11,18 @@
 
 pub mod arena;
 pub mod bench;
+pub mod campaign;
 pub mod case;
 pub mod cli;
 pub mod compile;
+pub mod config;
 pub mod corpus;
 pub mod coverage;
 pub mod data;
 pub mod emit;
 pub mod error;
 pub mod exit;
+pub mod generate;
 pub mod finding;
 pub mod gate;
 pub mod gpu;

@@ -6,7 +6,8 @@
 //! signature. Steps repeat until none is kept or the run budget is spent. Pure logic: the caller
 //! supplies `still_fails` (which runs the case on the GPU) and `allowed` (the contract).
 
-use crate::case::{offsets_past_int32, Case, Dim, TensorId, ValueDist};
+use crate::case::{Case, Dim, TensorId, ValueDist};
+use crate::generate::offsets_past_int32;
 use crate::plan::Plan;
 
 /// The result of a minimisation.
@@ -161,7 +162,7 @@ mod tests {
     }
 
     fn reaches_past_int32(c: &Case) -> bool {
-        crate::case::reaches_past_int32(c)
+        crate::generate::reaches_past_int32(c)
     }
 
     /// A 32-bit overflow needs a tensor past 2³¹ elements: shrinking keeps one (recomputing its

@@ -5,7 +5,41 @@
 
 use std::path::{Path, PathBuf};
 
+use thiserror::Error;
+
 use crate::manifest::{find_manifests, Manifest, ManifestError};
+
+/// A kernel or the worker binary that cannot be found.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// The manifest exists but does not load.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// Neither a manifest file nor a shipped kernel's name.
+    #[error("kernel `{spec}` is neither a manifest file nor the name of a shipped kernel in {} (list them with `cudafuzz kernels`)", dir.display())]
+    UnknownKernel {
+        /// What was asked for.
+        spec: String,
+        /// The shipped kernels directory searched.
+        dir: PathBuf,
+    },
+    /// A manifest path (relative to a configuration file) that does not exist.
+    #[error("kernel manifest `{spec}` not found (relative paths are taken from the configuration's directory); or name a shipped kernel, see `cudafuzz kernels`")]
+    ManifestNotFound {
+        /// The path as written.
+        spec: String,
+    },
+    /// `CUDAFUZZ_BIN` names no file.
+    #[error("CUDAFUZZ_BIN={}: no such file; point it at the cudafuzz binary", path.display())]
+    BinMissing {
+        /// The path it names.
+        path: PathBuf,
+    },
+    /// No cudafuzz binary to serve as the worker.
+    #[error("the cudafuzz binary (the worker) was not found: run `cargo build --release` in the project root, or set CUDAFUZZ_BIN to its path")]
+    NoWorker,
+}
 
 /// The shipped kernels directory: `$CUDAFUZZ_KERNELS`, else `./kernels`, else the source tree's.
 pub fn kernels_dir() -> PathBuf {
@@ -29,10 +63,10 @@ pub fn reference_manifest() -> Option<PathBuf> {
 /// cargo-fuzz target): `$CUDAFUZZ_BIN`, else `../bin/cudafuzz` beside the running program (the
 /// `.gpu/` layout of gpu-pack), else `target/release/cudafuzz` or `target/debug/cudafuzz` under
 /// the current directory, else `cudafuzz` on `PATH`.
-pub fn worker_exe() -> Result<PathBuf, String> {
+pub fn worker_exe() -> Result<PathBuf, RegistryError> {
     if let Some(p) = std::env::var_os("CUDAFUZZ_BIN") {
-        let p = PathBuf::from(p);
-        return if p.is_file() { Ok(p) } else { Err(format!("CUDAFUZZ_BIN={}: no such file; point it at the cudafuzz binary", p.display())) };
+        let path = PathBuf::from(p);
+        return if path.is_file() { Ok(path) } else { Err(RegistryError::BinMissing { path }) };
     }
     let beside = std::env::current_exe().ok().and_then(|e| e.parent().map(|d| d.join("../bin/cudafuzz")));
     let on_path = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).map(|d| d.join("cudafuzz")).collect::<Vec<_>>()).unwrap_or_default();
@@ -41,7 +75,7 @@ pub fn worker_exe() -> Result<PathBuf, String> {
         .chain([PathBuf::from("target/release/cudafuzz"), PathBuf::from("target/debug/cudafuzz")])
         .chain(on_path)
         .find(|p| p.is_file())
-        .ok_or_else(|| "the cudafuzz binary (the worker) was not found: run `cargo build --release` in the project root, or set CUDAFUZZ_BIN to its path".to_string())
+        .ok_or(RegistryError::NoWorker)
 }
 
 /// Every shipped manifest, loaded; the ones that fail to load are returned as errors.
@@ -50,10 +84,10 @@ pub fn shipped() -> Vec<Result<Manifest, ManifestError>> {
 }
 
 /// Resolves `--kernel`: an existing path, or the name of a shipped manifest.
-pub fn resolve(spec: &str) -> Result<Manifest, String> {
+pub fn resolve(spec: &str) -> Result<Manifest, RegistryError> {
     let p = Path::new(spec);
     if p.is_file() {
-        return Manifest::load(p).map_err(|e| e.to_string());
+        return Ok(Manifest::load(p)?);
     }
     let dir = kernels_dir();
     for path in find_manifests(&dir) {
@@ -63,8 +97,21 @@ pub fn resolve(spec: &str) -> Result<Manifest, String> {
             }
         }
     }
-    Err(format!(
-        "kernel `{spec}` is neither a manifest file nor the name of a shipped kernel in {} (list them with `cudafuzz kernels`)",
-        dir.display()
-    ))
+    Err(RegistryError::UnknownKernel { spec: spec.to_string(), dir })
+}
+
+/// Resolves a kernel named in a configuration file under `base`: a manifest path (anything
+/// ending in `.toml` or holding a `/`), taken relative to `base`, else to the current
+/// directory, else to the source tree; or a shipped kernel's name.
+pub fn resolve_relative(base: &Path, spec: &str) -> Result<Manifest, RegistryError> {
+    let looks_like_path = spec.ends_with(".toml") || spec.contains('/');
+    if !looks_like_path {
+        return resolve(spec);
+    }
+    let tree = kernels_dir().parent().map(Path::to_path_buf);
+    let candidates = [Some(base.join(spec)), Some(PathBuf::from(spec)), tree.map(|t| t.join(spec))];
+    match candidates.iter().flatten().find(|p| p.is_file()) {
+        Some(p) => Ok(Manifest::load(p)?),
+        None => Err(RegistryError::ManifestNotFound { spec: spec.to_string() }),
+    }
 }

@@ -8,11 +8,18 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::ControlFlow;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::campaign::generated_case;
 use crate::case::{Case, Dim, TensorId};
-use crate::manifest::cartesian;
+use crate::finding::Finding;
+use crate::generate::reaches_past_int32;
+use crate::manifest::{cartesian, Manifest};
+use crate::supervisor::{Pool, Slot, SupervisorError};
+use crate::worker::{Outcome, RunOptions};
 
 /// How one repetition's case is reshaped before it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -231,6 +238,75 @@ pub fn render(rows: &[Row], classes: &[InputClass]) -> String {
     }
     out.push_str("cells: passed/failed repetitions; ! = repetitions ended differently (a pass/fail mix, or other finding kinds)\n");
     out
+}
+
+/// Tries per repetition to draw a generated case that lies inside the contract.
+pub const DRAWS_PER_REPETITION: u64 = 1000;
+
+/// One cell of the matrix to run (see [`run_cell`]).
+pub struct CellSpec<'a> {
+    /// The kernel.
+    pub m: &'a Manifest,
+    /// The row's parameters (added to each generated case's).
+    pub params: &'a BTreeMap<String, i64>,
+    /// The column.
+    pub class: InputClass,
+    /// Repetitions.
+    pub repeat: u64,
+    /// Generator seed.
+    pub seed: u64,
+    /// Stop handing out repetitions at this time (`cudafuzz gate`'s budget).
+    pub deadline: Option<Instant>,
+}
+
+/// What [`run_cell`] calls with each failing repetition's case and findings.
+pub type OnFail<'a> = dyn FnMut(&Case, &[Finding]) -> Result<(), SupervisorError> + 'a;
+
+/// Runs one cell: `repeat` repetitions, each a fresh generated case inside the contract reshaped
+/// to the class; `on_fail` sees each failing repetition's case and findings.
+pub fn run_cell(
+    pool: &mut Pool,
+    c: &CellSpec<'_>,
+    opts: &RunOptions,
+    timeout: Duration,
+    on_fail: &mut OnFail<'_>,
+) -> Result<Cell, SupervisorError> {
+    let (m, class) = (c.m, c.class);
+    let ctx = m.decode_context();
+    let base = |rep: u64| {
+        (0..DRAWS_PER_REPETITION).find_map(|t| {
+            let mut case = generated_case(&ctx, c.seed, rep * DRAWS_PER_REPETITION + t);
+            case.params.extend(c.params.clone());
+            let case = class.apply(&m.bind(case));
+            // A case past 2³¹ elements (the decoder's rare draw) would take 4–8 GiB of GPU memory
+            // per repetition and test nothing the input class is about.
+            (m.contract.admits(&case) && !reaches_past_int32(&case)).then_some(case)
+        })
+    };
+    let mut cell = Cell::default();
+    let mut tally = |_i: u64, slot: Slot| -> Result<ControlFlow<()>, SupervisorError> {
+        match slot {
+            Slot::Skipped => cell.skipped += 1,
+            Slot::Ran(case, v) => match &v.outcome {
+                Outcome::Pass => cell.pass += 1,
+                Outcome::Fail { findings } => {
+                    cell.fail += 1;
+                    let sigs: std::collections::BTreeSet<String> = findings.iter().map(|f| f.signature().0).collect();
+                    for sig in sigs {
+                        *cell.signatures.entry(sig).or_default() += 1;
+                    }
+                    on_fail(&case, findings)?;
+                }
+                Outcome::Error { message } => {
+                    cell.error += 1;
+                    *cell.signatures.entry(format!("error: {message}")).or_default() += 1;
+                }
+            },
+        }
+        Ok(ControlFlow::Continue(()))
+    };
+    pool.run_indexed(c.repeat, c.deadline, m, opts, timeout, &base, &mut tally)?;
+    Ok(cell)
 }
 
 #[cfg(test)]

@@ -3,8 +3,9 @@
 
 use arbitrary::Unstructured;
 use cudafuzz::arena::{element_at, element_bytes_mask, for_each_element, AllocationTable, ArenaLayout, Holder};
-use cudafuzz::case::strategy::{cases, CaseLimits};
-use cudafuzz::case::{decode_case, DecodeContext, TensorId};
+use cudafuzz::generate::strategy::{cases, CaseLimits};
+use cudafuzz::case::TensorId;
+use cudafuzz::generate::{decode_case, DecodeContext};
 use cudafuzz::finding::Location;
 use cudafuzz::plan::Plan;
 use proptest::prelude::*;

@@ -5,8 +5,9 @@
 //! log-sum-exp), and against the metamorphic relations a correct attention must satisfy:
 //! layout does not matter, GQA is MHA with repeated heads, a causal first row sees one key.
 
-use cudafuzz::case::strategy::{cases, CaseLimits, CaseStrategy};
-use cudafuzz::case::{Case, DecodeContext, Dim, Dtype, Layouts, TensorId, TensorLayout, ValueDist};
+use cudafuzz::generate::strategy::{cases, CaseLimits, CaseStrategy};
+use cudafuzz::generate::DecodeContext;
+use cudafuzz::case::{Case, Dim, Dtype, Layouts, TensorId, TensorLayout, ValueDist};
 use cudafuzz::data::{self, Inputs};
 use cudafuzz::plan::Plan;
 use cudafuzz::reference::{

@@ -20,13 +20,12 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use cudafuzz::case::{decode_case, DecodeContext};
+use cudafuzz::generate::{decode_case, DecodeContext};
 use cudafuzz::corpus::{self, Seed};
 use cudafuzz::coverage::{self, Coverage};
 use cudafuzz::manifest::Manifest;
-use cudafuzz::plan::Plan;
 use cudafuzz::registry;
-use cudafuzz::supervisor::{Supervisor, SupervisorConfig};
+use cudafuzz::supervisor::{kernel_timeout, Supervisor, SupervisorConfig};
 use cudafuzz::worker::{Outcome, RunOptions};
 use libfuzzer_sys::{fuzz_target, Corpus};
 
@@ -85,7 +84,7 @@ fn settings() -> &'static Settings {
         let usage = |msg: String| -> ! { setup_failure(cudafuzz::exit::USAGE, msg) };
         let spec = std::env::var("CUDAFUZZ_KERNEL").unwrap_or_else(|_| "flash_fwd".to_string());
         let manifest = registry::resolve(&spec).unwrap_or_else(|e| usage(format!("CUDAFUZZ_KERNEL={spec}: {e}")));
-        let exe = registry::worker_exe().unwrap_or_else(|e| setup_failure(cudafuzz::exit::SETUP, e));
+        let exe = registry::worker_exe().unwrap_or_else(|e| setup_failure(cudafuzz::exit::SETUP, e.to_string()));
         let out = PathBuf::from(std::env::var("CUDAFUZZ_OUT").unwrap_or_else(|_| "fuzz/artifacts/attention-cudafuzz".to_string()));
         std::fs::create_dir_all(&out).unwrap_or_else(|e| usage(format!("CUDAFUZZ_OUT: cannot create {}: {e}", out.display())));
         let settings = Settings { spec, manifest, exe, out, coverage: flag("CUDAFUZZ_COVERAGE", true), outside_contract: flag("CUDAFUZZ_OUTSIDE_CONTRACT", false) };
@@ -114,7 +113,7 @@ fn target() -> &'static Mutex<Target> {
             sanitizer: None,
         })
         .unwrap_or_else(|e| setup_failure(cudafuzz::exit::SETUP, e.to_string()));
-        let timeout = s.manifest.launch.timeout_ms.map(Duration::from_millis).unwrap_or(Duration::from_secs(10));
+        let timeout = kernel_timeout(&s.manifest, None);
         Mutex::new(Target {
             settings: s,
             supervisor,
@@ -141,7 +140,7 @@ fuzz_target!(init: { settings(); }, |data: &[u8]| -> Corpus {
     let Ok(case) = decode_case(&mut arbitrary::Unstructured::new(data), &t.ctx) else { return Corpus::Reject };
     let manifest = &t.settings.manifest;
     let case = manifest.bind(case);
-    if !t.settings.outside_contract && !manifest.contract.check(&case, &Plan::new(&case)).is_inside() {
+    if !t.settings.outside_contract && !manifest.contract.admits(&case) {
         return Corpus::Reject;
     }
     let verdict = match t.supervisor.run(&case, manifest, &t.opts, t.timeout) {

@@ -2,7 +2,7 @@
 //! never a panic.
 #![no_main]
 
-use cudafuzz::case::DecodeContext;
+use cudafuzz::generate::DecodeContext;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

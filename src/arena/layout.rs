@@ -335,7 +335,7 @@ mod tests {
     #[test]
     fn held_ranges_skip_only_gigabyte_gaps() {
         let mut case = Case::example("k");
-        crate::case::offsets_past_int32(&mut case, TensorId::V);
+        crate::generate::offsets_past_int32(&mut case, TensorId::V);
         let plan = Plan::new(&case);
         let layout = ArenaLayout::new(&case, &plan, &[]);
         for t in TensorId::ALL {

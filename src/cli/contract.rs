@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 
-use super::{chain, fail, no_gpu, options, pool, resolve_kernel, stop_flag, timeout, workers_line, EngineArgs};
+use super::{chain, fail, no_gpu, resolve_kernel, setup, workers_line, EngineArgs};
 use crate::case::Case;
 use crate::corpus::{self, Seed};
 use crate::exit;
@@ -35,7 +35,8 @@ pub(super) struct ContractArgs {
 pub(super) fn contract_command(a: ContractArgs) -> Result<i32> {
     let m = resolve_kernel(&a.kernel)?;
     let plan = plan_probes(&m, a.cases_per_probe).map_err(|e| fail(exit::USAGE, chain(e)))?;
-    let mut pool = pool(&a.engine, stop_flag())?;
+    let cfg = a.engine.config()?;
+    let mut pool = cfg.pool().map_err(setup)?;
     let gpu = match pool.slots[0].gpu() {
         Ok(g) => g,
         Err(SupervisorError::NoGpu(why)) => return Ok(without_gpu(&plan, &why)),
@@ -43,15 +44,15 @@ pub(super) fn contract_command(a: ContractArgs) -> Result<i32> {
     };
     println!("{}", workers_line(&gpu, &mut pool));
     print!("{}", render_plan(&plan));
-    let opts = options(&a.engine);
-    let limit = timeout(&a.engine, &m);
+    let opts = cfg.options();
+    let limit = cfg.timeout(&m);
     let base = run_all(&mut pool, &m, &opts, limit, std::slice::from_ref(&plan.base_cases))?;
     let outcomes = match base[0].iter().all(|o| matches!(o, Outcome::Pass)) {
         true => run_all(&mut pool, &m, &opts, limit, &plan.probes.iter().map(|p| p.cases.clone()).collect::<Vec<_>>())?,
         false => Vec::new(),
     };
     let mut inference = summarise(&plan, &base[0], &outcomes);
-    save_examples(&mut inference, &a.engine.out.join("contract"))?;
+    save_examples(&mut inference, &cfg.out.join("contract"))?;
     print!("{}", render_table(&inference));
     print!("{}", render_preconditions(&inference));
     if let Some(path) = &a.json {

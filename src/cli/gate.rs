@@ -1,28 +1,24 @@
 //! `cudafuzz gate`: loads the configuration, runs [`crate::gate::run`] with a backend made of the
 //! same pool, supervisors and helpers as `fuzz`, `repro` and `sweep`, and writes the reports.
 
-use std::collections::BTreeMap;
-use std::ops::ControlFlow;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
 
-use super::sweep::{run_cell, CellSpec};
-use super::{bind_case, campaign_case, chain, fail, Escalator, generated_case, keep_smallest, options, pool, slot_supervisor, stop_flag, timeout, EngineArgs, Kept};
+use super::{chain, fail, EngineArgs};
+use crate::campaign::{self, CampaignEvent, CampaignSpec, CaseStream, Escalator, EventKind, Kept, SeedKeeper};
 use crate::case::Case;
+use crate::config::EngineConfig;
 use crate::exit;
-use crate::finding::{Finding, Signature};
 use crate::gate::{self, Backend, Budget, CellJob, Found, FuzzJob, GateConfig, SanitizeJob, StepError, DEFAULT_BUDGET};
 use crate::manifest::Manifest;
-use crate::plan::Plan;
 use crate::report::export::{Campaign, GpuSummary, MatrixCell};
 use crate::sanitizer::{Sanitizer, Tool};
 use crate::shard::Shard;
-use crate::supervisor::{Pool, SanitizerPass, Slot, Supervisor, SupervisorError};
+use crate::supervisor::{Pool, Supervisor, SupervisorError};
+use crate::sweep::{run_cell, CellSpec};
 use crate::worker::{Outcome, RunOptions};
 
 /// Arguments of `cudafuzz gate`.
@@ -58,6 +54,7 @@ pub(super) fn gate_command(a: GateArgs) -> Result<i32> {
     if a.engine.sanitize.is_some() {
         return Err(fail(exit::USAGE, "--sanitize does not apply to the gate: list sanitizer passes under [[sanitizers]] in the configuration"));
     }
+    let cfg = a.engine.config()?;
     let sh = shard.unwrap_or(Shard::ALL);
     println!(
         "cudafuzz gate: {} · budget {} · shard {}{}",
@@ -70,10 +67,10 @@ pub(super) fn gate_command(a: GateArgs) -> Result<i32> {
         print_plan(&plan, budget, sh);
         return Ok(exit::OK);
     }
-    let mut backend = GpuBackend::new(a.engine.clone(), stop_flag());
+    let mut backend = GpuBackend::new(cfg.clone());
     let report = gate::run(&plan, budget, shard, &mut backend, &mut |line| println!("{line}"));
     drop(backend);
-    let written = report.write_all(&a.engine.out).map_err(|e| fail(exit::SETUP, chain(e)))?;
+    let written = report.write_all(&cfg.out).map_err(|e| fail(exit::SETUP, chain(e)))?;
     println!("{}", report.headline());
     for p in &written {
         println!("  {}", p.display());
@@ -85,7 +82,7 @@ pub(super) fn gate_command(a: GateArgs) -> Result<i32> {
         }
     }
     if report.no_gpu() {
-        eprintln!("cudafuzz: NO GPU on this machine: the gate checked nothing and fails (exit 3); the report with the failed environment check is in {}", a.engine.out.display());
+        eprintln!("cudafuzz: NO GPU on this machine: the gate checked nothing and fails (exit 3); the report with the failed environment check is in {}", cfg.out.display());
     }
     Ok(report.exit_code())
 }
@@ -111,13 +108,13 @@ fn print_plan(plan: &gate::GatePlan, total: Duration, sh: Shard) {
     }
 }
 
-/// The gate's backend: the supervisor pool and helpers the other commands use.
+/// The gate's backend: the supervisor pool, campaign loop and seed keeper the other commands
+/// use.
 struct GpuBackend {
-    engine: EngineArgs,
-    stop: Arc<AtomicBool>,
+    cfg: EngineConfig,
     pool: Option<Pool>,
     escalator: Option<Option<Escalator>>,
-    seen: BTreeMap<Signature, (PathBuf, u64)>,
+    keeper: SeedKeeper,
 }
 
 fn step_error(e: SupervisorError) -> StepError {
@@ -129,13 +126,14 @@ fn step_error(e: SupervisorError) -> StepError {
 }
 
 impl GpuBackend {
-    fn new(engine: EngineArgs, stop: Arc<AtomicBool>) -> GpuBackend {
-        GpuBackend { engine, stop, pool: None, escalator: None, seen: BTreeMap::new() }
+    fn new(cfg: EngineConfig) -> GpuBackend {
+        let keeper = SeedKeeper::new(cfg.out.join("seeds"));
+        GpuBackend { cfg, pool: None, escalator: None, keeper }
     }
 
     fn pool(&mut self) -> Result<&mut Pool, StepError> {
         if self.pool.is_none() {
-            self.pool = Some(pool(&self.engine, self.stop.clone()).map_err(|e| StepError::Failed(chain(e)))?);
+            self.pool = Some(self.cfg.pool().map_err(|e| StepError::Failed(chain(e)))?);
         }
         Ok(self.pool.as_mut().expect("just made"))
     }
@@ -143,48 +141,38 @@ impl GpuBackend {
     /// A one-worker supervisor whose worker runs under `tools`.
     fn sanitizer_supervisor(&self, tools: &[Tool], journal: &str) -> Result<Supervisor, StepError> {
         let sanitizer = Sanitizer::locate().map_err(|e| StepError::Failed(e.to_string()))?;
-        let dir = self.engine.out.join("sanitizer");
-        std::fs::create_dir_all(&dir).map_err(|e| StepError::Failed(format!("cannot create {}: {e}", dir.display())))?;
-        let mut sup = slot_supervisor(&self.engine, self.stop.clone(), self.engine.gpu, self.engine.out.join(journal)).map_err(|e| StepError::Failed(chain(e)))?;
-        sup.set_sanitizer(Some(SanitizerPass { sanitizer, tools: tools.to_vec(), dir, batch: 1 }));
-        Ok(sup)
+        self.cfg.sanitizer_supervisor(sanitizer, tools, journal).map_err(|e| StepError::Failed(chain(e)))
     }
 
-    /// A case of the campaign stream (the fuzz step's, with its scheduled cases past 2³¹
-    /// elements, or the plain generated one for a sanitizer pass), bound to `m`; `None` outside
-    /// the contract.
-    fn make_case(ctx: &crate::case::DecodeContext, m: &Manifest, seed: u64, global: u64, outside: bool, campaign: bool) -> Option<Case> {
-        let case = if campaign { campaign_case(ctx, seed, global) } else { generated_case(ctx, seed, global) };
-        let case = bind_case(case, m);
-        (outside || m.contract.check(&case, &Plan::new(&case)).is_inside()).then_some(case)
-    }
-}
-
-/// Adds a verdict to campaign counts.
-fn tally(c: &mut Campaign, outcome: &Outcome) {
-    c.cases += 1;
-    match outcome {
-        Outcome::Pass => c.passed += 1,
-        Outcome::Fail { .. } => c.failed += 1,
-        _ => c.errors += 1,
-    }
-}
-
-/// Saves the seed of each finding whose signature is new (or whose case is smaller), and
-/// reports those to the gate.
-fn keep(seen: &mut BTreeMap<Signature, (PathBuf, u64)>, dir: &std::path::Path, case: &Case, findings: &[Finding], found: &mut dyn FnMut(Found)) -> Result<Vec<Finding>, SupervisorError> {
-    let mut new = Vec::new();
-    for f in findings {
-        match keep_smallest(seen, dir, case, f)? {
-            Kept::New(path) => {
-                found(Found { case: case.summary(), finding: f.clone(), seed: Some(path) });
-                new.push(f.clone());
+    /// Runs one campaign on `pool` and reports its findings to the gate (`found`); `log` prints
+    /// new findings and escalation notes.
+    fn campaign(pool: &mut Pool, spec: &CampaignSpec<'_>, keeper: &mut SeedKeeper, escalator: Option<&mut Escalator>, found: &mut dyn FnMut(Found)) -> Result<Campaign, StepError> {
+        let mut on_event = |e: CampaignEvent<'_>| match e.kind {
+            EventKind::NewFinding { case, finding, seed, .. } => {
+                println!("NEW   {}: {finding}", case.summary());
+                found(Found { case: case.summary(), finding: finding.clone(), seed: Some(seed.to_path_buf()) });
             }
-            Kept::Smaller(path) => found(Found { case: case.summary(), finding: f.clone(), seed: Some(path) }),
-            Kept::Known => {}
-        }
+            EventKind::SmallerCase { case, finding, seed, .. } => found(Found { case: case.summary(), finding: finding.clone(), seed: Some(seed.to_path_buf()) }),
+            EventKind::Named { case, finding, kept: Kept::New(seed) | Kept::Smaller(seed), .. } => {
+                found(Found { case: case.summary(), finding: finding.clone(), seed: Some(seed.clone()) })
+            }
+            EventKind::NotNamed { why, .. } => println!("      not re-run under the sanitizer: {why}"),
+            EventKind::EscalationSilent { note } => println!("      ({note})"),
+            _ => {}
+        };
+        let (summary, result) = campaign::run(pool, spec, keeper, escalator, &mut on_event);
+        result.map_err(step_error)?;
+        let t = &summary.tally;
+        Ok(Campaign {
+            cases: t.total(),
+            passed: t.pass,
+            failed: t.fail,
+            errors: t.error,
+            skipped: summary.skipped,
+            elapsed_secs: summary.elapsed.as_secs_f64(),
+            ..Campaign::default()
+        })
     }
-    Ok(new)
 }
 
 impl Backend for GpuBackend {
@@ -201,33 +189,40 @@ impl Backend for GpuBackend {
     }
 
     fn run_case(&mut self, m: &Manifest, case: &Case, tool: Option<Tool>) -> Result<Outcome, StepError> {
-        let limit = timeout(&self.engine, m);
+        let limit = self.cfg.timeout(m);
         let verdict = match tool {
             None => {
-                let opts = options(&self.engine);
+                let opts = self.cfg.options();
                 self.pool()?.slots[0].run(case, m, &opts, limit)
             }
             Some(tool) => {
                 let mut sup = self.sanitizer_supervisor(&[tool], "journal-selfcheck.jsonl")?;
-                sup.run(case, m, &RunOptions { determinism: false, ..options(&self.engine) }, limit)
+                sup.run(case, m, &RunOptions { determinism: false, ..self.cfg.options() }, limit)
             }
         };
         verdict.map(|v| v.outcome).map_err(step_error)
     }
 
     fn sweep_cell(&mut self, job: &CellJob<'_>, found: &mut dyn FnMut(Found)) -> Result<MatrixCell, StepError> {
-        let (opts, limit, dir) = (options(&self.engine), timeout(&self.engine, job.manifest), self.engine.out.join("seeds"));
+        let (opts, limit) = (self.cfg.options(), self.cfg.timeout(job.manifest));
         self.pool()?;
-        let GpuBackend { pool, seen, .. } = self;
+        let GpuBackend { pool, keeper, .. } = self;
         let pool = pool.as_mut().expect("made above");
         let spec = CellSpec { m: job.manifest, params: job.params, class: job.class, repeat: job.repeat, seed: job.seed, deadline: Some(job.deadline) };
-        let cell = run_cell(pool, &spec, &opts, limit, &mut |case, findings| keep(seen, &dir, case, findings, found).map(|_| ())).map_err(step_error)?;
+        let mut keep = |case: &Case, findings: &[crate::finding::Finding]| -> Result<(), SupervisorError> {
+            for f in findings {
+                if let Kept::New(seed) | Kept::Smaller(seed) = keeper.keep(case, f)? {
+                    found(Found { case: case.summary(), finding: f.clone(), seed: Some(seed) });
+                }
+            }
+            Ok(())
+        };
+        let cell = run_cell(pool, &spec, &opts, limit, &mut keep).map_err(step_error)?;
         Ok(MatrixCell::from_cell(&cell))
     }
 
     fn fuzz(&mut self, job: &FuzzJob<'_>, found: &mut dyn FnMut(Found)) -> Result<Campaign, StepError> {
         let m = job.manifest;
-        let (opts, limit, dir) = (options(&self.engine), timeout(&self.engine, m), self.engine.out.join("seeds"));
         if self.escalator.is_none() && !job.escalate.is_empty() {
             let esc = match self.sanitizer_supervisor(job.escalate, "journal-escalate.jsonl") {
                 Ok(s) => Some(Escalator::new(s)),
@@ -238,67 +233,33 @@ impl Backend for GpuBackend {
             };
             self.escalator = Some(esc);
         }
-        self.pool()?;
-        let GpuBackend { pool, seen, escalator, .. } = self;
-        let pool = pool.as_mut().expect("made above");
-        let mut escalator = if job.escalate.is_empty() { None } else { escalator.as_mut().and_then(|e| e.as_mut()) };
-        let ctx = m.decode_context();
-        let make = |i: u64| GpuBackend::make_case(&ctx, m, job.seed, job.shard.global(i), job.outside_contract, true);
-        let mut counts = Campaign::default();
-        let mut on_result = |i: u64, slot: Slot| -> Result<ControlFlow<()>, SupervisorError> {
-            let (case, verdict) = match slot {
-                Slot::Skipped => {
-                    counts.skipped += 1;
-                    return Ok(ControlFlow::Continue(()));
-                }
-                Slot::Ran(case, verdict) => (case, verdict),
-            };
-            tally(&mut counts, &verdict.outcome);
-            if let Outcome::Fail { findings } = &verdict.outcome {
-                for f in keep(seen, &dir, &case, findings, found)? {
-                    println!("NEW   {}: {f}", case.summary());
-                    if let (Some(esc), false) = (escalator.as_deref_mut(), f.oracle.is_sanitizer()) {
-                        match esc.name(&f, &case, m, limit, job.shard.global(i)) {
-                            Ok(named) => {
-                                keep(seen, &dir, &case, &named, found)?;
-                            }
-                            Err(e) => println!("      not re-run under the sanitizer: {e}"),
-                        }
-                    }
-                }
-            }
-            Ok(ControlFlow::Continue(()))
+        let spec = CampaignSpec {
+            stream: CaseStream::campaign(m, job.seed, job.outside_contract).sharded(job.shard),
+            cases: job.cases.unwrap_or(1 << 40),
+            deadline: Some(job.deadline),
+            stop_after: None,
+            options: self.cfg.options(),
+            timeout: self.cfg.timeout(m),
         };
-        pool.run_indexed(job.cases.unwrap_or(1 << 40), Some(job.deadline), m, &opts, limit, &make, &mut on_result).map_err(step_error)?;
-        Ok(counts)
+        self.pool()?;
+        let GpuBackend { pool, keeper, escalator, .. } = self;
+        let escalator = if job.escalate.is_empty() { None } else { escalator.as_mut().and_then(|e| e.as_mut()) };
+        GpuBackend::campaign(pool.as_mut().expect("made above"), &spec, keeper, escalator, found)
     }
 
     fn sanitize(&mut self, job: &SanitizeJob<'_>, found: &mut dyn FnMut(Found)) -> Result<Campaign, StepError> {
         let m = job.manifest;
-        let tools: Vec<&str> = job.tools.iter().map(|t| t.name()).collect();
         // Its own pool of workers under the tools, journalled apart from the native workers.
-        let engine = EngineArgs { sanitize: Some(tools.join(",")), out: self.engine.out.join("sanitize"), ..self.engine.clone() };
-        let mut spool = pool(&engine, self.stop.clone()).map_err(|e| StepError::Failed(chain(e)))?;
-        let (opts, limit, dir) = (options(&self.engine), timeout(&self.engine, m), self.engine.out.join("seeds"));
-        let ctx = m.decode_context();
-        let make = |i: u64| GpuBackend::make_case(&ctx, m, job.seed, job.shard.global(i), false, false);
-        let seen = &mut self.seen;
-        let mut counts = Campaign::default();
-        let started = Instant::now();
-        let mut on_result = |_i: u64, slot: Slot| -> Result<ControlFlow<()>, SupervisorError> {
-            match slot {
-                Slot::Skipped => counts.skipped += 1,
-                Slot::Ran(case, verdict) => {
-                    tally(&mut counts, &verdict.outcome);
-                    if let Outcome::Fail { findings } = &verdict.outcome {
-                        keep(seen, &dir, &case, findings, found)?;
-                    }
-                }
-            }
-            Ok(ControlFlow::Continue(()))
+        let cfg = EngineConfig { sanitize: Some(job.tools.to_vec()), out: self.cfg.out.join("sanitize"), ..self.cfg.clone() };
+        let mut spool = cfg.pool().map_err(|e| StepError::Failed(chain(e)))?;
+        let spec = CampaignSpec {
+            stream: CaseStream::generated(m, job.seed).sharded(job.shard),
+            cases: job.cases,
+            deadline: Some(job.deadline),
+            stop_after: None,
+            options: self.cfg.options(),
+            timeout: self.cfg.timeout(m),
         };
-        spool.run_indexed(job.cases, Some(job.deadline), m, &opts, limit, &make, &mut on_result).map_err(step_error)?;
-        counts.elapsed_secs = started.elapsed().as_secs_f64();
-        Ok(counts)
+        GpuBackend::campaign(&mut spool, &spec, &mut self.keeper, None, found)
     }
 }

@@ -6,12 +6,11 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use super::{bind_case, fail, load_seed, no_gpu, options, resolve_kernel, stop_flag, supervisor, timeout, EngineArgs};
+use super::{fail, load_seed, no_gpu, resolve_kernel, seed_kernel, setup, EngineArgs};
 use crate::corpus::{self, Seed};
 use crate::exit;
 use crate::finding::Finding;
 use crate::minimize::{minimize, size};
-use crate::plan::Plan;
 use crate::report;
 use crate::supervisor::SupervisorError;
 use crate::worker::Outcome;
@@ -34,15 +33,12 @@ pub(super) struct MinimizeArgs {
 pub(super) fn minimize_command(a: MinimizeArgs) -> Result<i32> {
     let forced = a.kernel.as_deref().map(resolve_kernel).transpose()?;
     let seed = load_seed(&a.seed, forced.as_ref())?;
-    let manifest = match &forced {
-        Some(m) => m.clone(),
-        None if seed.case.kernel.is_empty() => return Err(fail(exit::USAGE, format!("{}: the seed names no kernel; pass --kernel", a.seed.display()))),
-        None => resolve_kernel(&seed.case.kernel)?,
-    };
-    let start = bind_case(seed.case.clone(), &manifest);
-    let mut sup = supervisor(&a.engine, stop_flag())?;
-    let opts = options(&a.engine);
-    let limit = timeout(&a.engine, &manifest);
+    let manifest = seed_kernel(forced.as_ref(), &seed, &a.seed)?;
+    let start = manifest.bind(seed.case.clone());
+    let cfg = a.engine.config()?;
+    let mut sup = cfg.supervisor().map_err(setup)?;
+    let opts = cfg.options();
+    let limit = cfg.timeout(&manifest);
     // Set when the GPU run itself fails (no GPU, Ctrl-C): every later candidate is skipped.
     let interrupted: RefCell<Option<SupervisorError>> = RefCell::new(None);
     let mut last: Option<Finding> = None;
@@ -74,8 +70,8 @@ pub(super) fn minimize_command(a: MinimizeArgs) -> Result<i32> {
         },
     };
     println!("target signature: {target}");
-    let inside = manifest.contract.check(&start, &Plan::new(&start)).is_inside();
-    let allowed = |c: &crate::case::Case| !inside || manifest.contract.check(c, &Plan::new(c)).is_inside();
+    let inside = manifest.contract.admits(&start);
+    let allowed = |c: &crate::case::Case| !inside || manifest.contract.admits(c);
     let m = minimize(&start, a.max_runs, &allowed, &mut |c| match run(c, Some(&target)) {
         Some(f) => {
             last = Some(f);

@@ -15,7 +15,8 @@ use arbitrary::Unstructured;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::case::{decode_case, Case, DecodeContext};
+use crate::case::Case;
+use crate::generate::{decode_case, DecodeContext};
 use crate::error::SeedError;
 use crate::finding::Finding;
 

@@ -52,7 +52,7 @@ use crate::manifest::{ArgSpec, BufferDtype, BufferRole, Manifest, ManifestError,
 use crate::plan::{ContractVerdict, Plan};
 use crate::reference::{tolerance, CpuF64, CpuSamePrecision, RefOutput, Reference, Tolerance};
 use crate::sanitizer::{padding_for, Tool};
-use crate::supervisor::DEFAULT_KERNEL_TIMEOUT;
+use crate::supervisor::kernel_timeout;
 
 /// Largest amount of literal data (input bytes, short runs, the fp64 reference) an emitted repro
 /// embeds: 8 MiB, about 40 MB of C++ source. Minimised cases are far below it.
@@ -405,7 +405,7 @@ pub fn prepare(case: &Case, manifest: &Manifest, tool: Option<Tool>) -> Result<P
         manifest_path: relative_display(&manifest.path),
         entry: manifest.entry.clone(),
         arg_specs: manifest.launch.args.clone(),
-        timeout_ms: manifest.launch.timeout_ms.unwrap_or(DEFAULT_KERNEL_TIMEOUT.as_millis() as u64),
+        timeout_ms: kernel_timeout(manifest, None).as_millis() as u64,
         case,
         plan,
         contract,

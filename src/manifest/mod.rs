@@ -24,7 +24,8 @@ use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::case::{Case, DecodeContext, TensorId, MAX_DIM, MAX_HEAD_DIM, MAX_SPAN_BYTES};
+use crate::case::{Case, TensorId, MAX_DIM, MAX_HEAD_DIM, MAX_SPAN_BYTES};
+use crate::generate::DecodeContext;
 use crate::plan::{Contract, Plan};
 
 use expr::{Env, ExprFailure};

@@ -10,28 +10,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::case::{Case, Dim, Dtype, TensorId, TensorLayout};
+use crate::case::{Case, Dim, Dtype, TensorId};
 
 /// The alignment vector loads need; residues are taken modulo this.
 pub const VECTOR_ALIGN: u64 = 16;
 
-/// Element strides of a layout, indexed by logical dimension (`[b, h, s, d]`).
-pub fn strides(shape: &[u32; 4], layout: &TensorLayout) -> [u64; 4] {
-    let mut out = [0u64; 4];
-    let mut next = 1u64;
-    for i in (0..4).rev() {
-        let dim = layout.order[i];
-        out[dim.index()] = next;
-        next *= shape[dim.index()] as u64 + layout.pad[i] as u64;
-    }
-    out
-}
-
-/// Number of elements from the tensor's first to its last element, inclusive.
-pub fn span_elements(shape: &[u32; 4], layout: &TensorLayout) -> u64 {
-    let st = strides(shape, layout);
-    1 + (0..4).map(|i| (shape[i] as u64 - 1) * st[i]).sum::<u64>()
-}
+pub use crate::case::{span_elements, strides};
 
 /// Where one tensor lives and how it is aligned.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -223,6 +207,12 @@ impl Contract {
             && self.max_element_offset.is_none_or(|m| m >= crate::case::INT32_OFFSET_LIMIT)
     }
 
+    /// Whether `case` lies inside this contract: [`Contract::check`] on its own plan, for the
+    /// callers that need only the answer.
+    pub fn admits(&self, case: &Case) -> bool {
+        self.check(case, &Plan::new(case)).is_inside()
+    }
+
     /// Judges a case against this contract; every violated precondition is listed.
     pub fn check(&self, case: &Case, plan: &Plan) -> ContractVerdict {
         let mut reasons = Vec::new();
@@ -308,7 +298,7 @@ impl ContractVerdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::case::{Case, Dim};
+    use crate::case::{Case, Dim, TensorLayout};
 
     #[test]
     fn bhsd_strides_are_dense() {

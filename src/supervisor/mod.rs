@@ -35,6 +35,12 @@ use crate::worker::{kernel_label, Outcome, RunOptions, StageTimes, Verdict, Work
 
 /// Default time a kernel may run before the watchdog calls it a hang.
 pub const DEFAULT_KERNEL_TIMEOUT: Duration = Duration::from_secs(10);
+/// The watchdog's limit for `manifest`'s kernel: `override_ms` when given, else the manifest's
+/// `timeout_ms`, else [`DEFAULT_KERNEL_TIMEOUT`].
+pub fn kernel_timeout(manifest: &Manifest, override_ms: Option<u64>) -> Duration {
+    override_ms.or(manifest.launch.timeout_ms).map(Duration::from_millis).unwrap_or(DEFAULT_KERNEL_TIMEOUT)
+}
+
 /// Time a worker may spend before launching (compiling, reference) before it is presumed stuck.
 pub const SETUP_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -99,6 +105,9 @@ pub enum SupervisorError {
     /// The user interrupted the run.
     #[error("interrupted")]
     Interrupted,
+    /// A finding's seed could not be saved: the run must stop rather than lose it.
+    #[error("cannot save a seed")]
+    Seed(#[from] crate::error::SeedError),
 }
 
 /// How workers are started and watched.
@@ -488,6 +497,11 @@ impl Pool {
     /// A pool of the given supervisors; the first case of each starts its worker.
     pub fn new(slots: Vec<Supervisor>) -> Pool {
         Pool { slots }
+    }
+
+    /// The GPUs the pool's workers opened (starting any worker not started yet).
+    pub fn gpus(&mut self) -> std::collections::BTreeSet<usize> {
+        self.slots.iter_mut().filter_map(|s| s.gpu().ok().map(|g| g.ordinal)).collect()
     }
 
     /// Total worker starts over all slots.

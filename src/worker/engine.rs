@@ -411,7 +411,7 @@ fn upload_failure(s: &CudaStatus, image: &HostImage, case: &Case) -> String {
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     let free = cudarc::driver::result::mem_get_info().map(|(free, _)| format!("{:.1} GiB", gib(free as u64))).unwrap_or_else(|_| "unknown".into());
     let mut msg = format!("uploading the case failed: {s}: it needs {:.1} GiB of GPU memory, {free} is free", gib(image.layout.total_bytes()));
-    if crate::case::reaches_past_int32(case) {
+    if crate::generate::reaches_past_int32(case) {
         msg.push_str("; it is a case past 2^31 elements (a 4-8 GiB stride gap): run on a GPU with more memory, or declare `max_element_offset = 2147483647` in the kernel's [contract] if it indexes in 32 bits");
     }
     msg

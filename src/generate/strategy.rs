@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use proptest::sample::select;
 
 use super::decode::{DecodeContext, HEAD_DIM_BOUNDARY, OFFSETS_ALIGNED, OFFSETS_MISALIGNED, OFFSETS_ODD, ORDERS, SEQ_BOUNDARY};
-use super::{Case, DataSpec, Dtype, Layouts, Placement, TensorLayout, ValueDist, CASE_VERSION};
+use crate::case::{Case, DataSpec, Dtype, Layouts, Placement, TensorLayout, ValueDist, CASE_VERSION};
 
 /// A boxed strategy producing valid [`Case`]s.
 pub type CaseStrategy = BoxedStrategy<Case>;

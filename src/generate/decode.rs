@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use arbitrary::{Result, Unstructured};
 
-use super::{Case, DataSpec, Dim, Dtype, Layouts, Placement, TensorId, TensorLayout, ValueDist, CASE_VERSION, MAX_DIM, MAX_HEAD_DIM, MAX_OFFSET_BYTES, MAX_PAD};
+use crate::case::{Case, DataSpec, Dim, Dtype, Layouts, Placement, TensorId, TensorLayout, ValueDist, CASE_VERSION, MAX_DIM, MAX_HEAD_DIM, MAX_OFFSET_BYTES, MAX_PAD};
 use crate::plan::{Contract, LayoutSupport};
 
 /// Sequence lengths around common tile sizes (16, 32, 64, 80, 128, 256, 512, 1024) and the

@@ -1,0 +1,64 @@
+//! Escalation: a new native finding's case re-run under compute-sanitizer, to name the bug
+//! (kind, source line, tensor, distance past its end).
+//!
+//! [`Escalator`] owns a supervisor whose worker runs under the tools, and remembers the
+//! misaligned faults it has already traced to a tensor ([`ExplainedFaults`]), so a fault that an
+//! earlier re-run explains is not re-run for every new set of unaligned tensors.
+
+use std::time::Duration;
+
+use crate::case::Case;
+use crate::finding::{Explanation, ExplainedFaults, Finding};
+use crate::manifest::Manifest;
+use crate::supervisor::Supervisor;
+use crate::worker::{Outcome, RunOptions, Verdict};
+
+/// What one escalation gave.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Escalation {
+    /// The sanitizer's findings for the case: empty when the re-run failed only natively
+    /// (under a sanitizer, a kernel's own fault can stop it before any tool reports).
+    Named(Vec<Finding>),
+    /// Not re-run: an earlier re-run already explains this fault.
+    Explained(Explanation),
+    /// Re-run, but the tools named nothing: why, as one sentence.
+    Silent(String),
+}
+
+/// Re-runs new findings under compute-sanitizer (a supervisor whose worker runs under the
+/// tools), remembering the misaligned faults it has already traced to a tensor.
+pub struct Escalator {
+    sup: Supervisor,
+    explained: ExplainedFaults,
+}
+
+impl Escalator {
+    /// An escalator over a supervisor already set up with its sanitizer pass.
+    pub fn new(sup: Supervisor) -> Escalator {
+        Escalator { sup, explained: ExplainedFaults::default() }
+    }
+
+    /// The sanitizer findings of the case behind `finding` (campaign index `index`), or the
+    /// earlier re-run that already explains it (then nothing is run).
+    pub fn name(&mut self, finding: &Finding, case: &Case, m: &Manifest, timeout: Duration, index: u64) -> Escalation {
+        if let Some(e) = self.explained.covering(finding) {
+            return Escalation::Explained(e.clone());
+        }
+        let named = self.rerun(case, m, timeout);
+        if let Escalation::Named(named) = &named {
+            self.explained.record(finding, named, index);
+        }
+        named
+    }
+
+    /// The sanitizer findings of one case, or why there are none.
+    fn rerun(&mut self, case: &Case, m: &Manifest, timeout: Duration) -> Escalation {
+        let opts = RunOptions { determinism: false, ..RunOptions::default() };
+        match self.sup.run(case, m, &opts, timeout) {
+            Ok(Verdict { outcome: Outcome::Fail { findings }, .. }) => Escalation::Named(findings.into_iter().filter(|f| f.oracle.is_sanitizer()).collect()),
+            Ok(Verdict { outcome: Outcome::Error { message }, .. }) => Escalation::Silent(format!("sanitizer re-run: {message}")),
+            Ok(_) => Escalation::Silent("the sanitizer tools reported nothing for this case".into()),
+            Err(e) => Escalation::Silent(format!("sanitizer re-run failed: {e}")),
+        }
+    }
+}

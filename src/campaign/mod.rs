@@ -1,0 +1,256 @@
+//! Campaigns: many generated cases on one kernel, over a pool of workers, with every new
+//! finding saved, escalated and reported. The main entry point is [`run`].
+//!
+//! A campaign is what `cudafuzz fuzz` does for each kernel, and what the gate's fuzz and
+//! sanitizer steps do; `sweep` and `bench` draw from the same [`CaseStream`]. Like nextest's
+//! dispatcher, [`run`] owns the loop and the state (the pool's results in case order, the
+//! [`SeedKeeper`], the [`Escalator`], the [`Tally`]) and tells its caller what happened through
+//! typed [`CampaignEvent`]s; the caller only renders them (a progress bar and `NEW` lines for
+//! `fuzz`, report entries for the gate). The same seed and case count give the same events
+//! whatever the number of workers, because the pool hands results back in case order.
+
+mod escalate;
+mod keep;
+mod stream;
+
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+pub use escalate::{Escalation, Escalator};
+pub use keep::{Kept, SeedKeeper};
+pub use stream::{campaign_case, generated_case, CaseStream, PAST_INT32_AT, PAST_INT32_EVERY};
+
+use crate::case::Case;
+use crate::coverage::CoverageMap;
+use crate::finding::{Explanation, Finding};
+use crate::supervisor::{Pool, Slot, SupervisorError};
+use crate::worker::{Outcome, RunOptions, Verdict};
+
+/// Counts of a batch of verdicts.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct Tally {
+    /// Cases every oracle passed.
+    pub pass: u64,
+    /// Cases with at least one finding.
+    pub fail: u64,
+    /// Cases the harness could not run.
+    pub error: u64,
+}
+
+impl Tally {
+    /// Counts one verdict.
+    pub fn add(&mut self, v: &Verdict) {
+        match v.outcome {
+            Outcome::Pass => self.pass += 1,
+            Outcome::Fail { .. } => self.fail += 1,
+            _ => self.error += 1,
+        }
+    }
+
+    /// Adds another tally.
+    pub fn absorb(&mut self, other: &Tally) {
+        self.pass += other.pass;
+        self.fail += other.fail;
+        self.error += other.error;
+    }
+
+    /// Cases counted.
+    pub fn total(&self) -> u64 {
+        self.pass + self.fail + self.error
+    }
+
+    /// The exit status these counts call for: findings first, then harness errors.
+    pub fn exit_code(&self) -> i32 {
+        if self.fail > 0 {
+            crate::exit::FINDINGS
+        } else if self.error > 0 {
+            crate::exit::SETUP
+        } else {
+            crate::exit::OK
+        }
+    }
+}
+
+/// One campaign to run.
+pub struct CampaignSpec<'a> {
+    /// Where the cases come from (kernel, seed, shard, contract side).
+    pub stream: CaseStream<'a>,
+    /// At most this many cases.
+    pub cases: u64,
+    /// Stop handing out cases at this time.
+    pub deadline: Option<Instant>,
+    /// Stop after this many new signatures (time to first finding).
+    pub stop_after: Option<usize>,
+    /// Run switches of every case.
+    pub options: RunOptions,
+    /// The watchdog's limit for one kernel run.
+    pub timeout: Duration,
+}
+
+/// How far a campaign has got, as events report it.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// New signatures so far.
+    pub new_findings: usize,
+    /// Kernel paths the cases reached (coverage runs).
+    pub kernel_paths: CoverageMap,
+}
+
+/// Something that happened in a campaign, with the time since it started.
+#[derive(Debug)]
+pub struct CampaignEvent<'a> {
+    /// Time since the campaign started.
+    pub elapsed: Duration,
+    /// What happened.
+    pub kind: EventKind<'a>,
+}
+
+/// What happened; every finding event carries the local case number and the case.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum EventKind<'a> {
+    /// A finding with a new signature; its seed was saved.
+    NewFinding {
+        /// Local case number.
+        index: u64,
+        /// The case.
+        case: &'a Case,
+        /// The finding.
+        finding: &'a Finding,
+        /// The saved seed.
+        seed: &'a Path,
+    },
+    /// A known signature in a smaller case; this seed was saved beside the earlier one.
+    SmallerCase {
+        /// Local case number.
+        index: u64,
+        /// The case.
+        case: &'a Case,
+        /// The finding.
+        finding: &'a Finding,
+        /// The saved seed.
+        seed: &'a Path,
+    },
+    /// A sanitizer finding that escalating a new finding gave.
+    Named {
+        /// Local case number.
+        index: u64,
+        /// The case.
+        case: &'a Case,
+        /// The sanitizer's finding.
+        finding: &'a Finding,
+        /// Whether its seed was saved.
+        kept: &'a Kept,
+    },
+    /// A new finding that was not escalated: an earlier re-run explains it.
+    NotNamed {
+        /// Local case number.
+        index: u64,
+        /// The new finding's seed.
+        seed: &'a Path,
+        /// The earlier re-run.
+        why: &'a Explanation,
+    },
+    /// A new finding was escalated, but the tools named nothing.
+    EscalationSilent {
+        /// Why, as one sentence.
+        note: &'a str,
+    },
+    /// The harness could not run a case.
+    HarnessError {
+        /// The case.
+        case: &'a Case,
+        /// Why.
+        message: &'a str,
+    },
+    /// Case `index` is done (run, or skipped outside the contract): after its other events.
+    CaseDone {
+        /// Local case number.
+        index: u64,
+        /// Its verdict; `None` when skipped.
+        verdict: Option<&'a Verdict>,
+        /// The campaign so far.
+        progress: &'a Progress,
+    },
+}
+
+/// What a campaign did, complete or not.
+#[derive(Debug, Default)]
+pub struct CampaignSummary {
+    /// Verdict counts of the cases that ran.
+    pub tally: Tally,
+    /// Cases skipped outside the contract.
+    pub skipped: u64,
+    /// New signatures, and the kernel paths reached.
+    pub progress: Progress,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+/// Runs a campaign on `pool`: every case of `spec`'s stream in order, each finding kept by
+/// `keeper` and, when new and native, named by `escalator`. `on_event` sees what happened, in
+/// case order. The summary is returned with the error that stopped the campaign, if any.
+pub fn run(
+    pool: &mut Pool,
+    spec: &CampaignSpec<'_>,
+    keeper: &mut SeedKeeper,
+    mut escalator: Option<&mut Escalator>,
+    on_event: &mut dyn FnMut(CampaignEvent<'_>),
+) -> (CampaignSummary, Result<(), SupervisorError>) {
+    let started = Instant::now();
+    let mut summary = CampaignSummary::default();
+    let m = spec.stream.manifest();
+    let make = |i: u64| spec.stream.case(i);
+    let mut on_result = |i: u64, slot: Slot| -> Result<ControlFlow<()>, SupervisorError> {
+        let mut emit = |kind: EventKind<'_>| on_event(CampaignEvent { elapsed: started.elapsed(), kind });
+        let (case, verdict) = match slot {
+            Slot::Skipped => {
+                summary.skipped += 1;
+                emit(EventKind::CaseDone { index: i, verdict: None, progress: &summary.progress });
+                return Ok(ControlFlow::Continue(()));
+            }
+            Slot::Ran(case, verdict) => (case, verdict),
+        };
+        summary.tally.add(&verdict);
+        if let Some(c) = &verdict.coverage {
+            summary.progress.kernel_paths.add(c);
+        }
+        match &verdict.outcome {
+            Outcome::Fail { findings } => {
+                for finding in findings {
+                    let seed = match keeper.keep(&case, finding)? {
+                        Kept::Known => continue,
+                        Kept::Smaller(seed) => {
+                            emit(EventKind::SmallerCase { index: i, case: &case, finding, seed: &seed });
+                            continue;
+                        }
+                        Kept::New(seed) => seed,
+                    };
+                    emit(EventKind::NewFinding { index: i, case: &case, finding, seed: &seed });
+                    summary.progress.new_findings += 1;
+                    if let (Some(esc), false) = (escalator.as_deref_mut(), finding.oracle.is_sanitizer()) {
+                        match esc.name(finding, &case, m, spec.timeout, spec.stream.global(i)) {
+                            Escalation::Named(named) => {
+                                for n in &named {
+                                    let kept = keeper.keep(&case, n)?;
+                                    emit(EventKind::Named { index: i, case: &case, finding: n, kept: &kept });
+                                }
+                            }
+                            Escalation::Explained(why) => emit(EventKind::NotNamed { index: i, seed: &seed, why: &why }),
+                            Escalation::Silent(note) => emit(EventKind::EscalationSilent { note: &note }),
+                        }
+                    }
+                }
+            }
+            Outcome::Error { message } => emit(EventKind::HarnessError { case: &case, message }),
+            _ => {}
+        }
+        emit(EventKind::CaseDone { index: i, verdict: Some(&verdict), progress: &summary.progress });
+        let enough = spec.stop_after.is_some_and(|n| summary.progress.new_findings >= n);
+        Ok(if enough { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+    };
+    let result = pool.run_indexed(spec.cases, spec.deadline, m, &spec.options, spec.timeout, &make, &mut on_result);
+    summary.elapsed = started.elapsed();
+    (summary, result)
+}

@@ -1,0 +1,81 @@
+//! `cudafuzz kernels` and `cudafuzz build`: the shipped manifests, and every kernel
+//! configuration compiled with NVRTC (no GPU needed).
+
+use std::time::Instant;
+
+use anyhow::Result;
+
+use super::{chain, fail, manifests_or_shipped, BuildArgs};
+use crate::compile::{build_all, Arch, Compiler};
+use crate::exit;
+use crate::manifest::Manifest;
+use crate::registry;
+
+/// `cudafuzz kernels`: one line per shipped manifest (and one per manifest that fails to load).
+pub(super) fn kernels() -> Result<i32> {
+    let dir = registry::kernels_dir();
+    println!("shipped kernels in {}:", dir.display());
+    let mut bad = 0;
+    for m in registry::shipped() {
+        match m {
+            Ok(m) => {
+                let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+                println!(
+                    "  {:<16} {:<40} {} [{}]",
+                    m.name,
+                    m.path.display(),
+                    m.contract.dtypes.iter().map(|d| d.name()).collect::<Vec<_>>().join(","),
+                    params.join(" ")
+                );
+                if !m.description.is_empty() {
+                    println!("  {:<16} {}", "", m.description);
+                }
+            }
+            Err(e) => {
+                bad += 1;
+                println!("  error: {e}");
+            }
+        }
+    }
+    Ok(if bad > 0 { exit::USAGE } else { exit::OK })
+}
+
+pub(super) fn parse_archs(list: &[String]) -> Result<Vec<Arch>> {
+    list.iter()
+        .map(|a| a.parse::<Arch>().map_err(|e| fail(exit::USAGE, format!("--arch {a}: {e}"))))
+        .collect()
+}
+
+pub(super) fn build(b: BuildArgs) -> Result<i32> {
+    let archs = parse_archs(&b.arch)?;
+    let manifests = manifests_or_shipped(&b.kernel, false)?;
+    let compiler = Compiler::new(None).map_err(|e| fail(exit::SETUP, chain(e)))?;
+    build_report(&manifests, &archs, &compiler)
+}
+
+pub(super) fn build_report(manifests: &[Manifest], archs: &[Arch], compiler: &Compiler) -> Result<i32> {
+    let started = Instant::now();
+    let outcomes = build_all(manifests, archs, compiler);
+    let mut failed = 0;
+    let mut cached = 0;
+    for o in &outcomes {
+        match &o.result {
+            Ok((_, from_cache)) => cached += *from_cache as usize,
+            Err(log) => {
+                failed += 1;
+                eprintln!("FAILED {} {:?} {} {}:\n{log}", o.manifest, o.params, o.dtype, o.arch);
+            }
+        }
+    }
+    println!(
+        "compiled {} configurations ({} kernels x params x dtypes x {} archs) in {:.1} s: {} ok ({} from cache), {} failed",
+        outcomes.len(),
+        manifests.len(),
+        archs.len(),
+        started.elapsed().as_secs_f64(),
+        outcomes.len() - failed,
+        cached,
+        failed
+    );
+    Ok(if failed > 0 { exit::SETUP } else { exit::OK })
+}

@@ -1,0 +1,178 @@
+//! `cudafuzz fuzz`: a campaign per kernel ([`crate::campaign::run`]), rendered as a progress bar
+//! and one block per new finding; without a GPU, the host-side work only.
+
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+
+use super::build::{build_report, parse_archs};
+use super::{chain, fail, manifests_or_shipped, no_gpu, setup, workers_line, FuzzArgs};
+use crate::campaign::{self, CampaignEvent, CampaignSpec, CaseStream, Escalator, EventKind, Kept, SeedKeeper, Tally};
+use crate::compile::Compiler;
+use crate::config::EngineConfig;
+use crate::exit;
+use crate::manifest::Manifest;
+use crate::report;
+use crate::sanitizer::{Sanitizer, Tool};
+use crate::supervisor::SupervisorError;
+
+pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
+    let manifests = manifests_or_shipped(&f.kernel, true)?;
+    if manifests.is_empty() {
+        bail!(fail(exit::USAGE, "no kernels to fuzz"));
+    }
+    let cfg = f.engine.config()?;
+    let mut pool = cfg.pool().map_err(setup)?;
+    let gpu = match pool.slots[0].gpu() {
+        Ok(g) => g,
+        Err(SupervisorError::NoGpu(msg)) => return without_gpu(&f, &manifests, &msg),
+        Err(e) => return Err(no_gpu(e)),
+    };
+    println!("{}", workers_line(&gpu, &mut pool));
+    let mut escalator = escalator(&f, &cfg)?;
+    let mut keeper = SeedKeeper::new(cfg.out.join("seeds"));
+    let mut total = Tally::default();
+    for m in &manifests {
+        let bar = indicatif::ProgressBar::new(f.cases);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{prefix:>14} [{elapsed_precise}] {bar:30} {pos}/{len} {per_sec} {msg}")
+                .expect("valid template"),
+        );
+        bar.set_prefix(m.name.clone());
+        let started = Instant::now();
+        let spec = CampaignSpec {
+            stream: CaseStream::campaign(m, f.seed, f.outside_contract),
+            cases: f.cases,
+            deadline: f.time.map(|t| started + t),
+            stop_after: f.stop_after,
+            options: cfg.options(),
+            timeout: cfg.timeout(m),
+        };
+        let mut render = |e: CampaignEvent<'_>| render_event(&e, &bar, &f, cfg.coverage);
+        let (summary, result) = campaign::run(&mut pool, &spec, &mut keeper, escalator.as_mut(), &mut render);
+        match result {
+            Ok(()) => {}
+            Err(SupervisorError::Interrupted) => {
+                bar.abandon();
+                total.absorb(&summary.tally);
+                eprintln!(
+                    "interrupted: {} passed, {} failed, {} errors; {} distinct findings saved in {}",
+                    total.pass,
+                    total.fail,
+                    total.error,
+                    keeper.len(),
+                    keeper.dir().display()
+                );
+                return Ok(exit::INTERRUPTED);
+            }
+            Err(e) => return Err(no_gpu(e)),
+        }
+        bar.finish();
+        let (t, secs) = (&summary.tally, summary.elapsed.as_secs_f64());
+        println!(
+            "{}: {} cases in {secs:.1} s ({:.0}/s): {} passed, {} failed, {} errors; {} distinct findings; {} outside the contract skipped; {} worker starts so far",
+            m.name,
+            t.total(),
+            t.total() as f64 / secs.max(1e-9),
+            t.pass,
+            t.fail,
+            t.error,
+            summary.progress.new_findings,
+            summary.skipped,
+            pool.starts()
+        );
+        if cfg.coverage {
+            let paths = &summary.progress.kernel_paths;
+            println!(
+                "{}: kernel coverage: {} CF_COVER points reached ({} point x hit-count features), at lines {:?}",
+                m.name,
+                paths.points(),
+                paths.features(),
+                paths.lines()
+            );
+        }
+        total.absorb(&summary.tally);
+    }
+    for path in keeper.paths() {
+        print!("{}", report::replay_lines(path));
+    }
+    Ok(total.exit_code())
+}
+
+/// One campaign event as `fuzz` shows it: a block per new finding above the progress bar.
+fn render_event(e: &CampaignEvent<'_>, bar: &indicatif::ProgressBar, f: &FuzzArgs, coverage: bool) {
+    match &e.kind {
+        EventKind::NewFinding { index, case, finding, seed } => {
+            let after = e.elapsed.as_secs_f64();
+            bar.suspend(|| println!("NEW   after {after:.2} s (case #{index}): {}\n      {finding}\n      seed: {}", case.summary(), seed.display()));
+        }
+        EventKind::SmallerCase { case, finding, seed, .. } => {
+            bar.suspend(|| println!("SMALLER case for {}: {}\n      seed: {}", finding.signature(), case.summary(), seed.display()));
+        }
+        EventKind::Named { finding, kept, .. } => match kept {
+            Kept::New(path) | Kept::Smaller(path) => bar.suspend(|| println!("      named by {}: {finding}\n      seed: {}", finding.oracle, path.display())),
+            Kept::Known => bar.suspend(|| println!("      named by {}: {finding}", finding.oracle)),
+        },
+        EventKind::NotNamed { seed, why, .. } => bar.suspend(|| {
+            println!(
+                "      not re-run under {}: {why}\n      (`cudafuzz run --sanitize {} {}` re-runs this one)",
+                f.escalate,
+                f.escalate,
+                seed.display()
+            )
+        }),
+        EventKind::EscalationSilent { note } => bar.suspend(|| println!("      ({note})")),
+        EventKind::HarnessError { case, message } => bar.suspend(|| eprintln!("ERROR {}: {message}", case.summary())),
+        EventKind::CaseDone { progress, .. } => {
+            bar.inc(1);
+            bar.set_message(if coverage {
+                format!("{} findings, {} kernel paths", progress.new_findings, progress.kernel_paths.features())
+            } else {
+                format!("{} findings", progress.new_findings)
+            });
+        }
+    }
+}
+
+/// The escalator that re-runs new findings under compute-sanitizer, if `--escalate` asks for
+/// one; a missing compute-sanitizer is said once, and the campaign goes on without naming.
+fn escalator(f: &FuzzArgs, cfg: &EngineConfig) -> Result<Option<Escalator>> {
+    if f.escalate == "none" || cfg.sanitize.is_some() {
+        return Ok(None);
+    }
+    let tools = Tool::parse_list(&f.escalate).map_err(|m| fail(exit::USAGE, format!("--escalate {}: {m}", f.escalate)))?;
+    let sanitizer = match Sanitizer::locate() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("cudafuzz: findings will not be re-run under compute-sanitizer (--escalate): {e}");
+            return Ok(None);
+        }
+    };
+    println!("escalation: new findings are re-run under {} ({})", f.escalate, sanitizer.version);
+    let sup = cfg.sanitizer_supervisor(sanitizer, &tools, "journal-escalate.jsonl").map_err(setup)?;
+    Ok(Some(Escalator::new(sup)))
+}
+
+/// With no GPU, do what the host can: compile every configuration, plan the cases the campaign
+/// would run, and say clearly that nothing ran on a GPU.
+fn without_gpu(f: &FuzzArgs, manifests: &[Manifest], why: &str) -> Result<i32> {
+    eprintln!("cudafuzz: NO GPU on this machine ({why}).");
+    eprintln!("cudafuzz: no kernel was run; doing the host-side work only: compile, plan, contract.");
+    match Compiler::new(None) {
+        Ok(compiler) => {
+            let archs = parse_archs(&["sm_80".into(), "sm_89".into(), "sm_90".into()])?;
+            let code = build_report(manifests, &archs, &compiler)?;
+            if code != exit::OK {
+                return Ok(code);
+            }
+        }
+        Err(e) => eprintln!("cudafuzz: cannot compile either: {}", chain(e)),
+    }
+    for m in manifests {
+        let stream = CaseStream::campaign(m, f.seed, f.outside_contract);
+        let n = f.cases.min(100_000);
+        let inside = (0..n).filter(|&i| m.contract.admits(&stream.drawn(i))).count() as u64;
+        println!("{}: planned {n} cases: {inside} inside its contract, {} outside (not run: no GPU)", m.name, n - inside);
+    }
+    Ok(exit::NO_GPU)
+}

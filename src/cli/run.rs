@@ -1,0 +1,151 @@
+//! `cudafuzz run` and `cudafuzz repro`: given cases on the GPU, one verdict each; `repro --emit`
+//! writes a standalone repro instead (no GPU needed).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Result;
+
+use super::{chain, fail, load_seed, no_gpu, resolve_kernel, seed_kernel, setup, EmitArg, ReproArgs, RunArgs};
+use crate::campaign::Tally;
+use crate::case::Case;
+use crate::config::EngineConfig;
+use crate::corpus::Seed;
+use crate::exit;
+use crate::manifest::Manifest;
+use crate::plan::Plan;
+use crate::report;
+use crate::supervisor::SupervisorError;
+use crate::worker::Outcome;
+
+pub(super) fn run_cases(r: RunArgs) -> Result<i32> {
+    let forced = r.kernel.as_deref().map(resolve_kernel).transpose()?;
+    let cfg = r.engine.config()?;
+    let mut sup = cfg.supervisor().map_err(setup)?;
+    let opts = cfg.options();
+    let mut tally = Tally::default();
+    let started = Instant::now();
+    let mut loaded: Vec<(&PathBuf, Case, Manifest)> = Vec::new();
+    for path in &r.cases {
+        let seed = load_seed(path, forced.as_ref())?;
+        let manifest = seed_kernel(forced.as_ref(), &seed, path)?;
+        loaded.push((path, manifest.bind(seed.case), manifest));
+    }
+    // Consecutive cases of one kernel run as one batch: under a sanitizer, one process per
+    // --sanitize-batch cases.
+    let batch = if cfg.sanitize.is_some() { cfg.sanitize_batch.max(1) } else { usize::MAX };
+    for group in loaded.chunk_by(|a, b| a.2.path == b.2.path).flat_map(|g| g.chunks(batch)) {
+        let manifest = &group[0].2;
+        let cases: Vec<Case> = group.iter().map(|g| g.1.clone()).collect();
+        let verdicts = match sup.run_batch(&cases, manifest, &opts, cfg.timeout(manifest)) {
+            Ok(v) => v,
+            Err(SupervisorError::Interrupted) => {
+                eprintln!("interrupted: {} passed, {} failed, {} errors before Ctrl-C", tally.pass, tally.fail, tally.error);
+                return Ok(exit::INTERRUPTED);
+            }
+            Err(e) => return Err(no_gpu(e)),
+        };
+        for ((path, case, _), verdict) in group.iter().zip(verdicts) {
+            tally.add(&verdict);
+            println!("{}: {}", path.display(), report::one_line(case, &verdict));
+        }
+    }
+    eprintln!(
+        "{} cases in {:.2} s: {} passed, {} failed, {} errors; {} worker start(s)",
+        r.cases.len(),
+        started.elapsed().as_secs_f64(),
+        tally.pass,
+        tally.fail,
+        tally.error,
+        sup.starts
+    );
+    Ok(tally.exit_code())
+}
+
+pub(super) fn repro(r: ReproArgs) -> Result<i32> {
+    let forced = r.kernel.as_deref().map(resolve_kernel).transpose()?;
+    let seed = load_seed(&r.seed, forced.as_ref())?;
+    let manifest = seed_kernel(forced.as_ref(), &seed, &r.seed)?;
+    let cfg = r.engine.config()?;
+    if let Some(kind) = r.emit {
+        return emit_repro(&r, &cfg, kind, &seed, &manifest);
+    }
+    let case = manifest.bind(seed.case.clone());
+    let plan = Plan::new(&case);
+    print!("{}", report::plan_table(&case, &plan));
+    print!("{}", report::contract_lines(&manifest.name, &manifest.contract.check(&case, &plan)));
+    if let Some(f) = &seed.finding {
+        println!("saved finding: {f}");
+    }
+    let mut sup = cfg.supervisor().map_err(setup)?;
+    let gpu = sup.gpu().map_err(no_gpu)?;
+    println!("gpu {}: {} ({}), driver {}", gpu.ordinal, gpu.name, gpu.arch, gpu.driver_version);
+    let verdict = sup.run(&case, &manifest, &cfg.options(), cfg.timeout(&manifest)).map_err(no_gpu)?;
+    println!("{}", report::one_line(&case, &verdict));
+    println!("reference: {}; times (us): {:?}", verdict.reference, verdict.times);
+    if let (Some(saved), Outcome::Fail { findings }) = (&seed.signature, &verdict.outcome) {
+        let same = findings.iter().any(|f| &f.signature().0 == saved);
+        println!("saved signature {}: {}", saved, if same { "reproduced" } else { "NOT reproduced (a different failure)" });
+    }
+    let mut tally = Tally::default();
+    tally.add(&verdict);
+    Ok(tally.exit_code())
+}
+
+/// `repro --emit`: writes the standalone repro (never over an existing file without `--force`)
+/// and prints how to build and run it.
+fn emit_repro(r: &ReproArgs, cfg: &EngineConfig, kind: EmitArg, seed: &Seed, manifest: &Manifest) -> Result<i32> {
+    use crate::emit::{emit, EmitKind, SeedInfo};
+    let kind = match kind {
+        EmitArg::Cu => EmitKind::Cu,
+        EmitArg::Python => EmitKind::Python,
+    };
+    let output = r.output.clone().unwrap_or_else(|| r.seed.with_extension(kind.extension()));
+    let to_stdout = output.as_os_str() == "-";
+    let file_name = match output.file_name() {
+        Some(n) if !to_stdout => n.to_string_lossy().into_owned(),
+        _ => format!("repro.{}", kind.extension()),
+    };
+    let tool = match cfg.sanitize.as_deref() {
+        None => None,
+        Some([t]) => Some(*t),
+        Some(_) => {
+            let list = r.engine.sanitize.as_deref().unwrap_or_default();
+            return Err(fail(exit::USAGE, format!("--sanitize {list}: --emit lays a repro out for one tool; name one")));
+        }
+    };
+    let mut info = SeedInfo::from_seed(&r.seed, seed, &file_name);
+    info.sanitizer = tool;
+    let case = manifest.bind(seed.case.clone());
+    let emitted = emit(kind, &case, manifest, &info).map_err(|e| fail(exit::USAGE, format!("{}: {}", r.seed.display(), chain(e))))?;
+    if to_stdout {
+        print!("{}", emitted.text);
+        return Ok(exit::OK);
+    }
+    let written = if r.force {
+        std::fs::write(&output, &emitted.text)
+    } else {
+        use std::io::Write as _;
+        std::fs::OpenOptions::new().write(true).create_new(true).open(&output).and_then(|mut f| f.write_all(emitted.text.as_bytes()))
+    };
+    match written {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(fail(exit::USAGE, format!("{} exists; pass --force to overwrite it, or -o another file", output.display())))
+        }
+        Err(e) => return Err(fail(exit::SETUP, format!("cannot write {}: {e}", output.display()))),
+    }
+    println!("wrote {} ({} bytes): {} {}", output.display(), emitted.text.len(), manifest.name, case.summary());
+    if let Some(f) = &seed.finding {
+        println!("saved finding: {f}");
+    }
+    let dir = output.parent().filter(|d| !d.as_os_str().is_empty());
+    match dir {
+        Some(d) => println!("build and run (in {}):", d.display()),
+        None => println!("build and run:"),
+    }
+    for c in &emitted.commands {
+        println!("  {c}");
+    }
+    Ok(exit::OK)
+}
