@@ -1,0 +1,74 @@
+//! Manifest errors: [`ManifestError`], the one error type of the `manifest` module.
+//!
+//! It exists apart from the model so that loading and resolution share one vocabulary: every
+//! variant names the manifest file, and all but `Io` and `Syntax` name the dotted field and say
+//! what to change. [`ManifestError::I32Overflow`] is its own variant because it describes the
+//! case and the kernel's interface, not a broken manifest, and callers report it as a finding.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+/// A manifest that cannot be used, or a case a manifest cannot be resolved for.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ManifestError {
+    /// The file could not be read.
+    #[error("{path}: cannot read manifest")]
+    Io {
+        /// The manifest file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML.
+    #[error("{path}: invalid toml: {message}")]
+    Syntax {
+        /// The manifest file.
+        path: PathBuf,
+        /// The TOML parser's message, with line and column.
+        message: String,
+    },
+    /// A field is missing, unknown, out of range or inconsistent.
+    #[error("{path}: field {field}: {problem}")]
+    Invalid {
+        /// The manifest file.
+        path: PathBuf,
+        /// Dotted field, e.g. `launch.args[3]` or `contract.head_dim`.
+        field: String,
+        /// What is wrong and how to fix it.
+        problem: String,
+    },
+    /// An expression does not parse, names an unknown variable, or evaluates to something
+    /// unusable (a float where an integer is needed, a negative size, an overflow).
+    #[error("{path}: field {field}: {problem} in expression \"{expr}\"{hint}")]
+    Expr {
+        /// The manifest file.
+        path: PathBuf,
+        /// Dotted field, e.g. `launch.grid[0]`.
+        field: String,
+        /// The expression as written.
+        expr: String,
+        /// What is wrong.
+        problem: String,
+        /// Known names or the fix, starting with its own separator.
+        hint: String,
+    },
+    /// An `i32` kernel argument evaluates to a value outside `i32` for this case: the kernel
+    /// would receive a wrapped number. This is a property of the case *and* the kernel's
+    /// interface, so it is its own variant for callers to report as a finding.
+    #[error("{path}: field launch.args[{index}]: i32 argument {index} \"{expr}\" evaluates to {value}, which does not fit in i32 (the kernel would see {wrapped}); pass it as {{ i64 = ... }} to a 64-bit parameter, or narrow the contract")]
+    I32Overflow {
+        /// The manifest file.
+        path: PathBuf,
+        /// Position of the argument in `launch.args` (0-based).
+        index: usize,
+        /// The expression as written.
+        expr: String,
+        /// The exact value.
+        value: i64,
+        /// What a C cast to `int` would have produced.
+        wrapped: i32,
+    },
+}
