@@ -8,6 +8,19 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+/// An error and all its causes on one line, `outer: cause: root cause`: how a library error
+/// becomes the message of a verdict or a report entry.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
 /// A case that cannot be used.
 #[derive(Debug, Error, Clone, PartialEq)]
 #[non_exhaustive]

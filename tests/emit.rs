@@ -306,7 +306,7 @@ fn expected_args(e: &Expected) -> Vec<(u64, u64, i64, u32)> {
         .iter()
         .map(|a| match *a {
             ResolvedArg::Tensor(t) => (0, t.index() as u64, 0, 0),
-            ResolvedArg::Buffer(b) => (0, (TensorId::ALL.len() + b) as u64, 0, 0),
+            ResolvedArg::Buffer(b) => (0, cudafuzz::arena::buffer_slot(b) as u64, 0, 0),
             ResolvedArg::I32(x) => (1, 0, x as i64, 0),
             ResolvedArg::I64(x) => (2, 0, x, 0),
             ResolvedArg::F32(x) => (3, 0, 0, x.to_bits()),

@@ -167,7 +167,7 @@ fn gpu_reference_agrees_with_the_cpu_reference() {
             let v = sup.run(&case, &m, &opts, Duration::from_secs(10)).unwrap();
             assert_eq!(v.outcome, Outcome::Pass, "{:?} reference, case {}: {v:?}", reference, case.summary());
             if reference == ReferenceChoice::Gpu {
-                assert_eq!(v.reference, "gpu");
+                assert_eq!(v.reference, cudafuzz::worker::ReferenceUsed::Gpu);
             }
         }
         checked += 1;

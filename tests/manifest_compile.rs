@@ -573,7 +573,7 @@ fn build_all_compiles_every_combination() {
     let out = build_all(std::slice::from_ref(&m), &archs, &c);
     let failed: Vec<_> = out.iter().filter(|o| o.result.is_err()).collect();
     assert_eq!(failed.len(), 4);
-    assert!(failed.iter().all(|o| o.params["BLOCK_N"] == 128 && o.result.as_ref().unwrap_err().contains("BLOCK_N 128 broken")));
+    assert!(failed.iter().all(|o| o.params["BLOCK_N"] == 128 && cudafuzz::error::chain(o.result.as_ref().unwrap_err().as_ref()).contains("BLOCK_N 128 broken")));
 }
 
 #[test]

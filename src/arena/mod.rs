@@ -21,6 +21,12 @@ use crate::data::{self, Inputs};
 use crate::manifest::{BufferDtype, BufferInit, ResolvedBuffer};
 use crate::plan::Plan;
 
+/// The allocation index of a manifest's extra buffer `b`: every arena holds the tensors first,
+/// in [`TensorId::ALL`] order, then the buffers in declaration order.
+pub fn buffer_slot(b: usize) -> usize {
+    TensorId::ALL.len() + b
+}
+
 /// The initial bytes of every allocation of a case, and which of them are uploaded.
 #[derive(Clone, Debug)]
 pub struct HostImage {

@@ -61,9 +61,9 @@ pub(super) fn build_report(manifests: &[Manifest], archs: &[Arch], compiler: &Co
     for o in &outcomes {
         match &o.result {
             Ok((_, from_cache)) => cached += *from_cache as usize,
-            Err(log) => {
+            Err(e) => {
                 failed += 1;
-                eprintln!("FAILED {} {:?} {} {}:\n{log}", o.manifest, o.params, o.dtype, o.arch);
+                eprintln!("FAILED {} {:?} {} {}:\n{}", o.manifest, o.params, o.dtype, o.arch, crate::error::chain(e.as_ref()));
             }
         }
     }

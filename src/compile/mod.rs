@@ -494,8 +494,8 @@ pub struct BuildOutcome {
     pub dtype: Dtype,
     /// The architecture compiled for.
     pub arch: Arch,
-    /// `Ok((cubin size in bytes, from_cache))`, or the error text (with NVRTC's log).
-    pub result: Result<(usize, bool), String>,
+    /// `Ok((cubin size in bytes, from_cache))`, or why it failed (with NVRTC's log).
+    pub result: Result<(usize, bool), std::sync::Arc<CompileError>>,
 }
 
 /// Compiles every manifest × param combination (cartesian product) × contract dtype × arch,
@@ -507,24 +507,13 @@ pub fn build_all(manifests: &[Manifest], archs: &[Arch], compiler: &Compiler) ->
             for &dtype in &m.contract.dtypes {
                 for &arch in archs {
                     let req = request_for(m, &params, dtype, arch, &BTreeMap::new());
-                    let result = compiler.compile(&req).map(|c| (c.cubin.len(), c.from_cache)).map_err(|e| error_chain(&e));
+                    let result = compiler.compile(&req).map(|c| (c.cubin.len(), c.from_cache)).map_err(std::sync::Arc::new);
                     out.push(BuildOutcome { manifest: m.name.clone(), params: params.clone(), dtype, arch, result });
                 }
             }
         }
     }
     out
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

@@ -612,7 +612,7 @@ pub(crate) fn buffer_dtype_code(d: BufferDtype) -> u32 {
 pub(crate) fn arg_alloc(arg: &ResolvedArg) -> Option<usize> {
     match *arg {
         ResolvedArg::Tensor(t) => Some(t.index()),
-        ResolvedArg::Buffer(b) => Some(TensorId::ALL.len() + b),
+        ResolvedArg::Buffer(b) => Some(crate::arena::buffer_slot(b)),
         _ => None,
     }
 }

@@ -11,7 +11,6 @@ use cudarc::driver::{result, sys};
 
 use crate::arena::device::DeviceArena;
 use crate::arena::HostImage;
-use crate::case::TensorId;
 use crate::coverage::{self, Coverage};
 use crate::finding::FindingKind;
 use crate::gpu::{CudaStatus, GpuInfo};
@@ -152,7 +151,7 @@ pub fn launch(module: &Module, launch: &ResolvedLaunch, arena: &DeviceArena, ima
         .iter()
         .map(|a| match *a {
             ResolvedArg::Tensor(t) => ArgSlot::Ptr(arena.data_ptr(image, t.index())),
-            ResolvedArg::Buffer(b) => ArgSlot::Ptr(arena.data_ptr(image, TensorId::ALL.len() + b)),
+            ResolvedArg::Buffer(b) => ArgSlot::Ptr(arena.data_ptr(image, crate::arena::buffer_slot(b))),
             ResolvedArg::I32(x) => ArgSlot::I32(x),
             ResolvedArg::I64(x) => ArgSlot::I64(x),
             ResolvedArg::F32(x) => ArgSlot::F32(x),

@@ -237,7 +237,7 @@ pub fn check_values(
 /// Compares a manifest buffer with role `lse` against the reference log-sum-exp.
 fn check_lse(j: &Judged<'_>, image: &HostImage, after: &[Vec<u8>], buffers: &[ResolvedBuffer], ref64: &RefOutput) -> Option<Finding> {
     let b = buffers.iter().position(|b| b.role == Some(BufferRole::Lse))?;
-    let (index, dtype) = (TensorId::ALL.len() + b, buffers[b].dtype);
+    let (index, dtype) = (crate::arena::buffer_slot(b), buffers[b].dtype);
     let values = buffer_values(dtype, image.data(index, &after[index]));
     let mut bad = 0u64;
     let mut first = None;

@@ -39,6 +39,48 @@ pub fn record_functions(record: &Record) -> impl Iterator<Item = &str> {
     record.at.iter().chain(record.device_stack.iter()).chain(race).filter_map(|f| f.func.as_deref())
 }
 
+/// Why the case markers of a tool cannot be set up or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MarkerError {
+    /// The marker kernels do not compile.
+    #[error("compiling the sanitizer markers {}", path.display())]
+    Compile {
+        /// The marker source.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: crate::compile::CompileError,
+    },
+    /// The compiled marker kernel does not load.
+    #[error("loading {entry}: {status}")]
+    Load {
+        /// The marker kernel.
+        entry: String,
+        /// What the driver said.
+        status: crate::gpu::CudaStatus,
+    },
+    /// A marker buffer cannot be allocated.
+    #[error("marker buffer: {0}")]
+    Alloc(String),
+    /// The marker kernel cannot be launched.
+    #[error("launching the {tool} marker: {message}")]
+    Launch {
+        /// The tool.
+        tool: Tool,
+        /// What the driver said.
+        message: String,
+    },
+    /// The marker kernel failed.
+    #[error("the {tool} marker kernel failed: {status}")]
+    Failed {
+        /// The tool.
+        tool: Tool,
+        /// What the driver said.
+        status: crate::gpu::CudaStatus,
+    },
+}
+
 /// Emits markers for one tool in a worker process.
 pub struct Marker {
     tool: Tool,
@@ -50,7 +92,7 @@ pub struct Marker {
 
 impl Marker {
     /// Prepares the markers of `tool`: compiles and loads its kernel, allocates its buffers.
-    pub fn new(tool: Tool, compiler: &Compiler, arch: Arch) -> Result<Marker, String> {
+    pub fn new(tool: Tool, compiler: &Compiler, arch: Arch) -> Result<Marker, MarkerError> {
         let mut marker = Marker { tool, kernel: None, never_written: 0, out: 0, emitted: 0 };
         if matches!(tool, Tool::Memcheck | Tool::Synccheck) {
             return Ok(marker);
@@ -58,22 +100,22 @@ impl Marker {
         let source = crate::registry::kernels_dir().join("harness/sanitizer_markers.cu");
         let entry = format!("{MARKER_KERNEL_PREFIX}{}", tool.name());
         let req = CompileRequest { source: source.clone(), entry: entry.clone(), defines: Default::default(), options: vec![], arch };
-        let compiled = compiler.compile(&req).map_err(|e| format!("compiling the sanitizer markers {}: {e}", source.display()))?;
-        marker.kernel = Some(Module::load(&compiled.cubin, &entry).map_err(|s| format!("loading {entry}: {s}"))?);
+        let compiled = compiler.compile(&req).map_err(|e| MarkerError::Compile { path: source.clone(), source: e })?;
+        marker.kernel = Some(Module::load(&compiled.cubin, &entry).map_err(|status| MarkerError::Load { entry: entry.clone(), status })?);
         // SAFETY: plain allocations; `never_written` is deliberately left uninitialised.
         unsafe {
-            marker.never_written = result::malloc_sync((INIT_WORDS * 4) as usize).map_err(|e| format!("marker buffer: {e:?}"))?;
-            marker.out = result::malloc_sync(64 * 4).map_err(|e| format!("marker buffer: {e:?}"))?;
+            marker.never_written = result::malloc_sync((INIT_WORDS * 4) as usize).map_err(|e| MarkerError::Alloc(format!("{e:?}")))?;
+            marker.out = result::malloc_sync(64 * 4).map_err(|e| MarkerError::Alloc(format!("{e:?}")))?;
         }
         Ok(marker)
     }
 
     /// Replaces the never-written buffer once every word of it has been read.
-    fn fresh_init_buffer(&mut self) -> Result<(), String> {
+    fn fresh_init_buffer(&mut self) -> Result<(), MarkerError> {
         // SAFETY: the old buffer came from malloc_sync; the new one is left uninitialised.
         unsafe {
             let _ = result::free_sync(self.never_written);
-            self.never_written = result::malloc_sync((INIT_WORDS * 4) as usize).map_err(|e| format!("marker buffer: {e:?}"))?;
+            self.never_written = result::malloc_sync((INIT_WORDS * 4) as usize).map_err(|e| MarkerError::Alloc(format!("{e:?}")))?;
         }
         Ok(())
     }
@@ -84,7 +126,7 @@ impl Marker {
     }
 
     /// Makes the tool write one marker record, and waits until it has.
-    pub fn emit(&mut self) -> Result<(), String> {
+    pub fn emit(&mut self) -> Result<(), MarkerError> {
         if self.tool == Tool::Synccheck {
             return Ok(());
         }
@@ -107,8 +149,8 @@ impl Marker {
         let block = if self.tool == Tool::Racecheck { 64 } else { 32 };
         // SAFETY: the parameters match the marker kernels' signatures and outlive the call.
         unsafe { result::launch_kernel(kernel.function(), (1, 1, 1), (block, 1, 1), 0, std::ptr::null_mut(), &mut params) }
-            .map_err(|e| format!("launching the {} marker: {e:?}", self.tool))?;
-        crate::gpu::synchronize().map_err(|s| format!("the {} marker kernel failed: {s}", self.tool))
+            .map_err(|e| MarkerError::Launch { tool: self.tool, message: format!("{e:?}") })?;
+        crate::gpu::synchronize().map_err(|status| MarkerError::Failed { tool: self.tool, status })
     }
 }
 

@@ -229,7 +229,7 @@ mod tests {
     }
 
     fn verdict(outcome: Outcome) -> Verdict {
-        Verdict { outcome, contract: ContractVerdict::Inside, reference: "gpu".into(), sticky: false, times: StageTimes::default(), allocations: None, coverage: None, output_digest: None }
+        Verdict { outcome, contract: ContractVerdict::Inside, reference: crate::worker::ReferenceUsed::Gpu, sticky: false, times: StageTimes::default(), allocations: None, coverage: None, output_digest: None }
     }
 
     #[test]

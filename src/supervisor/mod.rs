@@ -31,7 +31,7 @@ use crate::manifest::Manifest;
 use crate::oracle::Judged;
 use crate::plan::Plan;
 use crate::sanitizer::{Sanitizer, Tool};
-use crate::worker::{kernel_label, Outcome, RunOptions, StageTimes, Verdict, WorkerEvent, WorkerRequest, EXIT_STICKY};
+use crate::worker::{kernel_label, Outcome, ReferenceUsed, RunOptions, StageTimes, Verdict, WorkerEvent, WorkerRequest, EXIT_STICKY};
 
 /// Default time a kernel may run before the watchdog calls it a hang.
 pub const DEFAULT_KERNEL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -424,7 +424,7 @@ impl Supervisor {
         Verdict {
             outcome: Outcome::Fail { findings: vec![j.finding(kind, oracle, detail)] },
             contract,
-            reference: "none".into(),
+            reference: ReferenceUsed::None,
             sticky: true,
             times: StageTimes::default(),
             allocations: None,

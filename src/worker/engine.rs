@@ -13,19 +13,22 @@ use serde::{Deserialize, Serialize};
 
 use crate::arena::device::DeviceArena;
 use crate::arena::layout::AllocationTable;
+use thiserror::Error;
+
 use crate::arena::{buffer_values, HostImage};
 use crate::case::{Case, TensorId};
-use crate::compile::{request_for, Compiler};
+use crate::compile::{request_for, CompileError, Compiler};
 use crate::coverage::{self, Coverage};
 use crate::data;
+use crate::error::chain;
 use crate::finding::{Finding, FindingKind, Oracle};
-use crate::gpu::{CudaStatus, Gpu, GpuInfo};
+use crate::gpu::{CudaStatus, Gpu, GpuError, GpuInfo};
 use crate::launch::{self, LaunchRejection, Module};
-use crate::manifest::{Manifest, ResolvedLaunch};
+use crate::manifest::{Manifest, ManifestError, ResolvedLaunch};
 use crate::oracle::{self, Judged};
 use crate::plan::{ContractVerdict, Plan};
 use crate::reference::{CpuF64, CpuSamePrecision, RefOutput, Reference};
-use crate::sanitizer::marker::Marker;
+use crate::sanitizer::marker::{Marker, MarkerError};
 use crate::sanitizer::Tool;
 
 /// Which fp64 reference judges the output.
@@ -38,6 +41,72 @@ pub enum ReferenceChoice {
     Gpu,
     /// The CPU reference.
     Cpu,
+}
+
+/// Which reference judged a case's output.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReferenceUsed {
+    /// The GPU reference kernel.
+    Gpu,
+    /// The CPU reference.
+    Cpu,
+    /// None: the kernel failed (or the case could not run) before one was needed.
+    #[default]
+    None,
+}
+
+impl std::fmt::Display for ReferenceUsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ReferenceUsed::Gpu => "gpu",
+            ReferenceUsed::Cpu => "cpu",
+            ReferenceUsed::None => "none",
+        })
+    }
+}
+
+/// Why the engine could not run a case (or start): reported as an [`Outcome::Error`], never as
+/// a finding of the kernel's.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The GPU cannot be opened.
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    /// NVRTC cannot be set up, or the kernel does not compile.
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    /// The manifest does not load or resolve for this case.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// The compiled module does not load.
+    #[error("loading {} (entry `{entry}`) failed: {status}", source_file.display())]
+    ModuleLoad {
+        /// The kernel source.
+        source_file: PathBuf,
+        /// The entry point.
+        entry: String,
+        /// What the driver said.
+        status: CudaStatus,
+    },
+    /// The sanitizer's case markers cannot be set up or written.
+    #[error(transparent)]
+    Marker(#[from] MarkerError),
+    /// The GPU reference kernel cannot run this case.
+    #[error("{0}")]
+    Reference(String),
+    /// A CUDA call around the kernel (upload, coverage counters) failed.
+    #[error("{what} failed: {status}")]
+    Cuda {
+        /// What was being done.
+        what: &'static str,
+        /// What the driver said.
+        status: CudaStatus,
+    },
+    /// The case does not fit in the GPU's memory.
+    #[error("{0}")]
+    OutOfMemory(String),
 }
 
 /// Per-run switches.
@@ -108,8 +177,8 @@ pub struct Verdict {
     pub outcome: Outcome,
     /// Contract verdict of the case.
     pub contract: ContractVerdict,
-    /// Which reference judged it (`gpu`, `cpu`, or `none` when the kernel failed first).
-    pub reference: String,
+    /// Which reference judged it (`none` when the kernel failed first).
+    pub reference: ReferenceUsed,
     /// The CUDA context is unusable: the worker must exit after reporting.
     pub sticky: bool,
     /// Where the time went.
@@ -155,11 +224,68 @@ pub struct Engine {
     reference_manifest: Option<PathBuf>,
 }
 
+/// What a case's verdict holds besides its outcome, filled in as the case moves through the
+/// stages, so a case that stops early still says how far it got.
+#[derive(Default)]
+struct Progress {
+    times: StageTimes,
+    contract: Option<ContractVerdict>,
+    reference: ReferenceUsed,
+    coverage: Option<Coverage>,
+    digest: Option<String>,
+}
+
+impl Progress {
+    fn verdict(&self, outcome: Outcome, sticky: bool) -> Verdict {
+        Verdict {
+            outcome,
+            contract: self.contract.clone().unwrap_or(ContractVerdict::Inside),
+            reference: self.reference,
+            sticky,
+            times: self.times.clone(),
+            allocations: None,
+            coverage: self.coverage.clone(),
+            output_digest: self.digest.clone(),
+        }
+    }
+
+    /// The harness could not go on: an [`Outcome::Error`].
+    fn error(&self, e: impl Into<EngineError>, sticky: bool) -> Verdict {
+        self.verdict(Outcome::Error { message: chain(&e.into()) }, sticky)
+    }
+
+    /// The kernel failed: a finding.
+    fn failed(&self, findings: Vec<Finding>, sticky: bool) -> Verdict {
+        self.verdict(Outcome::Fail { findings }, sticky)
+    }
+}
+
+fn micros(t: Instant) -> u64 {
+    t.elapsed().as_micros() as u64
+}
+
+/// A case ready to run: everything [`Engine::run_case`] computed on the host.
+struct Prepared<'a> {
+    manifest: Manifest,
+    plan: Plan,
+    label: String,
+    resolved: ResolvedLaunch,
+    inputs: data::Inputs,
+    image: HostImage,
+    case: &'a Case,
+}
+
+impl Prepared<'_> {
+    fn judged(&self, inside_contract: bool) -> Judged<'_> {
+        Judged { case: self.case, plan: &self.plan, kernel: &self.label, inside_contract }
+    }
+}
+
 impl Engine {
     /// Opens GPU `ordinal`; `reference_manifest` is the GPU reference kernel's manifest.
-    pub fn new(ordinal: usize, reference_manifest: Option<PathBuf>) -> Result<Engine, String> {
-        let gpu = Gpu::open(ordinal).map_err(|e| e.to_string())?;
-        let compiler = Compiler::new(None).map_err(|e| format!("{:#}", anyhow::Error::from(e)))?;
+    pub fn new(ordinal: usize, reference_manifest: Option<PathBuf>) -> Result<Engine, EngineError> {
+        let gpu = Gpu::open(ordinal)?;
+        let compiler = Compiler::new(None)?;
         Ok(Engine {
             marker: None,
             allocations: None,
@@ -177,18 +303,18 @@ impl Engine {
         &self.gpu.info
     }
 
-    fn manifest(&mut self, path: &Path) -> Result<Manifest, String> {
+    fn manifest(&mut self, path: &Path) -> Result<Manifest, EngineError> {
         if let Some(m) = self.manifests.get(path) {
             return Ok(m.clone());
         }
-        let m = Manifest::load(path).map_err(|e| e.to_string())?;
+        let m = Manifest::load(path)?;
         self.manifests.insert(path.to_path_buf(), m.clone());
         Ok(m)
     }
 
     /// The loaded module of a manifest configuration; `coverage` compiles its `CF_COVER(id)`
     /// points in (a separate module and cache entry).
-    fn module(&mut self, manifest: &Manifest, case: &Case, coverage: bool) -> Result<&mut Module, String> {
+    fn module(&mut self, manifest: &Manifest, case: &Case, coverage: bool) -> Result<&mut Module, EngineError> {
         let memo = (manifest.path.clone(), case.params.iter().map(|(k, v)| (k.clone(), *v)).collect(), case.dtype, coverage);
         if let Some(key) = self.module_keys.get(&memo) {
             return Ok(self.modules.get_mut(key).expect("memoised modules stay loaded"));
@@ -196,10 +322,13 @@ impl Engine {
         let extra: BTreeMap<String, String> =
             if coverage { [(coverage::COVERAGE_DEFINE.to_string(), "1".to_string())].into() } else { BTreeMap::new() };
         let req = request_for(manifest, &case.params, case.dtype, self.gpu.info.arch, &extra);
-        let compiled = self.compiler.compile(&req).map_err(|e| e.to_string())?;
+        let compiled = self.compiler.compile(&req)?;
         if !self.modules.contains_key(&compiled.key) {
-            let module = Module::load(&compiled.cubin, &manifest.entry)
-                .map_err(|s| format!("loading {} (entry `{}`) failed: {s}", manifest.source.display(), manifest.entry))?;
+            let module = Module::load(&compiled.cubin, &manifest.entry).map_err(|status| EngineError::ModuleLoad {
+                source_file: manifest.source.clone(),
+                entry: manifest.entry.clone(),
+                status,
+            })?;
             self.modules.insert(compiled.key.clone(), module);
         }
         self.module_keys.insert(memo, compiled.key.clone());
@@ -207,12 +336,12 @@ impl Engine {
     }
 
     /// Makes `tool` write its marker record: the start of a case in the sanitizer's XML.
-    fn mark(&mut self, tool: Tool) -> Result<(), String> {
+    fn mark(&mut self, tool: Tool) -> Result<(), EngineError> {
         if self.marker.as_ref().map(Marker::tool) != Some(tool) {
             self.marker = Some(Marker::new(tool, &self.compiler, self.gpu.info.arch)?);
         }
         self.allocations = None;
-        self.marker.as_mut().expect("made above").emit()
+        Ok(self.marker.as_mut().expect("made above").emit()?)
     }
 
     /// The allocations of the last case run under a sanitizer (device addresses → tensors).
@@ -223,123 +352,104 @@ impl Engine {
     /// Runs one case against the kernel of `manifest_path`. `on_launch` is called right before
     /// the kernel under test is launched, so a supervisor can arm its watchdog then (compiling is
     /// not a hang).
+    ///
+    /// The stages, in order: prepare (plan, contract, inputs, arena image) → compile and load →
+    /// upload → references → launch → judge → determinism. A stage that fails ends the case with
+    /// an error (the harness's problem) or a finding (the kernel's).
     pub fn run_case(&mut self, case: &Case, manifest_path: &Path, opts: &RunOptions, on_launch: &mut dyn FnMut()) -> Verdict {
-        let mut times = StageTimes::default();
-        let verdict = |outcome, contract, reference: &str, sticky, times: &StageTimes| Verdict {
-            outcome,
-            contract,
-            reference: reference.to_string(),
-            sticky,
-            times: times.clone(),
-            allocations: None,
-            coverage: None,
-            output_digest: None,
-        };
-        let error = |message: String| Outcome::Error { message };
+        let mut p = Progress::default();
+        self.run_stages(case, manifest_path, opts, on_launch, &mut p).unwrap_or_else(|early| early)
+    }
+
+    fn run_stages(&mut self, case: &Case, manifest_path: &Path, opts: &RunOptions, on_launch: &mut dyn FnMut(), p: &mut Progress) -> Result<Verdict, Verdict> {
         if let Some(tool) = opts.sanitizer {
-            if let Err(e) = self.mark(tool) {
-                return verdict(error(e), ContractVerdict::Inside, "none", false, &times);
-            }
+            self.mark(tool).map_err(|e| p.error(e, false))?;
         }
         let t = Instant::now();
-        let manifest = match self.manifest(manifest_path) {
-            Ok(m) => m,
-            Err(e) => return verdict(error(e), ContractVerdict::Inside, "none", false, &times),
-        };
-        if let Err(e) = manifest.check_params(&case.params) {
-            return verdict(error(e.to_string()), ContractVerdict::Inside, "none", false, &times);
-        }
-        let plan = Plan::new(case);
-        let contract = manifest.contract.check(case, &plan);
-        let label = kernel_label(&manifest, case);
-        let judged = Judged { case, plan: &plan, kernel: &label, inside_contract: contract.is_inside() };
-        let resolved = match manifest.resolve(case, &plan) {
-            Ok(r) => r,
-            Err(e) => return verdict(error(e.to_string()), contract, "none", false, &times),
-        };
-        let inputs = data::generate(case);
-        let image = HostImage::build(case, &plan, &inputs, &resolved.buffers);
-        times.prepare_us = t.elapsed().as_micros() as u64;
+        let prep = self.prepare(case, manifest_path, p)?;
+        p.times.prepare_us = micros(t);
+        let judged = prep.judged(p.contract.as_ref().is_some_and(ContractVerdict::is_inside));
 
         let t = Instant::now();
         let gpu_info = self.gpu.info.clone();
-        let module = match self.module(&manifest, case, opts.coverage) {
-            Ok(m) => m,
-            Err(e) => return verdict(error(e), contract, "none", false, &times),
-        };
-        let reserved = module.reserve_shared(resolved.shared_bytes, &gpu_info);
-        times.compile_us = t.elapsed().as_micros() as u64;
-        if let Err(rejection) = reserved {
-            let f = rejection_finding(&judged, &rejection);
-            return verdict(Outcome::Fail { findings: vec![f] }, contract, "none", false, &times);
-        }
+        let module = self.module(&prep.manifest, case, opts.coverage).map_err(|e| p.error(e, false))?;
+        let reserved = module.reserve_shared(prep.resolved.shared_bytes, &gpu_info);
+        p.times.compile_us = micros(t);
+        reserved.map_err(|rejection| p.failed(vec![rejection_finding(&judged, &rejection)], false))?;
 
         let t = Instant::now();
-        let arena = match DeviceArena::upload(&image) {
-            Ok(a) => a,
-            Err(s) => return verdict(error(upload_failure(&s, &image, case)), contract, "none", launch::is_sticky(&s), &times),
-        };
-        times.upload_us = t.elapsed().as_micros() as u64;
+        let arena = DeviceArena::upload(&prep.image).map_err(|s| p.error(upload_failure(&s, &prep.image, case), launch::is_sticky(&s)))?;
+        p.times.upload_us = micros(t);
         if opts.sanitizer.is_some() {
-            self.allocations = Some(arena.table(&image, &plan));
+            self.allocations = Some(arena.table(&prep.image, &prep.plan));
         }
 
         let t = Instant::now();
-        let (references, reference_name) = match self.references(case, &plan, &inputs, &image, &arena, opts.reference) {
-            Ok(r) => r,
-            Err(e) => return verdict(error(e), contract, "none", true, &times),
-        };
-        times.reference_us = t.elapsed().as_micros() as u64;
+        let (references, used) = self.references(case, &prep.plan, &prep.inputs, &prep.image, &arena, opts.reference).map_err(|e| p.error(e, true))?;
+        p.times.reference_us = micros(t);
 
         let t = Instant::now();
-        let module = self.module(&manifest, case, opts.coverage).expect("compiled above");
+        let module = self.module(&prep.manifest, case, opts.coverage).expect("compiled above");
         if opts.coverage {
-            if let Err(s) = module.reset_coverage() {
-                return verdict(error(format!("zeroing the coverage counters failed: {s}")), contract, "none", launch::is_sticky(&s), &times);
-            }
+            module.reset_coverage().map_err(|status| p.error(EngineError::Cuda { what: "zeroing the coverage counters", status: status.clone() }, launch::is_sticky(&status)))?;
         }
         on_launch();
-        let first = run_once(module, &resolved, &arena, &image, &judged);
-        times.kernel_us = t.elapsed().as_micros() as u64;
-        let after = match first {
-            Ok(after) => after,
-            Err((f, sticky)) => return verdict(Outcome::Fail { findings: vec![f] }, contract, &reference_name, sticky, &times),
-        };
+        let first = run_once(module, &prep.resolved, &arena, &prep.image, &judged);
+        p.times.kernel_us = micros(t);
+        p.reference = used;
+        let after = first.map_err(|(f, sticky)| p.failed(vec![f], sticky))?;
         // Read before a determinism run adds its own counts.
-        let reached: Option<Coverage> = if opts.coverage { module.coverage().ok().flatten() } else { None };
-        let digest = output_digest(case, &plan, &image, &after);
-        let verdict = |outcome, contract, reference: &str, sticky, times: &StageTimes| Verdict {
-            coverage: reached.clone(),
-            output_digest: Some(digest.clone()),
-            ..verdict(outcome, contract, reference, sticky, times)
-        };
+        p.coverage = if opts.coverage { module.coverage().ok().flatten() } else { None };
+        p.digest = Some(output_digest(case, &prep.plan, &prep.image, &after));
 
         let t = Instant::now();
-        let mut findings = oracle::check_memory(&judged, &image, &after);
-        findings.extend(oracle::check_values(&judged, &image, &after, &resolved.buffers, &references.0, &references.1));
-        times.judge_us = t.elapsed().as_micros() as u64;
+        let mut findings = oracle::check_memory(&judged, &prep.image, &after);
+        findings.extend(oracle::check_values(&judged, &prep.image, &after, &prep.resolved.buffers, &references.0, &references.1));
+        p.times.judge_us = micros(t);
         if opts.determinism {
-            let t = Instant::now();
-            let o = TensorId::O.index();
-            let again = match arena.write(&image, o) {
-                Err(s) => Err(failed_after_launch(&judged, &s)),
-                Ok(()) => rerun_output(self.module(&manifest, case, opts.coverage).expect("compiled above"), &resolved, &arena, &image, &judged),
-            };
-            times.kernel_us += t.elapsed().as_micros() as u64;
-            match again {
-                Ok(second) => {
-                    let first_o = image.data(o, &after[o]);
-                    let second_o = image.data(o, &second);
-                    findings.extend(oracle::check_determinism(&judged, first_o, second_o));
-                }
-                Err((f, sticky)) => {
-                    findings.push(f);
-                    return verdict(Outcome::Fail { findings }, contract, &reference_name, sticky, &times);
-                }
-            }
+            self.determinism(&prep, &judged, &arena, &after, opts, &mut findings, p)?;
         }
         let outcome = if findings.is_empty() { Outcome::Pass } else { Outcome::Fail { findings } };
-        verdict(outcome, contract, &reference_name, false, &times)
+        Ok(p.verdict(outcome, false))
+    }
+
+    /// The host side of a case: manifest, params, plan, contract verdict, launch, inputs and
+    /// the arena image.
+    fn prepare<'c>(&mut self, case: &'c Case, manifest_path: &Path, p: &mut Progress) -> Result<Prepared<'c>, Verdict> {
+        let manifest = self.manifest(manifest_path).map_err(|e| p.error(e, false))?;
+        manifest.check_params(&case.params).map_err(|e| p.error(e, false))?;
+        let plan = Plan::new(case);
+        p.contract = Some(manifest.contract.check(case, &plan));
+        let label = kernel_label(&manifest, case);
+        let resolved = manifest.resolve(case, &plan).map_err(|e| p.error(e, false))?;
+        let inputs = data::generate(case);
+        let image = HostImage::build(case, &plan, &inputs, &resolved.buffers);
+        Ok(Prepared { manifest, plan, label, resolved, inputs, image, case })
+    }
+
+    /// The determinism run: `o` rewritten with its sentinel, the kernel launched again, and the
+    /// two outputs compared bit for bit.
+    #[allow(clippy::too_many_arguments)]
+    fn determinism(&mut self, prep: &Prepared<'_>, judged: &Judged<'_>, arena: &DeviceArena, after: &[Vec<u8>], opts: &RunOptions, findings: &mut Vec<Finding>, p: &mut Progress) -> Result<(), Verdict> {
+        let t = Instant::now();
+        let o = TensorId::O.index();
+        let again = match arena.write(&prep.image, o) {
+            Err(s) => Err(failed_after_launch(judged, &s)),
+            Ok(()) => rerun_output(self.module(&prep.manifest, prep.case, opts.coverage).expect("compiled above"), &prep.resolved, arena, &prep.image, judged),
+        };
+        p.times.kernel_us += micros(t);
+        match again {
+            Ok(second) => {
+                let first_o = prep.image.data(o, &after[o]);
+                let second_o = prep.image.data(o, &second);
+                findings.extend(oracle::check_determinism(judged, first_o, second_o));
+                Ok(())
+            }
+            Err((f, sticky)) => {
+                findings.push(f);
+                Err(p.failed(std::mem::take(findings), sticky))
+            }
+        }
     }
 
     /// The fp64 and same-precision references, from the GPU kernel when it can take the case.
@@ -351,31 +461,32 @@ impl Engine {
         image: &HostImage,
         arena: &DeviceArena,
         choice: ReferenceChoice,
-    ) -> Result<((RefOutput, RefOutput), String), String> {
+    ) -> Result<((RefOutput, RefOutput), ReferenceUsed), EngineError> {
         if choice == ReferenceChoice::Gpu {
             if let Some(path) = self.reference_manifest.clone() {
                 let manifest = self.manifest(&path)?;
                 let mut ref_case = case.clone();
                 ref_case.params = manifest.default_params();
                 if manifest.contract.check(&ref_case, plan).is_inside() {
-                    return self.gpu_reference(&manifest, &ref_case, plan, image, arena).map(|r| (r, "gpu".to_string()));
+                    return self.gpu_reference(&manifest, &ref_case, plan, image, arena).map(|r| (r, ReferenceUsed::Gpu));
                 }
             }
         }
-        Ok(((CpuF64.forward(case, inputs), CpuSamePrecision.forward(case, inputs)), "cpu".to_string()))
+        Ok(((CpuF64.forward(case, inputs), CpuSamePrecision.forward(case, inputs)), ReferenceUsed::Cpu))
     }
 
-    fn gpu_reference(&mut self, manifest: &Manifest, case: &Case, plan: &Plan, image: &HostImage, arena: &DeviceArena) -> Result<(RefOutput, RefOutput), String> {
-        let resolved = manifest.resolve(case, plan).map_err(|e| e.to_string())?;
+    fn gpu_reference(&mut self, manifest: &Manifest, case: &Case, plan: &Plan, image: &HostImage, arena: &DeviceArena) -> Result<(RefOutput, RefOutput), EngineError> {
+        let reference = |m: String| EngineError::Reference(m);
+        let resolved = manifest.resolve(case, plan)?;
         // The reference reads q, k, v from the case's arena and writes its own dense buffers.
         let buf_image = HostImage::buffers_only(case, &resolved.buffers);
-        let buf_arena = DeviceArena::upload(&buf_image).map_err(|s| format!("reference buffer allocation failed: {s}"))?;
+        let buf_arena = DeviceArena::upload(&buf_image).map_err(|s| reference(format!("reference buffer allocation failed: {s}")))?;
         let gpu_info = self.gpu.info.clone();
         let module = self.module(manifest, case, false)?;
-        module.reserve_shared(resolved.shared_bytes, &gpu_info).map_err(|r| format!("reference kernel: {r}"))?;
+        module.reserve_shared(resolved.shared_bytes, &gpu_info).map_err(|r| reference(format!("reference kernel: {r}")))?;
         // A view with the case's tensors first and the reference's buffers after, as `launch`
         // expects; it owns nothing, so its allocation list is emptied before it drops.
-        let n_tensors = TensorId::ALL.len();
+        let n_tensors = crate::arena::buffer_slot(0);
         let mut view = DeviceArena { allocs: arena.allocs[..n_tensors].to_vec() };
         view.allocs.extend_from_slice(&buf_arena.allocs);
         let mut view_layout = image.layout.allocs[..n_tensors].to_vec();
@@ -387,13 +498,13 @@ impl Engine {
             held: Vec::new(),
         };
         let result = launch::launch(module, &resolved, &view, &view_image)
-            .map_err(|r| format!("reference kernel launch: {r}"))
-            .and_then(|()| crate::gpu::synchronize().map_err(|s| format!("reference kernel failed: {s}")));
+            .map_err(|r| reference(format!("reference kernel launch: {r}")))
+            .and_then(|()| crate::gpu::synchronize().map_err(|s| reference(format!("reference kernel failed: {s}"))));
         view.allocs.clear();
         result?;
-        let downloads = buf_arena.download(&buf_image).map_err(|s| s.to_string())?;
-        let values = |name: &str| -> Result<Vec<f64>, String> {
-            let b = resolved.buffers.iter().position(|b| b.name == name).ok_or_else(|| format!("reference manifest has no buffer `{name}`"))?;
+        let downloads = buf_arena.download(&buf_image).map_err(|s| reference(s.to_string()))?;
+        let values = |name: &str| -> Result<Vec<f64>, EngineError> {
+            let b = resolved.buffers.iter().position(|b| b.name == name).ok_or_else(|| reference(format!("reference manifest has no buffer `{name}`")))?;
             Ok(buffer_values(resolved.buffers[b].dtype, buf_image.data(b, &downloads[b])))
         };
         let lse = values("ref_lse")?;
@@ -403,10 +514,10 @@ impl Engine {
 
 /// Why a case could not be uploaded; out of memory names what the case needs and, for a case
 /// past 2³¹ elements, how a kernel's contract opts out of them.
-fn upload_failure(s: &CudaStatus, image: &HostImage, case: &Case) -> String {
+fn upload_failure(s: &CudaStatus, image: &HostImage, case: &Case) -> EngineError {
     // CUDA_ERROR_OUT_OF_MEMORY
     if s.code != 2 {
-        return format!("uploading the case failed: {s}");
+        return EngineError::Cuda { what: "uploading the case", status: s.clone() };
     }
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     let free = cudarc::driver::result::mem_get_info().map(|(free, _)| format!("{:.1} GiB", gib(free as u64))).unwrap_or_else(|_| "unknown".into());
@@ -414,7 +525,7 @@ fn upload_failure(s: &CudaStatus, image: &HostImage, case: &Case) -> String {
     if crate::generate::reaches_past_int32(case) {
         msg.push_str("; it is a case past 2^31 elements (a 4-8 GiB stride gap): run on a GPU with more memory, or declare `max_element_offset = 2147483647` in the kernel's [contract] if it indexes in 32 bits");
     }
-    msg
+    EngineError::OutOfMemory(msg)
 }
 
 /// The digest of `o`'s element bits in logical order (see [`Verdict::output_digest`]).

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::case::Case;
 use crate::gpu::GpuInfo;
-pub use engine::{kernel_label, Engine, Outcome, ReferenceChoice, RunOptions, StageTimes, Verdict};
+pub use engine::{kernel_label, Engine, EngineError, Outcome, ReferenceChoice, ReferenceUsed, RunOptions, StageTimes, Verdict};
 
 /// Exit status of a worker that stopped because its CUDA context is poisoned.
 pub const EXIT_STICKY: i32 = 86;
@@ -75,8 +75,8 @@ pub fn main(gpu: usize, reference_manifest: Option<PathBuf>) -> i32 {
     let mut out = std::io::stdout();
     let mut engine = match Engine::new(gpu, reference_manifest) {
         Ok(e) => e,
-        Err(message) => {
-            emit(&mut out, &WorkerEvent::StartFailed { message });
+        Err(e) => {
+            emit(&mut out, &WorkerEvent::StartFailed { message: crate::error::chain(&e) });
             return EXIT_NO_GPU;
         }
     };
