@@ -46,14 +46,19 @@ pub enum GpuSelection {
     Count(usize),
 }
 
+/// A `--gpus` value that is neither `all` nor a count.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("--gpus {0}: expected `all` or a number")]
+pub struct GpuSelectionError(pub String);
+
 impl FromStr for GpuSelection {
-    type Err = String;
+    type Err = GpuSelectionError;
 
     /// `all`, or a count.
-    fn from_str(s: &str) -> Result<GpuSelection, String> {
+    fn from_str(s: &str) -> Result<GpuSelection, GpuSelectionError> {
         match s {
             "all" => Ok(GpuSelection::All),
-            n => n.parse().map(GpuSelection::Count).map_err(|_| format!("--gpus {n}: expected `all` or a number")),
+            n => n.parse().map(GpuSelection::Count).map_err(|_| GpuSelectionError(n.to_string())),
         }
     }
 }

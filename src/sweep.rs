@@ -132,15 +132,26 @@ fn off_tile(seq: u32) -> u32 {
     }
 }
 
+/// A `NAME=v1,v2,...` item that does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("--params {item}: {problem}")]
+pub struct ParamGridError {
+    /// The item as written.
+    pub item: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
 /// Parses `NAME=v1,v2,...` items into the cartesian product of parameter assignments (one
 /// empty map when there are none), in the order given.
-pub fn param_grid(items: &[String]) -> Result<Vec<BTreeMap<String, i64>>, String> {
+pub fn param_grid(items: &[String]) -> Result<Vec<BTreeMap<String, i64>>, ParamGridError> {
     let mut parsed: Vec<(String, Vec<i64>)> = Vec::new();
     for item in items {
-        let (name, values) = item.split_once('=').ok_or_else(|| format!("--params {item}: expected NAME=v1,v2,..."))?;
+        let bad = |problem: String| ParamGridError { item: item.clone(), problem };
+        let (name, values) = item.split_once('=').ok_or_else(|| bad("expected NAME=v1,v2,...".into()))?;
         let values: Vec<i64> = values
             .split(',')
-            .map(|v| v.trim().parse::<i64>().map_err(|_| format!("--params {item}: `{v}` is not an integer")))
+            .map(|v| v.trim().parse::<i64>().map_err(|_| bad(format!("`{v}` is not an integer"))))
             .collect::<Result<_, _>>()?;
         parsed.push((name.to_string(), values));
     }

@@ -176,16 +176,16 @@ impl GpuBackend {
 }
 
 impl Backend for GpuBackend {
-    fn gpu(&mut self) -> Result<GpuSummary, String> {
-        let pool = self.pool().map_err(|e| e.to_string())?;
+    fn gpu(&mut self) -> Result<GpuSummary, StepError> {
+        let pool = self.pool()?;
         let workers = pool.slots.len();
-        let g = pool.slots[0].gpu().map_err(|e| e.to_string())?;
+        let g = pool.slots[0].gpu().map_err(step_error)?;
         let name = if workers > 1 { format!("{} (gpu {}, {workers} workers)", g.name, g.ordinal) } else { format!("{} (gpu {})", g.name, g.ordinal) };
         Ok(GpuSummary { name, arch: g.arch.to_string(), driver: format!("{}.{}", g.driver_version / 1000, (g.driver_version % 1000) / 10) })
     }
 
-    fn sanitizer(&mut self) -> Result<String, String> {
-        Sanitizer::locate().map(|s| format!("{} ({})", s.version, s.path.display())).map_err(|e| e.to_string())
+    fn sanitizer(&mut self) -> Result<String, StepError> {
+        Sanitizer::locate().map(|s| format!("{} ({})", s.version, s.path.display())).map_err(|e| StepError::Failed(e.to_string()))
     }
 
     fn run_case(&mut self, m: &Manifest, case: &Case, tool: Option<Tool>) -> Result<Outcome, StepError> {

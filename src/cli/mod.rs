@@ -332,7 +332,7 @@ impl EngineArgs {
     /// The validated engine configuration these arguments ask for.
     fn config(&self) -> Result<EngineConfig> {
         let gpus = match &self.gpus {
-            Some(g) => g.parse::<GpuSelection>().map_err(|m| fail(exit::USAGE, m))?,
+            Some(g) => g.parse::<GpuSelection>().map_err(|e| fail(exit::USAGE, e.to_string()))?,
             None => GpuSelection::One,
         };
         let sanitize = match &self.sanitize {

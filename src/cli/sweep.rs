@@ -42,7 +42,7 @@ pub(super) fn sweep(s: SweepArgs) -> Result<i32> {
         .iter()
         .map(|n| InputClass::from_name(n).ok_or_else(|| fail(exit::USAGE, format!("--classes: unknown class `{n}`"))))
         .collect::<Result<_>>()?;
-    let grid = param_grid(&s.params).map_err(|e| fail(exit::USAGE, e))?;
+    let grid = param_grid(&s.params).map_err(|e| fail(exit::USAGE, e.to_string()))?;
     let manifests = manifests_or_shipped(&s.kernel, false)?;
     let cfg = s.engine.config()?;
     let mut pool = cfg.pool().map_err(setup)?;

@@ -99,9 +99,9 @@ pub struct SanitizeJob<'a> {
 /// What runs the cases of a gate: the CLI's backend drives the supervisor and its workers.
 pub trait Backend {
     /// The GPU, or why there is none.
-    fn gpu(&mut self) -> Result<GpuSummary, String>;
+    fn gpu(&mut self) -> Result<GpuSummary, StepError>;
     /// compute-sanitizer's path and version, or why it cannot be used.
-    fn sanitizer(&mut self) -> Result<String, String>;
+    fn sanitizer(&mut self) -> Result<String, StepError>;
     /// Runs one case natively, or under `tool`.
     fn run_case(&mut self, manifest: &Manifest, case: &Case, tool: Option<Tool>) -> Result<Outcome, StepError>;
     /// Runs one sweep cell; failing repetitions' findings go to `found`.

@@ -65,11 +65,28 @@ pub fn split(total: Duration, weights: &[f64]) -> Vec<Duration> {
         .collect()
 }
 
+/// A budget that is not a usable duration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BudgetError {
+    /// Not a duration at all.
+    #[error("`{text}` is not a duration ({reason}): write e.g. 20m, 90s or 1h 30m")]
+    NotADuration {
+        /// What was given.
+        text: String,
+        /// What the parser said.
+        reason: String,
+    },
+    /// Under a second.
+    #[error("`{0}` is less than a second: give the gate at least a few minutes")]
+    TooShort(String),
+}
+
 /// Parses a budget such as `20m`, `90s`, `1h 30m`.
-pub fn parse_budget(text: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(text.trim()).map_err(|e| format!("`{text}` is not a duration ({e}): write e.g. 20m, 90s or 1h 30m"))?;
+pub fn parse_budget(text: &str) -> Result<Duration, BudgetError> {
+    let d = humantime::parse_duration(text.trim()).map_err(|e| BudgetError::NotADuration { text: text.to_string(), reason: e.to_string() })?;
     if d < Duration::from_secs(1) {
-        return Err(format!("`{text}` is less than a second: give the gate at least a few minutes"));
+        return Err(BudgetError::TooShort(text.to_string()));
     }
     Ok(d)
 }
@@ -101,7 +118,7 @@ mod tests {
         assert_eq!(small.reserve(), Duration::from_secs(3));
         assert_eq!(parse_budget("20m").unwrap(), Duration::from_secs(1200));
         assert_eq!(parse_budget("1h 30m").unwrap(), Duration::from_secs(5400));
-        assert!(parse_budget("20").unwrap_err().contains("20m"));
+        assert!(parse_budget("20").unwrap_err().to_string().contains("20m"));
         assert!(parse_budget("0s").is_err());
     }
 }

@@ -263,7 +263,7 @@ impl GateConfig {
             .budget
             .as_deref()
             .map(|b| {
-                parse_budget(b).map_err(|problem| GateError::Invalid { path: path.into(), field: "gate.budget".into(), problem })
+                parse_budget(b).map_err(|e| GateError::Invalid { path: path.into(), field: "gate.budget".into(), problem: e.to_string() })
             })
             .transpose()
     }
@@ -303,7 +303,7 @@ impl GateConfig {
                     return Err(invalid(format!("sweeps[{i}].classes"), format!("unknown class `{c}`: expected one of {}", all.join(", "))));
                 }
             }
-            param_grid(&s.params).map_err(|e| invalid(format!("sweeps[{i}].params"), e.replace("--params ", "")))?;
+            param_grid(&s.params).map_err(|e| invalid(format!("sweeps[{i}].params"), format!("{}: {}", e.item, e.problem)))?;
         }
         for (i, s) in self.sanitizers.iter().enumerate() {
             if s.tools.is_empty() {

@@ -38,7 +38,7 @@ mod run;
 mod testing;
 
 pub use backend::{Backend, CellJob, Found, FuzzJob, SanitizeJob, StepError};
-pub use budget::{parse_budget, split, Budget};
+pub use budget::{parse_budget, split, Budget, BudgetError};
 pub use config::{GateConfig, GateError, GateSettings, GatedKernel, SanitizerSpec, SeedExpect, SeedSet, SelfCheck, SweepExpect, SweepSpec};
 pub use plan::{config_label, GatePlan, PlannedKernel, PlannedSanitizer, PlannedSeed, PlannedSelfCheck, PlannedSweep};
 pub use run::{checks, run};

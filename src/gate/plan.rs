@@ -109,7 +109,7 @@ impl GateConfig {
     /// configuration came from: relative paths are taken from its directory.
     pub fn plan(&self, path: &Path) -> Result<GatePlan, GateError> {
         let base = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
-        let kernel = |field: String, spec: &str| resolve_kernel(&base, spec).map_err(|problem| GateError::Invalid { path: path.into(), field, problem });
+        let kernel = |field: String, spec: &str| registry::resolve_relative(&base, spec).map_err(|e| GateError::Invalid { path: path.into(), field, problem: e.to_string() });
         let manifest = kernel("self_check.kernel".into(), &self.self_check.kernel)?;
         let case_path = base.join(&self.self_check.case);
         let (seed, _) = corpus::load(&case_path, &manifest.decode_context())
@@ -181,7 +181,7 @@ impl GateConfig {
                 } else {
                     s.classes.iter().filter_map(|c| InputClass::from_name(c)).collect()
                 };
-                let grid = param_grid(&s.params).map_err(|e| GateError::Invalid { path: path.into(), field: format!("sweeps[{i}].params"), problem: e })?;
+                let grid = param_grid(&s.params).map_err(|e| GateError::Invalid { path: path.into(), field: format!("sweeps[{i}].params"), problem: e.to_string() })?;
                 Ok(PlannedSweep { manifest: kernel(format!("sweeps[{i}].kernel"), &s.kernel)?, grid, classes, repeat: s.repeat, expect_pass: s.expect == SweepExpect::Pass })
             })
             .collect::<Result<Vec<_>, GateError>>()?;
@@ -193,12 +193,6 @@ impl GateConfig {
         }
         Ok(GatePlan { config_path: path.into(), settings: self.gate.clone(), self_check, kernels, seeds, sweeps, sanitizers })
     }
-}
-
-/// A kernel named in the configuration: a manifest path (relative to the configuration's
-/// directory, or to the current directory, or to the source tree) or a shipped kernel's name.
-fn resolve_kernel(base: &Path, spec: &str) -> Result<Manifest, String> {
-    registry::resolve_relative(base, spec).map_err(|e| e.to_string())
 }
 
 /// Every `*.json` under `dir`, recursively, sorted (hidden files and directories skipped).

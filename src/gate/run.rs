@@ -172,7 +172,12 @@ impl GateRun<'_> {
                 true
             }
             Err(why) => {
-                self.report.check(checks::GPU, false, format!("no GPU: {why}; the gate must run on a CUDA host, and without a GPU nothing was checked"));
+                // A backend that cannot open a GPU says `no GPU: ...` itself.
+                let why = match why {
+                    StepError::NoGpu(_) => why.to_string(),
+                    other => format!("no GPU: {other}"),
+                };
+                self.report.check(checks::GPU, false, format!("{why}; the gate must run on a CUDA host, and without a GPU nothing was checked"));
                 self.report.check(checks::DRIVER, false, "not checked: no GPU");
                 false
             }
@@ -506,17 +511,17 @@ mod tests {
     }
 
     impl Backend for Fake {
-        fn gpu(&mut self) -> Result<GpuSummary, String> {
+        fn gpu(&mut self) -> Result<GpuSummary, StepError> {
             self.calls.push("gpu".into());
             if self.no_gpu {
-                Err("no CUDA driver on this machine".into())
+                Err(StepError::NoGpu("no CUDA driver on this machine".into()))
             } else {
                 Ok(GpuSummary { name: "Fake GPU".into(), arch: "sm_90".into(), driver: "13.0".into() })
             }
         }
-        fn sanitizer(&mut self) -> Result<String, String> {
+        fn sanitizer(&mut self) -> Result<String, StepError> {
             if self.no_sanitizer {
-                Err("compute-sanitizer was not found".into())
+                Err(StepError::Failed("compute-sanitizer was not found".into()))
             } else {
                 Ok("Version 2025.3".into())
             }

@@ -18,6 +18,18 @@ use std::process::Command;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+/// A tool list that does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum ToolListError {
+    /// A name that is not a tool.
+    #[error("unknown sanitizer tool `{0}`: expected memcheck, racecheck, initcheck, synccheck or all")]
+    Unknown(String),
+    /// No tool at all.
+    #[error("no sanitizer tool named: expected e.g. memcheck,racecheck or all")]
+    Empty,
+}
+
 /// One compute-sanitizer tool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -59,7 +71,7 @@ impl Tool {
     }
 
     /// Parses `memcheck,racecheck` or `all`.
-    pub fn parse_list(s: &str) -> Result<Vec<Tool>, String> {
+    pub fn parse_list(s: &str) -> Result<Vec<Tool>, ToolListError> {
         if s.trim() == "all" {
             return Ok(Tool::ALL.to_vec());
         }
@@ -68,13 +80,13 @@ impl Tool {
             let tool = Tool::ALL
                 .into_iter()
                 .find(|t| t.name() == name)
-                .ok_or_else(|| format!("unknown sanitizer tool `{name}`: expected memcheck, racecheck, initcheck, synccheck or all"))?;
+                .ok_or_else(|| ToolListError::Unknown(name.to_string()))?;
             if !out.contains(&tool) {
                 out.push(tool);
             }
         }
         if out.is_empty() {
-            return Err("no sanitizer tool named: expected e.g. memcheck,racecheck or all".into());
+            return Err(ToolListError::Empty);
         }
         Ok(out)
     }
@@ -221,7 +233,7 @@ mod tests {
     fn tool_lists() {
         assert_eq!(Tool::parse_list("all").unwrap(), Tool::ALL.to_vec());
         assert_eq!(Tool::parse_list("racecheck, memcheck,racecheck").unwrap(), vec![Tool::Racecheck, Tool::Memcheck]);
-        assert!(Tool::parse_list("memchek").unwrap_err().contains("memchek"));
+        assert!(Tool::parse_list("memchek").unwrap_err().to_string().contains("memchek"));
         assert!(Tool::parse_list("").is_err());
     }
 
