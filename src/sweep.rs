@@ -302,7 +302,7 @@ pub fn run_cell(
                 Outcome::Pass => cell.pass += 1,
                 Outcome::Fail { findings } => {
                     cell.fail += 1;
-                    let sigs: std::collections::BTreeSet<String> = findings.iter().map(|f| f.signature().0).collect();
+                    let sigs: std::collections::BTreeSet<String> = findings.iter().map(|f| f.signature().to_string()).collect();
                     for sig in sigs {
                         *cell.signatures.entry(sig).or_default() += 1;
                     }

@@ -367,7 +367,7 @@ fn emit_header_names_seed_case_finding_and_commands() {
     let mut f = cudafuzz::oracle::Judged { case: &s.case, plan: &Plan::new(&s.case), kernel: "fa_s512", inside_contract: true }
         .finding(cudafuzz::finding::FindingKind::MisalignedAddress, cudafuzz::finding::Oracle::CudaStatus, "the kernel failed with CUDA_ERROR_MISALIGNED_ADDRESS (716)".into());
     f.cuda_error = Some("CUDA_ERROR_MISALIGNED_ADDRESS (716)".into());
-    info.signature = Some(f.signature().0);
+    info.signature = Some(f.signature());
     info.finding = Some(f);
     let out = emit(EmitKind::Cu, &s.case, &s.manifest, &info).unwrap();
     let head: Vec<&str> = out.text.lines().take_while(|l| l.starts_with("//")).collect();

@@ -61,7 +61,7 @@ fn shard(number: u64, of: u64, found: Option<(&Finding, &Path)>) -> RunReport {
     k.campaign = Some(Campaign { budget_secs: 100.0, elapsed_secs: 100.0, seed: 0, cases: 500, passed: 500, ..Campaign::default() });
     if let Some((f, seed)) = found {
         k.findings.push(FindingEntry {
-            signature: f.signature().0,
+            signature: f.signature(),
             finding: f.clone(),
             seed: Some(seed.display().to_string()),
             case: "f16 b1 h1/1 q65 k113 d64".into(),
@@ -101,7 +101,7 @@ fn merging_shards_sums_counts_dedupes_findings_and_gathers_seeds() {
     a.kernels[0].findings[0].seed = Some(s1.join("oob.json").display().to_string());
     let mut b = shard(2, 2, Some((&oob, &s2.join("oob.json"))));
     b.kernels[0].findings.push(FindingEntry {
-        signature: nan.signature().0,
+        signature: nan.signature(),
         finding: nan.clone(),
         seed: Some(s2.join("nan.json").display().to_string()),
         case: "bf16 b2".into(),
@@ -141,9 +141,9 @@ fn merging_shards_sums_counts_dedupes_findings_and_gathers_seeds() {
     assert_eq!(std::fs::read_to_string(out.join("seeds/oob-2.json")).unwrap(), "{\"seed\": \"oob\"}");
     assert_eq!(std::fs::read_to_string(out.join("seeds/nan-2.json")).unwrap(), "{\"seed\": \"nan\"}");
     // The merged report points at the merged copies.
-    let seed_of = |sig: &str| m.kernels[0].findings.iter().find(|f| f.signature == sig).unwrap().seed.clone().unwrap();
-    assert!(seed_of(&oob.signature().0).ends_with("merged/seeds/oob-2.json"), "{}", seed_of(&oob.signature().0));
-    assert!(seed_of(&nan.signature().0).ends_with("merged/seeds/nan-2.json"), "{}", seed_of(&nan.signature().0));
+    let seed_of = |sig: &cudafuzz::finding::Signature| m.kernels[0].findings.iter().find(|f| &f.signature == sig).unwrap().seed.clone().unwrap();
+    assert!(seed_of(&oob.signature()).ends_with("merged/seeds/oob-2.json"), "{}", seed_of(&oob.signature()));
+    assert!(seed_of(&nan.signature()).ends_with("merged/seeds/nan-2.json"), "{}", seed_of(&nan.signature()));
     // Merging again copies nothing new.
     let o = cudafuzz(&["report", "merge", "--out", out.to_str().unwrap(), ra.to_str().unwrap(), rb.to_str().unwrap(), "--seeds", s1.to_str().unwrap(), s2.to_str().unwrap()]);
     assert!(text(&o).contains("0 copied, 0 renamed"), "{}", text(&o));

@@ -9,7 +9,7 @@ use clap::Args;
 use super::{fail, load_seed, no_gpu, resolve_kernel, seed_kernel, setup, EngineArgs};
 use crate::corpus::{self, Seed};
 use crate::exit;
-use crate::finding::Finding;
+use crate::finding::{Finding, Signature};
 use crate::minimize::{minimize, size};
 use crate::report;
 use crate::supervisor::SupervisorError;
@@ -42,13 +42,13 @@ pub(super) fn minimize_command(a: MinimizeArgs) -> Result<i32> {
     // Set when the GPU run itself fails (no GPU, Ctrl-C): every later candidate is skipped.
     let interrupted: RefCell<Option<SupervisorError>> = RefCell::new(None);
     let mut last: Option<Finding> = None;
-    let mut run = |case: &crate::case::Case, target: Option<&str>| -> Option<Finding> {
+    let mut run = |case: &crate::case::Case, target: Option<&Signature>| -> Option<Finding> {
         if interrupted.borrow().is_some() {
             return None;
         }
         match sup.run(case, &manifest, &opts, limit) {
             Ok(v) => match v.outcome {
-                Outcome::Fail { findings } => findings.into_iter().find(|f| target.is_none_or(|t| f.signature().0 == t)),
+                Outcome::Fail { findings } => findings.into_iter().find(|f| target.is_none_or(|t| &f.signature() == t)),
                 _ => None,
             },
             Err(e) => {
@@ -60,7 +60,7 @@ pub(super) fn minimize_command(a: MinimizeArgs) -> Result<i32> {
     let target = match &seed.signature {
         Some(s) => s.clone(),
         None => match run(&start, None) {
-            Some(f) => f.signature().0,
+            Some(f) => f.signature(),
             None => {
                 if let Some(e) = interrupted.take() {
                     return Err(no_gpu(e));

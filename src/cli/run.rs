@@ -84,7 +84,7 @@ pub(super) fn repro(r: ReproArgs) -> Result<i32> {
     println!("{}", report::one_line(&case, &verdict));
     println!("reference: {}; times (us): {:?}", verdict.reference, verdict.times);
     if let (Some(saved), Outcome::Fail { findings }) = (&seed.signature, &verdict.outcome) {
-        let same = findings.iter().any(|f| &f.signature().0 == saved);
+        let same = findings.iter().any(|f| &f.signature() == saved);
         println!("saved signature {}: {}", saved, if same { "reproduced" } else { "NOT reproduced (a different failure)" });
     }
     let mut tally = Tally::default();

@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use crate::case::Case;
 use crate::generate::{decode_case, DecodeContext};
 use crate::error::SeedError;
-use crate::finding::Finding;
+use crate::finding::{Finding, Signature};
 
 /// Format tag of seed files.
 pub const SEED_FORMAT: &str = "cudafuzz-seed";
@@ -40,7 +40,7 @@ pub struct Seed {
     pub finding: Option<Finding>,
     /// The finding's signature, for grouping without recomputing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signature: Option<String>,
+    pub signature: Option<Signature>,
     /// Free text: where the seed came from.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
@@ -65,7 +65,7 @@ impl Seed {
 
     /// A seed for a case and the finding it reproduces.
     pub fn with_finding(case: Case, finding: Finding) -> Seed {
-        let signature = Some(finding.signature().0);
+        let signature = Some(finding.signature());
         Seed { finding: Some(finding), signature, ..Seed::new(case) }
     }
 

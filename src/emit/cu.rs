@@ -268,7 +268,7 @@ fn data_section(o: &mut String, p: &Prepared, seed: &SeedInfo) {
     let _ = writeln!(o, "static const char* const CFR_KERNEL = \"{}\";", c_escape(&p.kernel_label));
     let expected = seed.finding.as_ref().map(|f| one_line(&f.to_string())).unwrap_or_default();
     let _ = writeln!(o, "static const char* const CFR_EXPECTED = \"{}\";", c_escape(&expected));
-    let _ = writeln!(o, "static const char* const CFR_SIGNATURE = \"{}\";\n", c_escape(seed.signature.as_deref().unwrap_or("")));
+    let _ = writeln!(o, "static const char* const CFR_SIGNATURE = \"{}\";\n", c_escape(seed.signature.as_ref().map(|s| s.as_str()).unwrap_or("")));
 }
 
 /// The host program: decode, allocate, upload, launch, wait, judge (the harness's oracles).

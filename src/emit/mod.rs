@@ -155,7 +155,7 @@ pub struct SeedInfo {
     /// The finding saved with the seed, if any.
     pub finding: Option<Finding>,
     /// The saved signature, if any.
-    pub signature: Option<String>,
+    pub signature: Option<crate::finding::Signature>,
     /// The name of the file being written (`repro.cu`), used in the build and run commands.
     pub file_name: String,
     /// The compute-sanitizer tool the repro is meant for: memcheck switches the case to exact

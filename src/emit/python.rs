@@ -214,7 +214,7 @@ pub(super) fn render(p: &Prepared, seed: &SeedInfo) -> String {
     let _ = writeln!(o, "KERNEL = {}", py_str(&p.kernel_label));
     let expected = seed.finding.as_ref().map(|f| one_line(&f.to_string())).unwrap_or_default();
     let _ = writeln!(o, "EXPECTED = {}", py_str(&expected));
-    let _ = writeln!(o, "SIGNATURE = {}\n", py_str(seed.signature.as_deref().unwrap_or("")));
+    let _ = writeln!(o, "SIGNATURE = {}\n", py_str(seed.signature.as_ref().map(|s| s.as_str()).unwrap_or("")));
     o.push_str(PY_PROGRAM);
     o
 }

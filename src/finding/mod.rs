@@ -276,8 +276,33 @@ pub struct Finding {
 }
 
 /// The dedupe key of a finding: two findings with equal signatures are one bug.
+///
+/// Saved in seeds and reports as its text (`kind/oracle/kernel/tensor/...`), so a seed written
+/// by an older build still compares equal to the same finding now.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Signature(pub String);
+#[serde(transparent)]
+pub struct Signature(String);
+
+impl Signature {
+    /// The signature's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for Signature {
+    /// A signature read back from its text (a seed, a report, a command line).
+    fn from(text: String) -> Signature {
+        Signature(text)
+    }
+}
+
+impl From<&str> for Signature {
+    /// A signature read back from its text.
+    fn from(text: &str) -> Signature {
+        Signature(text.to_string())
+    }
+}
 
 impl fmt::Display for Signature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -152,7 +152,7 @@ impl GateConfig {
                         e => e,
                     })?,
                 };
-                let saved = seed.signature.clone().or_else(|| seed.finding.as_ref().map(|f| f.signature().0));
+                let saved = seed.signature.clone().or_else(|| seed.finding.as_ref().map(|f| f.signature()));
                 let under_fixed = file.strip_prefix(&dir).unwrap_or(&file).components().any(|c| c == Component::Normal("fixed".as_ref()));
                 let expected = match (set.expect, saved) {
                     (SeedExpect::Pass, _) => Expectation::Pass,
@@ -253,7 +253,7 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                ("seeds/a.json".into(), Expectation::Fail { signature: expected.signature().0 }),
+                ("seeds/a.json".into(), Expectation::Fail { signature: expected.signature() }),
                 ("seeds/c.json".into(), Expectation::Pass),
                 ("seeds/fixed/b.json".into(), Expectation::Pass),
             ]

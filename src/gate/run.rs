@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::finding::Finding;
+use crate::finding::{Finding, Signature};
 use crate::manifest::Manifest;
 use crate::registry;
 use crate::report::export::{
@@ -34,13 +34,13 @@ pub mod checks {
 
 /// Records findings into the report: one entry per signature, in the kernel's section.
 struct Book<'a> {
-    known: &'a BTreeSet<String>,
+    known: &'a BTreeSet<Signature>,
 }
 
 impl Book<'_> {
     fn add(&self, report: &mut RunReport, manifest: &Manifest, step: Step, found: Found, expected: bool) {
         let sec = section(report, manifest);
-        let signature = found.finding.signature().0;
+        let signature = found.finding.signature();
         let new = !expected && !self.known.contains(&signature);
         match sec.findings.iter_mut().find(|f| f.signature == signature) {
             Some(entry) => {
@@ -97,7 +97,7 @@ pub fn run(plan: &GatePlan, budget: Duration, shard: Option<Shard>, backend: &mu
     report.budget_secs = Some(budget.as_secs_f64());
     report.config = Some(relative_path(&plan.config_path));
     report.shard = shard;
-    let known: BTreeSet<String> = plan
+    let known: BTreeSet<Signature> = plan
         .seeds
         .iter()
         .filter_map(|s| match &s.expected {
@@ -263,9 +263,9 @@ impl GateRun<'_> {
             Ok(result) => match result {
                 Ok(Outcome::Pass) => (Observed::Pass, Vec::new()),
                 Ok(Outcome::Fail { findings }) => {
-                    let mut sigs: Vec<String> = Vec::new();
+                    let mut sigs: Vec<Signature> = Vec::new();
                     for f in &findings {
-                        let sig = f.signature().0;
+                        let sig = f.signature();
                         if !sigs.contains(&sig) {
                             sigs.push(sig);
                         }

@@ -179,7 +179,7 @@ fn row(p: &Probe, outcomes: &[Outcome]) -> ProbeRow {
 fn signatures(o: &Outcome) -> BTreeSet<String> {
     match o {
         Outcome::Pass => BTreeSet::new(),
-        Outcome::Fail { findings } => findings.iter().map(|f| f.signature().0).collect(),
+        Outcome::Fail { findings } => findings.iter().map(|f| f.signature().to_string()).collect(),
         Outcome::Error { message } => [format!("error: {}", first_line(message))].into(),
         #[allow(unreachable_patterns)]
         _ => ["error: unknown outcome".to_string()].into(),

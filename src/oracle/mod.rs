@@ -475,7 +475,7 @@ mod tests {
         assert_eq!(a.signature(), b.signature());
         b.alignment = [16, 8, 16, 16];
         assert_ne!(a.signature(), b.signature());
-        assert!(a.signature().0.ends_with("unaligned:q"), "{}", a.signature());
+        assert!(a.signature().as_str().ends_with("unaligned:q"), "{}", a.signature());
         // Alignment does not split findings about memory contents.
         let mut c = j.finding(FindingKind::CanaryDamage, Oracle::Canary, String::new());
         let mut d = c.clone();

@@ -295,7 +295,7 @@ mod tests {
         let shared = finding("oob_read_k", FindingKind::IllegalAddress, Oracle::CudaStatus, None);
         let only_b = finding("oob_read_k", FindingKind::NanLeak, Oracle::NanLeak, None);
         let entry = |f: &Finding| FindingEntry {
-            signature: f.signature().0,
+            signature: f.signature(),
             finding: f.clone(),
             seed: None,
             case: "c".into(),
@@ -411,7 +411,7 @@ mod tests {
         let f = finding("k", FindingKind::NanLeak, Oracle::NanLeak, None);
         for seed in [s2.join("b.json"), PathBuf::from("/gone/a.json"), PathBuf::from("/gone/b.json")] {
             r.kernel_mut("k").findings.push(FindingEntry {
-                signature: format!("{}", seed.display()),
+                signature: format!("{}", seed.display()).into(),
                 finding: f.clone(),
                 seed: Some(seed.display().to_string()),
                 case: "c".into(),

@@ -1123,7 +1123,7 @@ mod tests {
         assert_eq!((f.access_size, f.sanitizer_kind.as_deref()), (Some(4), Some("invalid_global_read_out_of_bounds")));
         assert_eq!(f.count, 1);
         assert_eq!(
-            f.signature().0,
+            f.signature().as_str(),
             "sanitizer_memory/memcheck/probe[BLOCK_M=64]/k/invalid_global_read_out_of_bounds/sanitizer_probe.cu:17/4B/aligned"
         );
         // Another thread further past the end is the same bug; a first element is located too.
@@ -1136,7 +1136,7 @@ mod tests {
         // Alignment is part of the key, as for faults.
         let mut c = ctx(Some(&table), Oracle::Memcheck);
         c.alignment = [16, 4, 16, 16];
-        assert!(to_finding(&r, &c).signature().0.ends_with("/unaligned:k"));
+        assert!(to_finding(&r, &c).signature().as_str().ends_with("/unaligned:k"));
         // A manifest buffer is named in the detail but is no tensor.
         let (lbase, l) = &table.entries[4];
         r2.address = Some(lbase + l.data_offset + l.span_bytes);
@@ -1160,7 +1160,7 @@ mod tests {
             f.detail,
             "Race condition between Write at sanitizer_probe.cu:22 in shared_race and Read at sanitizer_probe.cu:24 in shared_race (256 hazards)"
         );
-        assert_eq!(f.signature().0, "race/racecheck/probe[BLOCK_M=64]/-/race_shared_write_read/sanitizer_probe.cu:22/-/aligned");
+        assert_eq!(f.signature().as_str(), "race/racecheck/probe[BLOCK_M=64]/-/race_shared_write_read/sanitizer_probe.cu:22/-/aligned");
 
         let sync = &parsed("synccheck-sync.xml").records[0];
         let f = to_finding(sync, &ctx(Some(&table), Oracle::Synccheck));
@@ -1171,7 +1171,7 @@ mod tests {
         let uninit = &parsed("initcheck-uninit.xml").records[0];
         let f = to_finding(uninit, &ctx(None, Oracle::Initcheck));
         assert_eq!((f.kind, f.oracle, f.access_size), (FindingKind::UninitializedRead, Oracle::Initcheck, Some(4)));
-        assert!(f.signature().0.contains("/uninitialized_global_read/sanitizer_probe.cu:28/4B/"));
+        assert!(f.signature().as_str().contains("/uninitialized_global_read/sanitizer_probe.cu:28/4B/"));
 
         let api = &parsed("memcheck-oob.xml").records[0];
         let f = to_finding(api, &ctx(None, Oracle::Memcheck));
@@ -1199,7 +1199,7 @@ mod tests {
         let again = serde_json::to_value(&f).unwrap();
         let keys: Vec<&String> = again.as_object().unwrap().keys().collect();
         assert!(!keys.iter().any(|k| ["source", "access_size", "sanitizer_kind"].contains(&k.as_str())), "{keys:?}");
-        assert_eq!(f.signature().0, "canary_damage/canary/k/o/-");
+        assert_eq!(f.signature().as_str(), "canary_damage/canary/k/o/-");
     }
 
     #[test]

@@ -166,10 +166,10 @@ fn oracle_of(tool: Tool) -> Oracle {
 
 /// One finding per signature, its count the sum of the records' counts.
 fn dedupe(findings: impl Iterator<Item = Finding>) -> Vec<Finding> {
-    let mut by_sig: BTreeMap<String, Finding> = BTreeMap::new();
+    let mut by_sig: BTreeMap<crate::finding::Signature, Finding> = BTreeMap::new();
     let mut order = Vec::new();
     for f in findings {
-        let sig = f.signature().0;
+        let sig = f.signature();
         match by_sig.get_mut(&sig) {
             Some(first) => first.count += f.count,
             None => {
@@ -195,8 +195,8 @@ fn add_findings(verdict: &mut Verdict, found: Vec<Finding>, unknown: Option<Stri
     }
     match &mut verdict.outcome {
         Outcome::Fail { findings } => {
-            let have: Vec<String> = findings.iter().map(|f| f.signature().0).collect();
-            findings.extend(found.into_iter().filter(|f| !have.contains(&f.signature().0)));
+            let have: Vec<crate::finding::Signature> = findings.iter().map(|f| f.signature()).collect();
+            findings.extend(found.into_iter().filter(|f| !have.contains(&f.signature())));
         }
         outcome @ Outcome::Pass => *outcome = Outcome::Fail { findings: found },
         _ => {}

@@ -226,7 +226,7 @@ pub(crate) mod tests {
         k.sanitizer.push(SanitizerRun { tools: "memcheck".into(), counts: Campaign { cases: 200, passed: 199, failed: 1, ..Campaign::default() } });
         let f = finding("oob_read_k", FindingKind::SanitizerMemory, Oracle::Memcheck, Some(("simple_attn.cu", 42)));
         k.findings.push(FindingEntry {
-            signature: f.signature().0,
+            signature: f.signature(),
             finding: f,
             seed: Some("out/seeds/oob_read_k-sanitizer_memory-abc.json".into()),
             case: "f16 b1 h2/1 q17 k33 d40".into(),
@@ -235,7 +235,7 @@ pub(crate) mod tests {
             source_path: Some("kernels/testing/simple_attn.cu".into()),
         });
         let g = finding("oob_read_k", FindingKind::CanaryDamage, Oracle::Canary, None);
-        k.findings.push(FindingEntry { signature: g.signature().0, finding: g, seed: None, case: "f32 b1".into(), step: Step::Sanitizer, new: false, source_path: None });
+        k.findings.push(FindingEntry { signature: g.signature(), finding: g, seed: None, case: "f32 b1".into(), step: Step::Sanitizer, new: false, source_path: None });
         r.recount();
         r
     }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{plural, timestamp, CHECK_GPU, REPORT_FORMAT, REPORT_VERSION};
 use crate::exit;
-use crate::finding::Finding;
+use crate::finding::{Finding, Signature};
 use crate::shard::Shard;
 use crate::sweep::{InputClass, Row};
 
@@ -63,7 +63,7 @@ pub enum Expectation {
     /// An expected failure: must still fail with this signature.
     Fail {
         /// The saved signature.
-        signature: String,
+        signature: Signature,
     },
     /// A fixed bug or a clean case: must pass.
     Pass,
@@ -98,7 +98,7 @@ pub enum Observed {
     /// Findings, by signature.
     Fail {
         /// Signatures of the findings.
-        signatures: Vec<String>,
+        signatures: Vec<Signature>,
     },
     /// The harness could not run the case.
     Error {
@@ -116,7 +116,7 @@ impl std::fmt::Display for Observed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Observed::Pass => f.write_str("pass"),
-            Observed::Fail { signatures } => write!(f, "fail with {}", signatures.join(", ")),
+            Observed::Fail { signatures } => write!(f, "fail with {}", signatures.iter().map(Signature::as_str).collect::<Vec<_>>().join(", ")),
             Observed::Error { message } => write!(f, "error: {message}"),
             Observed::NotRun { reason } => write!(f, "not run: {reason}"),
         }
@@ -288,7 +288,7 @@ impl Step {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FindingEntry {
     /// [`Finding::signature`].
-    pub signature: String,
+    pub signature: Signature,
     /// The finding of the smallest case seen.
     pub finding: Finding,
     /// The saved seed that replays it.

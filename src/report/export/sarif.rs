@@ -47,7 +47,7 @@ impl RunReport {
                 level: if f.new { "error".into() } else { "warning".into() },
                 message: SarifMessage { text },
                 locations: location.into_iter().collect(),
-                partial_fingerprints: BTreeMap::from([("cudafuzzSignature/v1".to_string(), f.signature.clone())]),
+                partial_fingerprints: BTreeMap::from([("cudafuzzSignature/v1".to_string(), f.signature.to_string())]),
                 baseline_state: if f.new { "new".into() } else { "unchanged".into() },
                 properties: SarifResultProperties { kernel: k.kernel.clone(), case: f.case.clone(), seed: f.seed.clone(), step: f.step.name().into() },
             });
