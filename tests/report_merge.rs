@@ -33,7 +33,7 @@ fn finding(kind: FindingKind, oracle: Oracle, line: Option<u32>) -> Finding {
         cuda_error: None,
         source: line.map(|line| SourceLocation { file: "flash_fwd_kernel.cuh".into(), line, function: None }),
         access_size: Some(16),
-        sanitizer_kind: oracle.is_sanitizer().then(|| "invalid_global_read_out_of_bounds".to_string()),
+        sanitizer_kind: oracle.is_sanitizer().then(|| "invalid_global_read_out_of_bounds".into()),
         alignment: [16; 4],
         inside_contract: true,
         detail: "a 16-byte read 2 bytes past q's end".into(),

@@ -12,7 +12,7 @@ use crate::campaign::{self, CampaignEvent, CampaignSpec, CaseStream, Escalator, 
 use crate::case::Case;
 use crate::config::EngineConfig;
 use crate::exit;
-use crate::gate::{self, Backend, Budget, CellJob, Found, FuzzJob, GateConfig, SanitizeJob, StepError, DEFAULT_BUDGET};
+use crate::gate::{self, Backend, CellJob, Found, FuzzJob, GateConfig, SanitizeJob, StepError, DEFAULT_BUDGET};
 use crate::manifest::Manifest;
 use crate::report::export::{Campaign, GpuSummary, MatrixCell};
 use crate::sanitizer::{Sanitizer, Tool};
@@ -89,7 +89,7 @@ pub(super) fn gate_command(a: GateArgs) -> Result<i32> {
 
 /// `--check`: what the gate would do.
 fn print_plan(plan: &gate::GatePlan, total: Duration, sh: Shard) {
-    let b = Budget::new(total, &plan.settings);
+    let b = plan.settings.budget(total);
     let sc = &plan.self_check;
     println!("self check: {} ({}) under {} must give {}", sc.manifest.name, sc.case.summary(), sc.tool, sc.expect);
     println!("seeds: {} in all, {} for this shard", plan.seeds.len(), sh.len_of(plan.seeds.len() as u64));

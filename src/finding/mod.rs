@@ -236,6 +236,114 @@ impl fmt::Display for SourceLocation {
     }
 }
 
+/// The class of a compute-sanitizer record, the first word of its [`SanitizerKind`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SanitizerClass {
+    /// memcheck: an invalid access (`invalid_global_read_out_of_bounds`).
+    Invalid,
+    /// initcheck: a read of memory never written (`uninitialized_global_read`).
+    Uninitialized,
+    /// racecheck: a hazard between two accesses (`race_shared_write_read`).
+    Race,
+    /// synccheck: an invalid barrier (`barrier_invalid_arguments`).
+    Barrier,
+    /// A CUDA API call that failed (`api_cudaFree_cudaErrorInvalidValue`).
+    Api,
+    /// A record kind this build does not know, by its own first word (`leak`).
+    Other(String),
+}
+
+impl SanitizerClass {
+    fn word(&self) -> &str {
+        match self {
+            SanitizerClass::Invalid => "invalid",
+            SanitizerClass::Uninitialized => "uninitialized",
+            SanitizerClass::Race => "race",
+            SanitizerClass::Barrier => "barrier",
+            SanitizerClass::Api => "api",
+            SanitizerClass::Other(w) => w,
+        }
+    }
+}
+
+/// A sanitizer record's stable kind: its class, then what the record says about the access
+/// (memory space, direction, error), e.g. `invalid_global_read_misaligned`. Finer than
+/// [`FindingKind`] and part of the signature; saved as that text, and equal to another kind
+/// exactly when their texts are equal.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(into = "String", from = "String")]
+pub struct SanitizerKind {
+    /// The record's class.
+    pub class: SanitizerClass,
+    /// The words after the class, `_`-joined (`global_read_misaligned`); may be empty.
+    pub detail: String,
+}
+
+impl SanitizerKind {
+    /// A kind from its class and detail words (empty words are left out).
+    pub fn new(class: SanitizerClass, words: &[Option<String>]) -> SanitizerKind {
+        let detail: Vec<&str> = words.iter().flatten().map(String::as_str).filter(|w| !w.is_empty()).collect();
+        SanitizerKind { class, detail: detail.join("_") }
+    }
+
+    /// Whether memcheck reported an access at an address not aligned to its size.
+    pub fn is_misaligned(&self) -> bool {
+        self.class == SanitizerClass::Invalid && (self.detail == "misaligned" || self.detail.ends_with("_misaligned"))
+    }
+}
+
+impl fmt::Display for SanitizerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.class.word())?;
+        if !self.detail.is_empty() {
+            write!(f, "_{}", self.detail)?;
+        }
+        Ok(())
+    }
+}
+
+impl PartialEq for SanitizerKind {
+    fn eq(&self, other: &SanitizerKind) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for SanitizerKind {}
+
+impl std::hash::Hash for SanitizerKind {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.to_string().hash(h)
+    }
+}
+
+impl From<SanitizerKind> for String {
+    fn from(k: SanitizerKind) -> String {
+        k.to_string()
+    }
+}
+
+impl From<String> for SanitizerKind {
+    /// A kind read back from its text (a seed or a report).
+    fn from(text: String) -> SanitizerKind {
+        let (head, detail) = text.split_once('_').unwrap_or((text.as_str(), ""));
+        let class = match head {
+            "invalid" => SanitizerClass::Invalid,
+            "uninitialized" => SanitizerClass::Uninitialized,
+            "race" => SanitizerClass::Race,
+            "barrier" => SanitizerClass::Barrier,
+            "api" => SanitizerClass::Api,
+            other => SanitizerClass::Other(other.to_string()),
+        };
+        SanitizerKind { class, detail: detail.to_string() }
+    }
+}
+
+impl From<&str> for SanitizerKind {
+    fn from(text: &str) -> SanitizerKind {
+        SanitizerKind::from(text.to_string())
+    }
+}
+
 /// One observed failure of one case.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
@@ -265,7 +373,7 @@ pub struct Finding {
     /// The sanitizer record's stable kind (`invalid_global_read_out_of_bounds`,
     /// `race_shared_write_read`): finer than [`FindingKind`], part of the signature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sanitizer_kind: Option<String>,
+    pub sanitizer_kind: Option<SanitizerKind>,
     /// Alignment (16, 8, 4, 2 or 1 bytes) of q, k, v, o in this case: part of the signature,
     /// since an alignment bug depends on it.
     pub alignment: [u64; 4],
@@ -322,7 +430,7 @@ impl Finding {
     pub fn signature(&self) -> Signature {
         let tensor = self.tensor.map(|t| t.name()).unwrap_or("-");
         if self.oracle.is_sanitizer() {
-            let kind = self.sanitizer_kind.as_deref().unwrap_or("-");
+            let kind = self.sanitizer_kind.as_ref().map(|k| k.to_string()).unwrap_or_else(|| "-".into());
             let source = self.source.as_ref().map(|s| format!("{}:{}", s.file, s.line)).unwrap_or_else(|| "-".into());
             let size = self.access_size.map(|n| format!("{n}B")).unwrap_or_else(|| "-".into());
             return Signature(format!(
@@ -438,7 +546,7 @@ impl ExplainedFaults {
             return;
         }
         for n in named {
-            let misaligned = n.sanitizer_kind.as_deref().is_some_and(|k| k.ends_with("_misaligned"));
+            let misaligned = n.sanitizer_kind.as_ref().is_some_and(SanitizerKind::is_misaligned);
             if let (true, Some(t)) = (misaligned, n.tensor) {
                 if fault.alignment[t.index()] < crate::plan::VECTOR_ALIGN && !self.explained.iter().any(|e| e.kernel == fault.kernel && e.tensor == t) {
                     self.explained.push(Explanation { kernel: fault.kernel.clone(), tensor: t, named: n.to_string(), case_index });
@@ -463,7 +571,7 @@ mod tests {
             cuda_error: None,
             source: None,
             access_size: Some(16),
-            sanitizer_kind: sanitizer_kind.map(String::from),
+            sanitizer_kind: sanitizer_kind.map(SanitizerKind::from),
             alignment,
             inside_contract: true,
             detail: String::new(),

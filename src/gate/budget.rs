@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use super::config::GateSettings;
-
 /// How a gate's time is divided. The sweep may take up to `sweep_share` of the total; the
 /// sanitizer passes keep `sanitizer_share` (when there are any); the fuzz campaigns split the
 /// rest by weight; a small reserve is kept for writing reports. Each step's time is computed
@@ -21,11 +19,6 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// A budget with the shares of `settings`.
-    pub fn new(total: Duration, settings: &GateSettings) -> Budget {
-        Budget { total, sweep_share: settings.sweep_share, sanitizer_share: settings.sanitizer_share }
-    }
-
     /// Kept at the end for writing reports: 5% of the total, at most 10 s.
     pub fn reserve(&self) -> Duration {
         (self.total / 20).min(Duration::from_secs(10))

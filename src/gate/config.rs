@@ -13,7 +13,7 @@ use crate::finding::FindingKind;
 use crate::sanitizer::Tool;
 use crate::sweep::{param_grid, InputClass};
 
-use super::budget::parse_budget;
+use super::budget::{parse_budget, Budget};
 
 /// A configuration that cannot be used.
 #[derive(Debug, Error)]
@@ -110,6 +110,13 @@ fn default_share() -> f64 {
 
 fn default_escalate() -> Vec<Tool> {
     vec![Tool::Memcheck, Tool::Racecheck]
+}
+
+impl GateSettings {
+    /// The gate's [`Budget`] for `total` time, with these settings' shares.
+    pub fn budget(&self, total: Duration) -> Budget {
+        Budget { total, sweep_share: self.sweep_share, sanitizer_share: self.sanitizer_share }
+    }
 }
 
 impl Default for GateSettings {

@@ -107,7 +107,7 @@ pub fn run(plan: &GatePlan, budget: Duration, shard: Option<Shard>, backend: &mu
         .collect();
     let mut gate = GateRun {
         plan,
-        budget: Budget::new(budget, &plan.settings),
+        budget: plan.settings.budget(budget),
         started,
         shard: shard.unwrap_or(Shard::ALL),
         seed: plan.settings.seed,

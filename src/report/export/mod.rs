@@ -176,7 +176,7 @@ pub(crate) mod tests {
             cuda_error: None,
             source: source.map(|(file, line)| SourceLocation { file: file.into(), line, function: None }),
             access_size: Some(4),
-            sanitizer_kind: oracle.is_sanitizer().then(|| "invalid_global_read_out_of_bounds".to_string()),
+            sanitizer_kind: oracle.is_sanitizer().then(|| "invalid_global_read_out_of_bounds".into()),
             alignment: [16, 16, 16, 16],
             inside_contract: true,
             detail: "read 4 bytes <past> k's end & \"more\" | pipes".into(),

@@ -86,7 +86,7 @@ impl RunReport {
 /// A SARIF rule id: the sanitizer's record kind when there is one (finer), else the finding kind.
 fn rule_id(f: &Finding) -> String {
     match &f.sanitizer_kind {
-        Some(k) => k.clone(),
+        Some(k) => k.to_string(),
         None => f.kind.name().to_string(),
     }
 }

@@ -221,7 +221,7 @@ mod tests {
         );
         let src = f.source.clone().unwrap();
         assert_eq!((src.file.as_str(), src.line, src.function.as_deref()), ("sanitizer_probe.cu", 17, Some("oob_read")));
-        assert_eq!((f.access_size, f.sanitizer_kind.as_deref()), (Some(4), Some("invalid_global_read_out_of_bounds")));
+        assert_eq!((f.access_size, f.sanitizer_kind.as_ref().map(|k| k.to_string())), (Some(4), Some("invalid_global_read_out_of_bounds".to_string())));
         assert_eq!(f.count, 1);
         assert_eq!(
             f.signature().as_str(),

@@ -376,7 +376,7 @@ mod tests {
             let at = r.at.as_ref().unwrap();
             assert_eq!((at.func.as_deref(), at.line, at.file_name()), (Some("oob_read"), Some(17), Some("sanitizer_probe.cu")));
             assert_eq!(r.user_frame(), Some(at));
-            assert_eq!(r.tool_kind(), "invalid_global_read_out_of_bounds");
+            assert_eq!(r.tool_kind().to_string(), "invalid_global_read_out_of_bounds");
             assert_eq!(r.block, Some([0, 0, 0]));
         }
         let first = p.records.iter().find(|r| r.kind == RecordKind::Precise).unwrap();
@@ -398,7 +398,7 @@ mod tests {
         assert_eq!(api.message.as_deref(), Some("invalid argument"));
         assert_eq!(api.result, Some(1));
         assert_eq!(api.text, "Program hit cudaErrorInvalidValue (error 1) due to \"invalid argument\" on CUDA API call to cudaFree.");
-        assert_eq!(api.tool_kind(), "api_cudaFree_cudaErrorInvalidValue");
+        assert_eq!(api.tool_kind().to_string(), "api_cudaFree_cudaErrorInvalidValue");
         assert_eq!(api.user_frame(), None);
         assert!(!first.is_marker("cudaFree"));
         // The launch failure (719) after the overrun is also an Api record.
@@ -427,7 +427,7 @@ mod tests {
             assert_eq!((r.size, r.error.as_deref()), (Some(16), Some("misaligned")));
             assert_eq!(r.address.unwrap() % 16, 4);
             assert_eq!(r.at.as_ref().unwrap().line, Some(44));
-            assert_eq!(r.tool_kind(), "invalid_global_read_misaligned");
+            assert_eq!(r.tool_kind().to_string(), "invalid_global_read_misaligned");
         }
     }
 
@@ -448,7 +448,7 @@ mod tests {
         assert_eq!(r.hazards, Some(256));
         assert_eq!((r.thread, r.address, r.at.as_ref()), (None, None, None));
         assert_eq!(r.user_frame().unwrap().line, Some(22));
-        assert_eq!(r.tool_kind(), "race_shared_write_read");
+        assert_eq!(r.tool_kind().to_string(), "race_shared_write_read");
         assert_eq!(r.oracle(), Some(Oracle::Racecheck));
     }
 
@@ -462,7 +462,7 @@ mod tests {
             assert!(r.address.is_some());
             assert_eq!(r.space, None);
             assert_eq!(r.user_frame().unwrap().line, Some(28));
-            assert_eq!(r.tool_kind(), "uninitialized_global_read");
+            assert_eq!(r.tool_kind().to_string(), "uninitialized_global_read");
         }
     }
 
@@ -529,7 +529,7 @@ mod tests {
         let r = &p.records[0];
         assert_eq!(r.kind, RecordKind::Other("Leak".into()));
         assert_eq!((r.size, r.text.as_str()), (Some(64), "Leaked 64 bytes"));
-        assert_eq!(r.tool_kind(), "leak");
+        assert_eq!(r.tool_kind().to_string(), "leak");
         assert_eq!(r.oracle(), None);
         // Extra elements between records of a cut document are fine too.
         let p = parse("<ComputeSanitizerOutput><record><kind>Api</kind></record><x>1</x><record><kind>Pre").unwrap();

@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::finding::{Oracle, SourceLocation};
+use crate::finding::{Oracle, SanitizerClass, SanitizerKind, SourceLocation};
 
 /// What kind of record it is, as its `<kind>` says.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -297,36 +297,21 @@ impl Record {
     /// A short stable kind for signatures: memcheck `invalid_global_read_out_of_bounds`,
     /// racecheck `race_shared_write_read`, initcheck `uninitialized_global_read`, synccheck
     /// `barrier_invalid_arguments`, API errors `api_cudaFree_cudaErrorInvalidValue`.
-    pub fn tool_kind(&self) -> String {
-        let join = |head: &str, parts: &[Option<String>]| {
-            let mut s = head.to_string();
-            for p in parts.iter().flatten().filter(|p| !p.is_empty()) {
-                s.push('_');
-                s.push_str(p);
-            }
-            s
-        };
+    pub fn tool_kind(&self) -> SanitizerKind {
+        let kind = SanitizerKind::new;
         match &self.kind {
-            RecordKind::Precise => join(
-                "invalid",
-                &[self.memory_space(), self.access_direction(), self.error.as_deref().map(snake)],
-            ),
-            RecordKind::Initcheck => join("uninitialized", &[self.memory_space(), self.access_direction()]),
+            RecordKind::Precise => kind(SanitizerClass::Invalid, &[self.memory_space(), self.access_direction(), self.error.as_deref().map(snake)]),
+            RecordKind::Initcheck => kind(SanitizerClass::Uninitialized, &[self.memory_space(), self.access_direction()]),
             RecordKind::Analysis => {
                 let dir = |a: &Option<RaceAccess>| a.as_ref().and_then(|a| a.direction.as_deref()).map(snake);
-                join(
-                    "race",
-                    &[Some(self.memory_space().unwrap_or_else(|| "shared".into())), dir(&self.source), dir(&self.destination)],
-                )
+                kind(SanitizerClass::Race, &[Some(self.memory_space().unwrap_or_else(|| "shared".into())), dir(&self.source), dir(&self.destination)])
             }
-            RecordKind::Synccheck => join("barrier", &[self.barrier_type.as_deref().map(snake)]),
-            RecordKind::Api => join("api", &[self.api.as_deref().map(ident), self.error.as_deref().map(ident)]),
+            RecordKind::Synccheck => kind(SanitizerClass::Barrier, &[self.barrier_type.as_deref().map(snake)]),
+            RecordKind::Api => kind(SanitizerClass::Api, &[self.api.as_deref().map(ident), self.error.as_deref().map(ident)]),
             RecordKind::Other(k) => {
                 let head = snake(k);
-                join(
-                    if head.is_empty() { "unknown" } else { &head },
-                    &[self.memory_space(), self.access_direction(), self.error.as_deref().map(snake)],
-                )
+                let class = SanitizerClass::Other(if head.is_empty() { "unknown".into() } else { head });
+                kind(class, &[self.memory_space(), self.access_direction(), self.error.as_deref().map(snake)])
             }
         }
     }
@@ -372,7 +357,7 @@ mod tests {
             assert!(at.is_cuda_header());
             let user = r.user_frame().unwrap();
             assert_eq!((user.func.as_deref(), user.line, user.file_name()), (Some("bad_syncwarp"), Some(33), Some("sanitizer_probe.cu")));
-            assert_eq!(r.tool_kind(), "barrier_invalid_arguments");
+            assert_eq!(r.tool_kind().to_string(), "barrier_invalid_arguments");
             assert!((16..32).contains(&(r.thread.unwrap()[0] % 32)));
         }
     }
