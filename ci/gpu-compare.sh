@@ -23,10 +23,18 @@ cd "$(dirname "$0")/.."
 before=$1 after=$2; shift 2
 stages=("$@")
 want() { printf '%s\n' "${stages[@]}" | grep -qx "$1"; }
-logs=${OUT:-gpu-compare-logs}/compare
+logs=gpu-compare-logs/compare
 rm -rf "$logs"; mkdir -p "$logs"
+# On the device tool only what is under $OUT comes back (a few files): one archive and the
+# summary, written even when the run is stopped at its time limit.
+finish() {
+  trap - EXIT TERM INT
+  if [ -n "${OUT:-}" ]; then tar czf "$OUT/gpu-compare-logs.tgz" -C "$(dirname "$logs")" compare; cp "$logs/summary.txt" "$OUT/compare-summary.txt" 2>/dev/null || cp "$logs/rows.txt" "$OUT/compare-rows.txt"; fi
+}
+trap finish EXIT
+trap 'finish; exit 124' TERM INT
 rows=()
-row() { rows+=("$(printf '%-46s %-8s %s' "$1" "$2" "$3")"); }
+row() { rows+=("$(printf '%-46s %-8s %s' "$1" "$2" "$3")"); printf '%s\n' "${rows[-1]}" >> "$logs/rows.txt"; }
 bin_of() { [ "$1" = before ] && echo "$before" || echo "$after"; }
 kernels_of() { [ "$1" = before ] && echo "${BEFORE_KERNELS:-$PWD/kernels}" || echo "${AFTER_KERNELS:-$PWD/kernels}"; }
 run_as() { # run_as SECONDS before|after ARGS...: the binary, with its own kernels directory, under a timeout
@@ -136,4 +144,3 @@ echo "== gpu-compare summary ($(date -u +%F)): before $before, after $after"
 printf '%s\n' "${rows[@]}"
 for f in "$logs"/seeds-*.txt; do [ -f "$f" ] && { echo; echo "== $(basename "$f")"; cat "$f"; }; done
 } 2>&1 | tee "$logs/summary.txt"
-if [ -n "${OUT:-}" ]; then tar czf "$OUT/gpu-compare-logs.tgz" -C "$(dirname "$logs")" compare; cp "$logs/summary.txt" "$OUT/compare-summary.txt"; fi
