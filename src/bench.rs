@@ -11,30 +11,32 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::case::{Case, TensorId};
+use crate::case::Case;
 use crate::generate::{past_int32_variant, reaches_past_int32, DecodeContext};
 use crate::manifest::Manifest;
 use crate::supervisor::{Pool, Slot, SupervisorError};
 use crate::worker::{Outcome, RunOptions, StageTimes};
 
-/// How big the benchmarked cases are.
+/// How big the benchmarked cases are. A dim is a *count* when its manifest caps random draws
+/// at 16 or less (batch, heads); the *innermost* dim is the last dimension of the first input
+/// (head_dim, cols); every other dim is a *length* (sequences, rows).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CaseSize {
-    /// batch·heads ≤ 8, seq ≤ 256, head_dim ≤ 128: what fuzzing mostly draws.
+    /// Counts ≤ 2, lengths ≤ 256, innermost ≤ 128: what fuzzing mostly draws.
     Small,
-    /// batch·heads ≤ 8, seq 256..=1024, head_dim ≤ 128.
+    /// Counts ≤ 2, lengths 256..=1024, innermost ≤ 128.
     Medium,
-    /// batch·heads ≤ 4, seq 2048..=4096, head_dim 64..=128.
+    /// Counts ≤ 2 (the first one 1), lengths 2048..=4096, innermost 64..=128.
     Large,
     /// A small case with one tensor pushed past 2³¹ elements
-    /// ([`crate::generate::offsets_past_int32`]): a 4–8 GiB allocation holding a few elements, the
-    /// case `cudafuzz fuzz` schedules every 512 cases.
+    /// ([`crate::generate::offsets_past_int32`]): a 4–8 GiB allocation holding a few elements,
+    /// the case `cudafuzz fuzz` schedules every 512 cases.
     PastInt32,
 }
 
 impl CaseSize {
-    /// Parses `small`, `medium` or `large`.
+    /// Parses `small`, `medium`, `large` or `past-int32`.
     pub fn from_name(name: &str) -> Option<CaseSize> {
         match name {
             "small" => Some(CaseSize::Small),
@@ -55,8 +57,8 @@ impl CaseSize {
         }
     }
 
-    /// (seq lower bound, seq upper bound, head_dim lower bound, batch and kv-head cap).
-    fn bounds(self) -> (u32, u32, u32, u32) {
+    /// (length lower bound, length upper bound, innermost lower bound, count cap).
+    fn bounds(self) -> (u64, u64, u64, u64) {
         match self {
             CaseSize::Small | CaseSize::PastInt32 => (1, 256, 1, 2),
             CaseSize::Medium => (256, 1024, 1, 2),
@@ -74,32 +76,50 @@ pub fn small_case(m: &Manifest, ctx: &DecodeContext, seed: u64, index: u64) -> C
 /// into the class's bounds, with the manifest's default parameters; cases outside the contract
 /// are passed over (a sticky fault would measure worker restarts, not the engine).
 pub fn sized_case(m: &Manifest, ctx: &DecodeContext, size: CaseSize, seed: u64, index: u64) -> Case {
-    let inside = |c: &Case| m.contract.admits(c);
+    let inside = |c: &Case| crate::plan::admits(m, c);
     let case = (0u64..)
         .map(|k| clamp(m, size, crate::campaign::generated_case(ctx, seed, index.wrapping_mul(1 << 20).wrapping_add(k))))
         .take(1 << 16)
-        .find(|c| inside(c) && !reaches_past_int32(c))
+        .find(|c| inside(c) && !reaches_past_int32(c, m))
         .unwrap_or_else(|| clamp(m, CaseSize::Small, crate::campaign::generated_case(ctx, seed, index)));
     if size != CaseSize::PastInt32 {
         return case;
     }
-    past_int32_variant(&case, TensorId::ALL[(index % 4) as usize]).filter(inside).unwrap_or(case)
+    let eligible = ctx.past_int32_tensors();
+    if eligible.is_empty() {
+        return case;
+    }
+    past_int32_variant(&case, m, &eligible[(index % eligible.len() as u64) as usize]).filter(inside).unwrap_or(case)
 }
 
+/// A generated case brought into a size class's bounds (see [`CaseSize`]); relations between
+/// dims are restored afterwards, and scalars whose choices depend on the dims re-evaluated.
 fn clamp(m: &Manifest, size: CaseSize, mut c: Case) -> Case {
-    let (seq_lo, seq_hi, d_lo, cap) = size.bounds();
-    let into = |x: u32| if x >= seq_lo && x <= seq_hi { x } else { seq_lo + x % (seq_hi - seq_lo + 1) };
-    c.batch = c.batch.min(cap);
-    c.heads_kv = c.heads_kv.min(cap);
-    c.heads_q = c.heads_kv * (c.heads_q / c.heads_kv).min(2);
-    if size == CaseSize::Large {
-        c.batch = 1;
+    let (len_lo, len_hi, inner_lo, cap) = size.bounds();
+    let innermost = m.tensors.iter().find(|t| t.role == crate::manifest::Role::Input).and_then(|t| t.dim_name(t.rank() - 1)).map(str::to_string);
+    for (i, d) in m.dims.iter().enumerate() {
+        let v = c.dim(&d.name);
+        let (lo, hi) = if d.cap <= 16 {
+            (d.range[0], cap.min(if size == CaseSize::Large && i == 0 { 1 } else { cap }).max(d.range[0]))
+        } else if innermost.as_deref() == Some(d.name.as_str()) {
+            (inner_lo.max(d.range[0]), 128.min(d.range[1]).max(d.range[0]))
+        } else {
+            (len_lo.max(d.range[0]), len_hi.min(d.range[1]).max(d.range[0]))
+        };
+        let lo = lo.min(hi);
+        let into = if d.cap <= 16 || innermost.as_deref() == Some(d.name.as_str()) { v.clamp(lo, hi) } else if v >= lo && v <= hi { v } else { lo + v % (hi - lo + 1) };
+        c.dims.insert(d.name.clone(), into);
     }
-    c.seq_q = into(c.seq_q);
-    c.seq_k = into(c.seq_k);
-    c.head_dim = c.head_dim.clamp(d_lo, 128);
-    c.scale = 1.0 / (c.head_dim as f32).sqrt();
+    crate::generate::relations::repair(&mut c, m, 0);
     c.params = m.default_params();
+    if let Ok(plan) = crate::plan::Plan::new(&c, m) {
+        for s in &m.scalars {
+            let allowed: Vec<crate::case::Scalar> = s.choices.iter().filter_map(|ch| m.choice_value(s, ch, &plan.vars)).collect();
+            if !allowed.is_empty() && !c.scalar(&s.name).is_some_and(|v| allowed.contains(&v) || matches!(v, crate::case::Scalar::Bool(_))) {
+                c.scalars.insert(s.name.clone(), allowed[0]);
+            }
+        }
+    }
     c
 }
 
@@ -153,7 +173,7 @@ pub fn table(rows: &[BenchRow]) -> String {
 /// Runs `cases` cases of `size` with `opts` over every worker of `pool` and measures them; a
 /// warm-up of 16 cases per worker (compiling and loading each configuration) is excluded.
 pub fn measure_pool(pool: &mut Pool, m: &Manifest, opts: &RunOptions, size: CaseSize, cases: u64, label: &str) -> Result<BenchRow, SupervisorError> {
-    let ctx = m.decode_context();
+    let ctx = DecodeContext::new(m);
     let timeout = Duration::from_secs(30);
     let warm = |i: u64| Some(sized_case(m, &ctx, size, 99, i));
     // Under a sanitizer one warm-up case per worker loads the caches; more would only measure

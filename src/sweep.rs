@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::campaign::generated_case;
-use crate::case::{Case, Dim, TensorId};
+use crate::case::Case;
 use crate::finding::Finding;
 use crate::generate::reaches_past_int32;
 use crate::manifest::{cartesian, Manifest};
@@ -22,74 +22,123 @@ use crate::supervisor::{Pool, Slot, SupervisorError};
 use crate::worker::{Outcome, RunOptions};
 
 /// How one repetition's case is reshaped before it runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub enum InputClass {
     /// Every base at offset 0 and every row pitch a multiple of 16 bytes.
     Aligned,
     /// Aligned, except one tensor's base is 2, 4 or 8 bytes past a 16-byte boundary: which
-    /// tensor and how far follow from the case's data seed, so repetitions cover all twelve.
+    /// tensor and how far follow from the case's data seed, so repetitions cover them all.
     Misaligned,
-    /// Aligned, except q's base is this many bytes past a 16-byte boundary.
-    QOffset(u32),
-    /// Aligned, except q's row pitch is one element longer (not a multiple of 16 bytes).
-    QPitchPlusOne,
-    /// Aligned, with seq_q and seq_k moved off multiples of 64 (partial last tiles).
+    /// Aligned, except this tensor's base is this many bytes past a 16-byte boundary (`q+8`).
+    Offset(String, u32),
+    /// Aligned, except this tensor's row pitch is one element longer (`q-pitch+1`).
+    PitchPlusOne(String),
+    /// Aligned, with every dim that is a multiple of a tile size it names as a hint (a param of
+    /// the case's configuration) moved one below it (partial last tiles).
     Tail,
     /// Aligned, with 8 extra elements per row in every tensor (gaps between rows).
     Strided,
-    /// Aligned and causal.
-    Causal,
+    /// Aligned, with this flag set (`causal`).
+    Flag(String),
 }
 
 impl InputClass {
-    /// Every class, in table order.
-    pub const ALL: [InputClass; 9] = [
-        InputClass::Aligned,
-        InputClass::Misaligned,
-        InputClass::QOffset(2),
-        InputClass::QOffset(4),
-        InputClass::QOffset(8),
-        InputClass::QPitchPlusOne,
-        InputClass::Tail,
-        InputClass::Strided,
-        InputClass::Causal,
-    ];
+    /// The classes a sweep of `m` runs by default: aligned, misaligned, the first drawn input
+    /// at +2, +4, +8 and with its pitch one element longer, tail, strided, and each flag set.
+    pub fn defaults(m: &Manifest) -> Vec<InputClass> {
+        let mut out = vec![InputClass::Aligned, InputClass::Misaligned];
+        if let Some(t) = m.tensors.iter().find(|t| t.role == crate::manifest::Role::Input && t.layout_is_drawn()) {
+            out.extend([2, 4, 8].map(|b| InputClass::Offset(t.name.clone(), b)));
+            out.push(InputClass::PitchPlusOne(t.name.clone()));
+        }
+        out.extend([InputClass::Tail, InputClass::Strided]);
+        out.extend(m.scalars.iter().filter(|s| s.ty == crate::manifest::ScalarType::Bool).map(|s| InputClass::Flag(s.name.clone())));
+        out
+    }
 
-    /// Parses a name as printed by `Display` (`aligned`, `q+2`, `q-pitch+1`, `tail`, ...).
+    /// Parses a name as printed by `Display` (`aligned`, `q+2`, `q-pitch+1`, `tail`, `causal`,
+    /// ...); which tensor or flag it names is checked against a manifest by
+    /// [`InputClass::check`].
     pub fn from_name(name: &str) -> Option<InputClass> {
-        InputClass::ALL.into_iter().find(|c| c.to_string() == name)
+        let ident = |s: &str| crate::manifest::expr::is_identifier(s);
+        match name {
+            "aligned" => Some(InputClass::Aligned),
+            "misaligned" => Some(InputClass::Misaligned),
+            "tail" => Some(InputClass::Tail),
+            "strided" => Some(InputClass::Strided),
+            _ => {
+                if let Some(t) = name.strip_suffix("-pitch+1").filter(|t| ident(t)) {
+                    return Some(InputClass::PitchPlusOne(t.to_string()));
+                }
+                if let Some((t, b)) = name.split_once('+').filter(|(t, _)| ident(t)) {
+                    return b.parse().ok().filter(|&b: &u32| b <= crate::case::MAX_OFFSET_BYTES).map(|b| InputClass::Offset(t.to_string(), b));
+                }
+                ident(name).then(|| InputClass::Flag(name.to_string()))
+            }
+        }
+    }
+
+    /// Whether the tensor or flag the class names exists in `m` (and an offset keeps the
+    /// tensor's declared alignment); the error lists the classes `m` does take.
+    pub fn check(&self, m: &Manifest) -> Result<(), String> {
+        let problem = match self {
+            InputClass::Offset(t, _) | InputClass::PitchPlusOne(t) if m.tensor(t).is_none_or(|s| !s.layout_is_drawn()) => {
+                format!("{} has no tensor `{t}` whose layout a case chooses", m.name)
+            }
+            InputClass::Offset(t, b) if m.tensor(t).is_some_and(|s| *b % s.align.max(1) != 0) => {
+                let align = m.tensor(t).map_or(1, |s| s.align);
+                format!("{t}'s base must stay a multiple of {align} bytes (its `align` in {}); use an offset that is", m.name)
+            }
+            InputClass::Flag(f) if m.scalar(f).is_none_or(|s| s.ty != crate::manifest::ScalarType::Bool) => format!("{} has no flag (bool scalar) `{f}`", m.name),
+            _ => return Ok(()),
+        };
+        let known: Vec<String> = InputClass::defaults(m).iter().map(|c| c.to_string()).collect();
+        Err(format!("class `{self}`: {problem} (classes for {}: {}, or TENSOR+BYTES)", m.name, known.join(", ")))
     }
 
     /// Whether the class breaks 16-byte alignment of some base or row pitch on purpose.
-    pub fn is_misaligned(self) -> bool {
-        matches!(self, InputClass::Misaligned | InputClass::QOffset(_) | InputClass::QPitchPlusOne)
+    pub fn is_misaligned(&self) -> bool {
+        matches!(self, InputClass::Misaligned | InputClass::Offset(..) | InputClass::PitchPlusOne(_))
     }
 
     /// The case of this class derived from `case`: same shape and data, reshaped memory.
-    pub fn apply(self, case: &Case) -> Case {
+    pub fn apply(&self, case: &Case, m: &Manifest) -> Case {
         let mut c = case.clone();
-        for t in TensorId::ALL {
-            align_tensor(&mut c, t, 0);
+        let drawn: Vec<String> = m.tensors.iter().filter(|t| t.layout_is_drawn()).map(|t| t.name.clone()).collect();
+        for t in &drawn {
+            align_tensor(&mut c, m, t, 0);
         }
         match self {
             InputClass::Aligned => {}
             InputClass::Misaligned => {
-                let pick = c.data.seed;
-                let t = TensorId::ALL[(pick % 4) as usize];
-                c.layouts.get_mut(t).offset_bytes = [2, 4, 8][((pick / 4) % 3) as usize];
-            }
-            InputClass::QOffset(bytes) => c.layouts.q.offset_bytes = bytes,
-            InputClass::QPitchPlusOne => align_tensor(&mut c, TensorId::Q, 1),
-            InputClass::Tail => {
-                c.seq_q = off_tile(c.seq_q);
-                c.seq_k = off_tile(c.seq_k);
-            }
-            InputClass::Strided => {
-                for t in TensorId::ALL {
-                    align_tensor(&mut c, t, 8);
+                if !drawn.is_empty() {
+                    let pick = c.seed;
+                    let t = &drawn[(pick % drawn.len() as u64) as usize];
+                    c.layout_mut(t).offset_bytes = [2, 4, 8][((pick / drawn.len() as u64) % 3) as usize];
                 }
             }
-            InputClass::Causal => c.causal = true,
+            InputClass::Offset(t, bytes) => c.layout_mut(t).offset_bytes = *bytes,
+            InputClass::PitchPlusOne(t) => align_tensor(&mut c, m, t, 1),
+            InputClass::Tail => {
+                for d in &m.dims {
+                    let v = c.dim(&d.name);
+                    let on_a_tile = d.hints.iter().any(|h| match h {
+                        crate::manifest::Hint::Param(p) => c.params.get(p).is_some_and(|&t| t > 1 && v % t as u64 == 0),
+                        crate::manifest::Hint::Value(_) => false,
+                    });
+                    if on_a_tile && v > 1 {
+                        c.dims.insert(d.name.clone(), v - 1);
+                    }
+                }
+            }
+            InputClass::Strided => {
+                for t in &drawn {
+                    align_tensor(&mut c, m, t, 8);
+                }
+            }
+            InputClass::Flag(f) => {
+                c.scalars.insert(f.clone(), crate::case::Scalar::Bool(true));
+            }
         }
         c
     }
@@ -100,36 +149,32 @@ impl fmt::Display for InputClass {
         match self {
             InputClass::Aligned => f.write_str("aligned"),
             InputClass::Misaligned => f.write_str("misaligned"),
-            InputClass::QOffset(b) => write!(f, "q+{b}"),
-            InputClass::QPitchPlusOne => f.write_str("q-pitch+1"),
+            InputClass::Offset(t, b) => write!(f, "{t}+{b}"),
+            InputClass::PitchPlusOne(t) => write!(f, "{t}-pitch+1"),
             InputClass::Tail => f.write_str("tail"),
             InputClass::Strided => f.write_str("strided"),
-            InputClass::Causal => f.write_str("causal"),
+            InputClass::Flag(name) => f.write_str(name),
         }
     }
 }
 
-/// Offset 0, no padding except on the innermost dimension, where the extent is rounded up to
-/// a multiple of 16 bytes and then `extra` elements are added: every stride but the innermost
-/// is then a multiple of 16 bytes when `extra` is a multiple of 16 bytes' worth of elements.
-fn align_tensor(case: &mut Case, t: TensorId, extra: u32) {
-    let per_16 = 16 / case.dtype.size();
-    let shape = case.shape(t);
-    let layout = case.layouts.get_mut(t);
-    let inner: Dim = layout.order[3];
-    let extent = shape[inner.index()];
+/// Offset 0, no padding except on the innermost position of the order, where the extent is
+/// rounded up to a multiple of 16 bytes and then `extra` elements are added: every stride but the
+/// innermost is then a multiple of 16 bytes when `extra` is a multiple of 16 bytes' worth of
+/// elements.
+fn align_tensor(case: &mut Case, m: &Manifest, t: &str, extra: u64) {
+    let Ok(plan) = crate::plan::Plan::new(case, m) else { return };
+    let Some(tp) = plan.tensor(t) else { return };
+    let per_16 = (16 / tp.elem_bytes.max(1)).max(1) as u64;
+    let rank = tp.rank();
+    let layout = case.layout_mut(t);
+    let order = layout.order_of(rank);
+    let extent = tp.shape[order[rank - 1]];
     layout.offset_bytes = 0;
-    layout.pad = [0; 4];
-    layout.pad[3] = extent.div_ceil(per_16) * per_16 - extent + extra;
-}
-
-/// A sequence length with a partial last tile of 64: unchanged when it already has one.
-fn off_tile(seq: u32) -> u32 {
-    if seq % 64 == 0 {
-        seq - 1
-    } else {
-        seq
-    }
+    layout.broadcast.clear();
+    let mut pad = vec![0u64; rank];
+    pad[rank - 1] = extent.div_ceil(per_16) * per_16 - extent + extra;
+    layout.pad = if pad.iter().all(|&p| p == 0) { Vec::new() } else { pad };
 }
 
 /// A `NAME=v1,v2,...` item that does not parse.
@@ -282,16 +327,16 @@ pub fn run_cell(
     timeout: Duration,
     on_fail: &mut OnFail<'_>,
 ) -> Result<Cell, SupervisorError> {
-    let (m, class) = (c.m, c.class);
-    let ctx = m.decode_context();
+    let (m, class) = (c.m, &c.class);
+    let ctx = crate::generate::DecodeContext::new(m);
     let base = |rep: u64| {
         (0..DRAWS_PER_REPETITION).find_map(|t| {
             let mut case = generated_case(&ctx, c.seed, rep * DRAWS_PER_REPETITION + t);
             case.params.extend(c.params.clone());
-            let case = class.apply(&m.bind(case));
+            let case = class.apply(&m.bind(case), m);
             // A case past 2³¹ elements (the decoder's rare draw) would take 4–8 GiB of GPU memory
             // per repetition and test nothing the input class is about.
-            (m.contract.admits(&case) && !reaches_past_int32(&case)).then_some(case)
+            (crate::plan::admits(m, &case) && !reaches_past_int32(&case, m)).then_some(case)
         })
     };
     let mut cell = Cell::default();
@@ -325,42 +370,48 @@ mod tests {
     use super::*;
     use crate::case::{Dtype, TensorLayout};
     use crate::plan::Plan;
+    use crate::testing;
 
-    fn odd_case() -> Case {
-        let mut c = Case::example("k");
-        c.head_dim = 59;
-        c.seq_q = 128;
-        c.seq_k = 64;
-        c.layouts.q = TensorLayout { order: [Dim::B, Dim::S, Dim::H, Dim::D], pad: [0, 3, 1, 5], offset_bytes: 6 };
-        c
+    fn odd_case() -> (Case, Manifest) {
+        let m = testing::attention();
+        let mut c = testing::example();
+        c.params.insert("BLOCK_THREADS".into(), 64);
+        c.dims.insert("head_dim".into(), 59);
+        c.dims.insert("seq_q".into(), 128);
+        c.dims.insert("seq_k".into(), 64);
+        c.tensors.insert("q".into(), TensorLayout { order: vec![0, 2, 1, 3], pad: vec![0, 3, 1, 5], offset_bytes: 6, ..TensorLayout::dense() });
+        (c, m)
+    }
+
+    fn alignments(c: &Case, m: &Manifest) -> Vec<u64> {
+        Plan::new(c, m).expect("valid case").tensors.iter().map(|t| t.alignment()).collect()
     }
 
     #[test]
     fn aligned_class_makes_every_base_and_pitch_16_byte_aligned() {
         for dtype in [Dtype::F16, Dtype::F32] {
-            let mut case = odd_case();
+            let (mut case, m) = odd_case();
             case.dtype = dtype;
-            let c = InputClass::Aligned.apply(&case);
-            assert!(Plan::new(&c).tensors.iter().all(|t| t.alignment() == 16), "{dtype}: {:?}", c.layouts);
-            assert_eq!(c.layouts.q.order, case.layouts.q.order, "order is kept");
+            let c = InputClass::Aligned.apply(&case, &m);
+            assert!(alignments(&c, &m).iter().all(|&a| a == 16), "{dtype}: {:?}", c.tensors);
+            assert_eq!(c.layout("q").order, case.layout("q").order, "order is kept");
         }
     }
 
     #[test]
-    fn misaligned_classes_break_only_q() {
-        let case = odd_case();
-        for class in [InputClass::QOffset(2), InputClass::QOffset(4), InputClass::QOffset(8), InputClass::QPitchPlusOne] {
-            let plan = Plan::new(&class.apply(&case));
-            let al: Vec<u64> = plan.tensors.iter().map(|t| t.alignment()).collect();
+    fn misaligned_classes_break_only_the_named_tensor() {
+        let (case, m) = odd_case();
+        for class in [InputClass::Offset("q".into(), 2), InputClass::Offset("q".into(), 4), InputClass::Offset("q".into(), 8), InputClass::PitchPlusOne("q".into())] {
+            let al = alignments(&class.apply(&case, &m), &m);
             assert!(al[0] < 16 && al[1..].iter().all(|&a| a == 16), "{class}: {al:?}");
         }
-        assert_eq!(Plan::new(&InputClass::QOffset(8).apply(&case)).tensors[0].alignment(), 8);
+        assert_eq!(alignments(&InputClass::Offset("q".into(), 8).apply(&case, &m), &m)[0], 8);
         let mut hit = std::collections::BTreeSet::new();
         for seed in 0..12 {
             let mut c = case.clone();
-            c.data.seed = seed;
-            let plan = Plan::new(&InputClass::Misaligned.apply(&c));
-            let bad: Vec<(usize, u64)> = plan.tensors.iter().map(|t| t.alignment()).enumerate().filter(|(_, a)| *a < 16).collect();
+            c.seed = seed;
+            let al = alignments(&InputClass::Misaligned.apply(&c, &m), &m);
+            let bad: Vec<(usize, u64)> = al.into_iter().enumerate().filter(|(_, a)| *a < 16).collect();
             assert_eq!(bad.len(), 1, "exactly one tensor misaligned: {bad:?}");
             hit.insert(bad[0]);
         }
@@ -368,18 +419,27 @@ mod tests {
     }
 
     #[test]
-    fn tail_and_causal_classes() {
-        let c = InputClass::Tail.apply(&odd_case());
-        assert_eq!((c.seq_q % 64 != 0, c.seq_k % 64 != 0), (true, true));
-        assert!(InputClass::Causal.apply(&odd_case()).causal);
-        assert!(Plan::new(&InputClass::Strided.apply(&odd_case())).tensors.iter().all(|t| t.alignment() == 16));
+    fn tail_flag_and_strided_classes() {
+        let (case, m) = odd_case();
+        let c = InputClass::Tail.apply(&case, &m);
+        assert_eq!((c.dim("seq_q") % 64 != 0, c.dim("seq_k") % 64 != 0), (true, true), "{:?}", c.dims);
+        assert!(InputClass::Flag("causal".into()).apply(&case, &m).scalar("causal").is_some_and(|s| s.is_true()));
+        assert!(alignments(&InputClass::Strided.apply(&case, &m), &m).iter().all(|&a| a == 16));
     }
 
     #[test]
-    fn class_names_round_trip() {
-        for c in InputClass::ALL {
-            assert_eq!(InputClass::from_name(&c.to_string()), Some(c));
+    fn default_classes_name_the_manifest_tensors_and_flags_and_round_trip() {
+        let m = testing::attention();
+        let classes = InputClass::defaults(&m);
+        let names: Vec<String> = classes.iter().map(|c| c.to_string()).collect();
+        assert_eq!(names, ["aligned", "misaligned", "q+2", "q+4", "q+8", "q-pitch+1", "tail", "strided", "causal"]);
+        for c in classes {
+            assert_eq!(InputClass::from_name(&c.to_string()), Some(c.clone()));
+            assert!(c.check(&m).is_ok());
         }
+        assert!(InputClass::from_name("x+2").unwrap().check(&m).is_err(), "no tensor x");
+        assert!(InputClass::from_name("scale").unwrap().check(&m).is_err(), "not a flag");
+        assert_eq!(InputClass::from_name("q+999"), None);
     }
 
     #[test]
@@ -408,7 +468,7 @@ mod tests {
             cell(0, 5, &[("misaligned_address/cuda_status/k/-/-/unaligned:q", 3), ("misaligned_address/cuda_status/k/-/-/unaligned:k", 2)]).consistent(),
             "the same failure at another tensor"
         );
-        let classes = [InputClass::Aligned, InputClass::QOffset(2)];
+        let classes = [InputClass::Aligned, InputClass::Offset("q".into(), 2)];
         let row = |a: Cell, m: Cell| Row { config: "k".into(), cells: [("aligned".to_string(), a), ("q+2".to_string(), m)].into() };
         assert!(row(cell(5, 0, &[]), cell(0, 5, &[("x", 5)])).alignment_dependent(&classes));
         assert!(!row(cell(0, 5, &[("x", 5)]), cell(0, 5, &[("x", 5)])).alignment_dependent(&classes));

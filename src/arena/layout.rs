@@ -6,8 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::case::{Case, Dim, Dtype, Placement, TensorId};
+use crate::case::{Case, Dtype, Placement};
 use crate::finding::Location;
+use crate::manifest::Role;
 use crate::plan::{Plan, TensorPlan};
 
 /// Bytes before every tensor's 256-aligned base point (before its case offset is applied).
@@ -19,44 +20,28 @@ pub const MAX_REDZONE_AFTER: u64 = 4 << 20;
 /// Canary byte around inputs: `0xFF` repeated is NaN in f16, bf16 and f32 at any alignment, so
 /// an out-of-bounds read that reaches the result poisons it.
 pub const INPUT_CANARY: u8 = 0xFF;
-/// Canary byte around outputs and buffers.
+/// Canary byte around written tensors (outputs, in-outs, scratch).
 pub const OUTPUT_CANARY: u8 = 0xA5;
 
-/// The quiet-NaN pattern outputs are pre-filled with; an element still holding it was never
-/// written.
-pub fn sentinel_bits(dtype: Dtype) -> u32 {
+/// The pattern outputs whose initial contents are the sentinel are pre-filled with (a quiet NaN
+/// for floats, an unlikely value for integers); an element still holding it was never written.
+pub fn sentinel_bits(dtype: Dtype) -> u64 {
     match dtype {
         Dtype::F16 => 0x7E55,
         Dtype::Bf16 => 0x7FD5,
         Dtype::F32 => 0x7FD5_5555,
-    }
-}
-
-/// What an allocation holds.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", content = "name", rename_all = "snake_case")]
-pub enum Holder {
-    /// One of q, k, v, o.
-    Tensor(TensorId),
-    /// A manifest buffer, by name.
-    Buffer(String),
-}
-
-impl Holder {
-    /// Display name (`q`, `lse`).
-    pub fn name(&self) -> &str {
-        match self {
-            Holder::Tensor(t) => t.name(),
-            Holder::Buffer(b) => b,
-        }
+        Dtype::F64 => 0x7FFA_AAAA_AAAA_AAAA,
+        Dtype::I8 | Dtype::U8 => 0x5A,
+        Dtype::I32 | Dtype::U32 => 0x5A5A_5A5A,
+        Dtype::I64 => 0x5A5A_5A5A_5A5A_5A5A,
     }
 }
 
 /// One allocation: `[redzone before | data span | redzone after]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AllocLayout {
-    /// What it holds.
-    pub holder: Holder,
+    /// The tensor it holds.
+    pub holder: String,
     /// Byte offset of the data's first byte from the allocation start (redzone + case offset).
     pub data_offset: u64,
     /// Bytes from the first to the last data byte, inclusive.
@@ -73,17 +58,6 @@ impl AllocLayout {
         self.data_offset + self.span_bytes + self.redzone_after
     }
 
-    /// The allocation of a manifest buffer of `bytes` bytes.
-    pub fn for_buffer(name: &str, bytes: u64, placement: Placement) -> AllocLayout {
-        AllocLayout {
-            holder: Holder::Buffer(name.to_string()),
-            data_offset: REDZONE_BEFORE,
-            span_bytes: bytes.max(1),
-            redzone_after: AllocLayout::redzone_after_for(bytes, placement),
-            canary: OUTPUT_CANARY,
-        }
-    }
-
     /// The redzone after a tensor of `span` bytes under `placement`: large enough to hold a tail
     /// tile read or written past the end, capped so large cases stay affordable.
     pub fn redzone_after_for(span: u64, placement: Placement) -> u64 {
@@ -94,39 +68,33 @@ impl AllocLayout {
     }
 }
 
-/// The layout of every allocation of one case: q, k, v, o first, then manifest buffers.
+/// The layout of every allocation of one case: one per tensor, in the manifest's roster order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArenaLayout {
-    /// Allocations in [`TensorId::ALL`] order, then buffers in manifest order.
+    /// Allocations in roster order.
     pub allocs: Vec<AllocLayout>,
 }
 
 impl ArenaLayout {
-    /// Lays out the four tensors of a case, plus buffers of `(name, bytes)`.
-    pub fn new(case: &Case, plan: &Plan, buffers: &[(String, u64)]) -> ArenaLayout {
-        let mut allocs: Vec<AllocLayout> = plan
+    /// Lays out every tensor of a planned case.
+    pub fn new(case: &Case, plan: &Plan) -> ArenaLayout {
+        let allocs = plan
             .tensors
             .iter()
             .map(|tp| AllocLayout {
-                holder: Holder::Tensor(tp.tensor),
+                holder: tp.name.clone(),
                 data_offset: REDZONE_BEFORE + tp.offset_bytes,
                 span_bytes: tp.span_bytes,
                 redzone_after: AllocLayout::redzone_after_for(tp.span_bytes, case.placement),
-                canary: if tp.tensor.is_output() { OUTPUT_CANARY } else { INPUT_CANARY },
+                canary: if tp.role == Role::Input { INPUT_CANARY } else { OUTPUT_CANARY },
             })
             .collect();
-        for (name, bytes) in buffers {
-            allocs.push(AllocLayout::for_buffer(name, *bytes, case.placement));
-        }
         ArenaLayout { allocs }
     }
 
-    /// The allocation of one tensor.
-    pub fn tensor(&self, t: TensorId) -> &AllocLayout {
-        self.allocs
-            .iter()
-            .find(|a| a.holder == Holder::Tensor(t))
-            .expect("every tensor has an allocation")
+    /// The allocation of a tensor by name.
+    pub fn tensor(&self, name: &str) -> Option<&AllocLayout> {
+        self.allocs.iter().find(|a| a.holder == name)
     }
 
     /// Total bytes over all allocations.
@@ -146,13 +114,14 @@ pub const UNHELD_GAP_BYTES: u64 = 64 << 20;
 pub fn held_ranges(alloc: &AllocLayout, tp: &TensorPlan) -> Vec<std::ops::Range<u64>> {
     let whole = held_whole(alloc);
     let eb = tp.elem_bytes as u64;
-    let Some(outer) = (0..4).filter(|&i| tp.shape[i] > 1).max_by_key(|&i| tp.strides[i]) else { return whole };
-    let inner_span = 1 + (0..4).filter(|&i| i != outer).map(|i| (tp.shape[i] as u64 - 1) * tp.strides[i]).sum::<u64>();
+    let rank = tp.rank();
+    let Some(outer) = (0..rank).filter(|&i| tp.shape[i] > 1).max_by_key(|&i| tp.strides[i]) else { return whole };
+    let inner_span = 1 + (0..rank).filter(|&i| i != outer).map(|i| (tp.shape[i] - 1) * tp.strides[i]).sum::<u64>();
     if tp.strides[outer] <= inner_span || (tp.strides[outer] - inner_span) * eb < UNHELD_GAP_BYTES {
         return whole;
     }
     let ds = alloc.data_offset;
-    let mut ranges: Vec<std::ops::Range<u64>> = (0..tp.shape[outer] as u64)
+    let mut ranges: Vec<std::ops::Range<u64>> = (0..tp.shape[outer])
         .map(|i| ds + i * tp.strides[outer] * eb..ds + (i * tp.strides[outer] + inner_span) * eb)
         .collect();
     ranges.first_mut().expect("extent > 1").start = 0;
@@ -174,10 +143,7 @@ pub fn element_bytes_mask(tp: &TensorPlan) -> Vec<bool> {
         return mask;
     }
     let eb = tp.elem_bytes as usize;
-    for_each_element(tp, |_, off| {
-        let start = off as usize * eb;
-        mask[start..start + eb].fill(true);
-    });
+    crate::data::for_each_offset(tp, |_, off| mask[off..off + eb].fill(true));
     mask
 }
 
@@ -224,38 +190,22 @@ pub fn changed_span_bytes(tp: &TensorPlan, before: &[u8], now: &[u8], ranges: &[
 /// instead of building a mask.
 const SPARSE_RATIO: usize = 64;
 
-/// Calls `f(index, element_offset)` for every logical element in BHSD order.
-pub fn for_each_element(tp: &TensorPlan, mut f: impl FnMut([u32; 4], u64)) {
-    let [nb, nh, ns, nd] = tp.shape;
-    let [sb, sh, ss, sd] = tp.strides;
-    for b in 0..nb {
-        for h in 0..nh {
-            for s in 0..ns {
-                let row = b as u64 * sb + h as u64 * sh + s as u64 * ss;
-                for d in 0..nd {
-                    f([b, h, s, d], row + d as u64 * sd);
-                }
-            }
-        }
-    }
-}
-
-/// Maps a byte offset inside a tensor's span to the element that contains it, or `None` if the
-/// byte lies in a stride gap. Layouts never overlap, so peeling dimensions from the largest
-/// stride down recovers the index uniquely.
-pub fn element_at(tp: &TensorPlan, byte: u64) -> Option<[u32; 4]> {
+/// Maps a byte offset inside a tensor's span to the element that contains it (its logical
+/// index), or `None` if the byte lies in a stride gap. Layouts never overlap, so peeling
+/// dimensions from the largest stride down recovers the index uniquely; a broadcast dimension
+/// (stride 0) reads as index 0.
+pub fn element_at(tp: &TensorPlan, byte: u64) -> Option<Vec<u64>> {
     let eb = tp.elem_bytes as u64;
     let mut rem = byte / eb;
-    let mut dims = Dim::ALL;
-    dims.sort_by_key(|d| std::cmp::Reverse((tp.strides[d.index()], tp.shape[d.index()])));
-    let mut idx = [0u32; 4];
-    for d in dims {
-        let i = d.index();
+    let mut dims: Vec<usize> = (0..tp.rank()).filter(|&i| tp.strides[i] > 0).collect();
+    dims.sort_by_key(|&i| std::cmp::Reverse((tp.strides[i], tp.shape[i])));
+    let mut idx = vec![0u64; tp.rank()];
+    for i in dims {
         let q = rem / tp.strides[i];
-        if q >= tp.shape[i] as u64 {
+        if q >= tp.shape[i] {
             return None;
         }
-        idx[i] = q as u32;
+        idx[i] = q;
         rem -= q * tp.strides[i];
     }
     (rem == 0).then_some(idx)
@@ -264,14 +214,14 @@ pub fn element_at(tp: &TensorPlan, byte: u64) -> Option<[u32; 4]> {
 /// Where a device address falls, relative to one allocation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Located {
-    /// The allocation's holder.
-    pub holder: Holder,
+    /// The tensor whose allocation it is.
+    pub holder: String,
     /// Where inside it.
     pub location: Location,
 }
 
 /// Device base addresses of every allocation of a case, for mapping addresses back.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AllocationTable {
     /// `(device base address, layout)` per allocation.
     pub entries: Vec<(u64, AllocLayout)>,
@@ -303,11 +253,7 @@ impl AllocationTable {
             Location::RedzoneAfter { bytes_past_end: addr - data_end + 1 }
         } else {
             let byte = addr - data_start;
-            let plan = match &alloc.holder {
-                Holder::Tensor(t) => self.plans.iter().find(|p| p.tensor == *t),
-                Holder::Buffer(_) => None,
-            };
-            match plan {
+            match self.plans.iter().find(|p| p.name == alloc.holder) {
                 Some(tp) => match element_at(tp, byte) {
                     Some(index) => Location::Element { index },
                     None => Location::Gap { byte },
@@ -319,30 +265,35 @@ impl AllocationTable {
     }
 }
 
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::case::{Case, TensorLayout};
+    use crate::case::TensorLayout;
+    use crate::data::for_each_offset;
+    use crate::testing;
 
-    fn padded_case() -> Case {
-        let mut case = Case::example("k");
-        case.layouts.k = TensorLayout { order: [Dim::B, Dim::S, Dim::H, Dim::D], pad: [0, 1, 0, 3], offset_bytes: 6 };
-        case
+    fn padded() -> (Case, Plan) {
+        let mut case = testing::example();
+        *case.layout_mut("k") = TensorLayout { order: vec![0, 2, 1, 3], pad: vec![0, 1, 0, 3], offset_bytes: 6, ..TensorLayout::dense() };
+        let plan = Plan::new(&case, &testing::attention()).unwrap();
+        (case, plan)
     }
 
-    /// A tensor pushed past 2³¹ elements is held as its two batch blocks (4 GiB apart); a
+    /// A tensor pushed past 2³¹ elements is held as its two outermost blocks (4 GiB apart); a
     /// merely padded one is held whole.
     #[test]
     fn held_ranges_skip_only_gigabyte_gaps() {
-        let mut case = Case::example("k");
-        crate::generate::offsets_past_int32(&mut case, TensorId::V);
-        let plan = Plan::new(&case);
-        let layout = ArenaLayout::new(&case, &plan, &[]);
-        for t in TensorId::ALL {
-            let (alloc, tp) = (layout.tensor(t), plan.tensor(t));
+        let m = testing::attention();
+        let mut case = testing::example();
+        assert!(crate::generate::offsets_past_int32(&mut case, &m, "v"));
+        let plan = Plan::new(&case, &m).unwrap();
+        let layout = ArenaLayout::new(&case, &plan);
+        for tp in &plan.tensors {
+            let alloc = layout.tensor(&tp.name).unwrap();
             let ranges = held_ranges(alloc, tp);
-            if t != TensorId::V {
-                assert_eq!(ranges, held_whole(alloc), "{t}");
+            if tp.name != "v" {
+                assert_eq!(ranges, held_whole(alloc), "{}", tp.name);
                 continue;
             }
             assert_eq!(ranges.len(), 2);
@@ -350,8 +301,8 @@ mod tests {
             let held: u64 = ranges.iter().map(|r| r.end - r.start).sum();
             assert!(alloc.total_bytes() > 4 << 30 && held < 8 << 20, "{held} of {}", alloc.total_bytes());
             // Every element byte lies in a held range.
-            for_each_element(tp, |_, off| {
-                let at = alloc.data_offset + off * tp.elem_bytes as u64;
+            for_each_offset(tp, |_, off| {
+                let at = alloc.data_offset + off as u64;
                 assert!(ranges.iter().any(|r| r.contains(&at) && r.contains(&(at + 1))), "element at {at}");
             });
         }
@@ -361,9 +312,8 @@ mod tests {
     /// brute-force comparison against the mask gives.
     #[test]
     fn changed_span_bytes_sorts_elements_from_gaps_sparse_or_dense() {
-        let case = padded_case();
-        let plan = Plan::new(&case);
-        let tp = plan.tensor(TensorId::K);
+        let (_, plan) = padded();
+        let tp = plan.tensor("k").unwrap();
         let mask = element_bytes_mask(tp);
         let before = vec![0xFFu8; tp.span_bytes as usize];
         for every in [1usize, 7, 997, 20011] {
@@ -388,16 +338,16 @@ mod tests {
 
     #[test]
     fn element_at_inverts_offsets_and_finds_gaps() {
-        let case = padded_case();
-        let plan = Plan::new(&case);
-        let tp = plan.tensor(TensorId::K);
-        let mut n = 0;
-        for_each_element(tp, |idx, off| {
+        let (_, plan) = padded();
+        let tp = plan.tensor("k").unwrap();
+        let mut n = 0u64;
+        for_each_offset(tp, |linear, off| {
             n += 1;
-            assert_eq!(element_at(tp, off * 2), Some(idx));
-            assert_eq!(element_at(tp, off * 2 + 1), Some(idx));
+            let idx = tp.logical_index(linear as u64);
+            assert_eq!(element_at(tp, off as u64), Some(idx.clone()));
+            assert_eq!(element_at(tp, off as u64 + 1), Some(idx));
         });
-        assert_eq!(n as u64, tp.numel);
+        assert_eq!(n, tp.numel);
         let mask = element_bytes_mask(tp);
         let gaps = mask.iter().filter(|&&m| !m).count() as u64;
         assert_eq!(gaps + tp.numel * 2, tp.span_bytes);
@@ -407,23 +357,23 @@ mod tests {
     }
 
     #[test]
-    fn exact_placement_ends_at_the_allocation_end() {
-        let mut case = padded_case();
+    fn one_allocation_per_tensor_and_exact_placement_ends_at_the_allocation_end() {
+        let (mut case, _) = padded();
         case.placement = Placement::Exact;
-        let plan = Plan::new(&case);
-        let arena = ArenaLayout::new(&case, &plan, &[("lse".into(), 40)]);
+        let plan = Plan::new(&case, &testing::attention()).unwrap();
+        let arena = ArenaLayout::new(&case, &plan);
+        assert_eq!(arena.allocs.iter().map(|a| a.holder.as_str()).collect::<Vec<_>>(), ["q", "k", "v", "o"]);
         for a in &arena.allocs {
             assert_eq!(a.redzone_after, 0);
             assert_eq!(a.total_bytes(), a.data_offset + a.span_bytes);
         }
-        assert_eq!(arena.tensor(TensorId::K).data_offset, REDZONE_BEFORE + 6);
+        assert_eq!(arena.tensor("k").unwrap().data_offset, REDZONE_BEFORE + 6);
     }
 
     #[test]
     fn addresses_map_back_to_regions() {
-        let case = padded_case();
-        let plan = Plan::new(&case);
-        let arena = ArenaLayout::new(&case, &plan, &[]);
+        let (case, plan) = padded();
+        let arena = ArenaLayout::new(&case, &plan);
         let mut base = 0x7f00_0000_0000u64;
         let mut entries = Vec::new();
         for a in &arena.allocs {
@@ -433,11 +383,11 @@ mod tests {
         let table = AllocationTable { entries: entries.clone(), plans: plan.tensors.clone() };
         let (kbase, k) = &entries[1];
         let first = kbase + k.data_offset;
-        assert_eq!(table.locate(first).unwrap().location, Location::Element { index: [0; 4] });
+        assert_eq!(table.locate(first).unwrap().location, Location::Element { index: vec![0; 4] });
         assert_eq!(table.locate(first - 2).unwrap().location, Location::RedzoneBefore { bytes_before: 2 });
         let end = first + k.span_bytes;
         let past = table.locate(end + 9).unwrap();
-        assert_eq!(past.holder, Holder::Tensor(TensorId::K));
+        assert_eq!(past.holder, "k");
         assert_eq!(past.location, Location::RedzoneAfter { bytes_past_end: 10 });
         // Row pitch is 67 elements: bytes 128..134 are the 3-element pad of row 0.
         assert_eq!(table.locate(first + 128).unwrap().location, Location::Gap { byte: 128 });

@@ -10,29 +10,24 @@ pub mod device;
 pub mod layout;
 
 pub use layout::{
-    changed_span_bytes, held_ranges, UNHELD_GAP_BYTES, element_at, element_bytes_mask, for_each_element, sentinel_bits, AllocLayout, AllocationTable, ArenaLayout,
-    Holder, Located, SpanChanges,
+    changed_span_bytes, element_at, element_bytes_mask, held_ranges, sentinel_bits, AllocLayout, AllocationTable, ArenaLayout, Located, SpanChanges,
+    UNHELD_GAP_BYTES,
 };
 
 use std::ops::Range;
 
-use crate::case::{Case, TensorId};
+use crate::case::Case;
 use crate::data::{self, Inputs};
-use crate::manifest::{BufferDtype, BufferInit, ResolvedBuffer};
-use crate::plan::Plan;
-
-/// The allocation index of a manifest's extra buffer `b`: every arena holds the tensors first,
-/// in [`TensorId::ALL`] order, then the buffers in declaration order.
-pub fn buffer_slot(b: usize) -> usize {
-    TensorId::ALL.len() + b
-}
+use crate::manifest::{Init, Role};
+use crate::plan::{Plan, TensorPlan};
 
 /// The initial bytes of every allocation of a case, and which of them are uploaded.
 #[derive(Clone, Debug)]
 pub struct HostImage {
-    /// Allocation layouts (q, k, v, o, then buffers).
+    /// Allocation layouts, one per tensor in roster order.
     pub layout: ArenaLayout,
-    /// Initial bytes of each allocation, `layout.allocs[i].total_bytes()` long.
+    /// Initial bytes of each allocation, `layout.allocs[i].total_bytes()` long (empty for an
+    /// allocation left out of the image: see [`HostImage::build_selected`]).
     pub bytes: Vec<Vec<u8>>,
     /// Per allocation: whether the data span is left uninitialised on the device (only the
     /// redzones are uploaded), so initcheck can see reads of it.
@@ -44,17 +39,28 @@ pub struct HostImage {
 }
 
 impl HostImage {
-    /// Builds the images for a planned case with its generated inputs and resolved buffers.
-    pub fn build(case: &Case, plan: &Plan, inputs: &Inputs, buffers: &[ResolvedBuffer]) -> HostImage {
-        let sizes: Vec<(String, u64)> =
-            buffers.iter().map(|b| (b.name.clone(), b.count * b.dtype.size() as u64)).collect();
-        let layout = ArenaLayout::new(case, plan, &sizes);
-        let mut bytes = Vec::with_capacity(layout.allocs.len());
-        let mut data_uninit = Vec::with_capacity(layout.allocs.len());
-        let mut held = Vec::with_capacity(layout.allocs.len());
-        for t in TensorId::ALL {
-            let alloc = layout.tensor(t);
-            let tp = plan.tensor(t);
+    /// Builds the images of every tensor of a planned case: canaries in redzones and stride
+    /// gaps, drawn values in inputs (and in outputs whose initial contents are drawn), each
+    /// written tensor's initial contents per its manifest (`sentinel`, `zero`, ...).
+    pub fn build(case: &Case, plan: &Plan, inputs: &Inputs) -> HostImage {
+        HostImage::build_selected(case, plan, inputs, &|_| true)
+    }
+
+    /// Like [`HostImage::build`], but an allocation `selected` refuses is left out (no bytes;
+    /// the device half allocates nothing for it): a second kernel (a GPU reference) that reads
+    /// the case's own inputs, whose allocations stand in for those.
+    pub fn build_selected(case: &Case, plan: &Plan, inputs: &Inputs, selected: &dyn Fn(&TensorPlan) -> bool) -> HostImage {
+        let layout = ArenaLayout::new(case, plan);
+        let n = layout.allocs.len();
+        let mut image = HostImage { layout, bytes: Vec::with_capacity(n), data_uninit: Vec::with_capacity(n), held: Vec::with_capacity(n) };
+        for tp in &plan.tensors {
+            if !selected(tp) {
+                image.bytes.push(Vec::new());
+                image.data_uninit.push(false);
+                image.held.push(Vec::new());
+                continue;
+            }
+            let alloc = &image.layout.allocs[tp.index];
             let ranges = held_ranges(alloc, tp);
             let mut img = if ranges.len() == 1 {
                 vec![alloc.canary; alloc.total_bytes() as usize]
@@ -67,43 +73,12 @@ impl HostImage {
                 img
             };
             let data = &mut img[alloc.data_offset as usize..];
-            match t {
-                TensorId::Q => data::write_strided(&inputs.q, tp, case.dtype, data),
-                TensorId::K => data::write_strided(&inputs.k, tp, case.dtype, data),
-                TensorId::V => data::write_strided(&inputs.v, tp, case.dtype, data),
-                TensorId::O => {
-                    let bits = sentinel_bits(case.dtype).to_le_bytes();
-                    let eb = tp.elem_bytes as usize;
-                    for_each_element(tp, |_, off| {
-                        let at = off as usize * eb;
-                        data[at..at + eb].copy_from_slice(&bits[..eb]);
-                    });
-                }
-            }
-            bytes.push(img);
-            data_uninit.push(false);
-            held.push(ranges);
+            let uninit = fill_data(tp, inputs, data);
+            image.bytes.push(img);
+            image.data_uninit.push(uninit);
+            image.held.push(ranges);
         }
-        for (alloc, buf) in layout.allocs[TensorId::ALL.len()..].iter().zip(buffers) {
-            let (img, uninit) = buffer_image(alloc, buf);
-            bytes.push(img);
-            data_uninit.push(uninit);
-            held.push(layout::held_whole(alloc));
-        }
-        HostImage { layout, bytes, data_uninit, held }
-    }
-
-    /// Images of the manifest buffers alone (no tensors), laid out as [`HostImage::build`]
-    /// would lay them out: used for a second kernel (the GPU reference) that reads a case's
-    /// tensors but writes buffers of its own.
-    pub fn buffers_only(case: &Case, buffers: &[ResolvedBuffer]) -> HostImage {
-        let allocs: Vec<AllocLayout> = buffers
-            .iter()
-            .map(|b| AllocLayout::for_buffer(&b.name, b.count * b.dtype.size() as u64, case.placement))
-            .collect();
-        let (bytes, data_uninit) = allocs.iter().zip(buffers).map(|(a, b)| buffer_image(a, b)).unzip();
-        let held = allocs.iter().map(layout::held_whole).collect();
-        HostImage { layout: ArenaLayout { allocs }, bytes, data_uninit, held }
+        image
     }
 
     /// Whether allocation `i` is held whole (every allocation but a tensor with a gigabyte
@@ -116,7 +91,7 @@ impl HostImage {
     /// the device holds there: for standalone repros, which rebuild every byte.
     pub fn held_whole(mut self) -> HostImage {
         for i in 0..self.bytes.len() {
-            if self.holds_whole(i) {
+            if self.holds_whole(i) || self.bytes[i].is_empty() {
                 continue;
             }
             let canary = self.layout.allocs[i].canary;
@@ -136,49 +111,34 @@ impl HostImage {
     }
 }
 
-/// The initial bytes of a buffer's allocation, and whether its data is left uninitialised.
-fn buffer_image(alloc: &AllocLayout, buf: &ResolvedBuffer) -> (Vec<u8>, bool) {
-    let mut img = vec![alloc.canary; alloc.total_bytes() as usize];
-    let start = alloc.data_offset as usize;
-    let fill = match buf.init {
-        BufferInit::Zero => Some(0.0),
-        BufferInit::NegInf => Some(f64::NEG_INFINITY),
-        BufferInit::Const(x) => Some(x),
-        BufferInit::Uninit => None,
-    };
-    if let Some(x) = fill {
-        let elem = buffer_element_bytes(buf.dtype, x);
-        for chunk in img[start..start + (buf.count as usize * elem.len())].chunks_exact_mut(elem.len()) {
-            chunk.copy_from_slice(&elem);
+/// Writes one tensor's initial contents into its data span; returns whether the span is left
+/// uninitialised on the device.
+fn fill_data(tp: &TensorPlan, inputs: &Inputs, data: &mut [u8]) -> bool {
+    let constant = |x: f64| data::to_bits(x, tp.dtype);
+    match (tp.role, tp.init) {
+        (Role::Input, _) | (_, Init::Drawn) => {
+            if let Some(values) = inputs.get(tp.index) {
+                data::write_strided(values, tp, data);
+            }
+            false
         }
+        (_, Init::Sentinel) => {
+            data::fill_strided(sentinel_bits(tp.dtype), tp, data);
+            false
+        }
+        (_, Init::Zero) => {
+            data::fill_strided(constant(0.0), tp, data);
+            false
+        }
+        (_, Init::NegInf) => {
+            let bits = if tp.dtype.is_float() { constant(f64::NEG_INFINITY) } else { constant(i64::MIN as f64) };
+            data::fill_strided(bits, tp, data);
+            false
+        }
+        (_, Init::Const(x)) => {
+            data::fill_strided(constant(x), tp, data);
+            false
+        }
+        (_, Init::Uninit) => true,
     }
-    (img, fill.is_none())
-}
-
-/// Little-endian bytes of one buffer element holding `x` (saturating for integers).
-pub fn buffer_element_bytes(dtype: BufferDtype, x: f64) -> Vec<u8> {
-    match dtype {
-        BufferDtype::F16 => half::f16::from_f64(x).to_le_bytes().to_vec(),
-        BufferDtype::Bf16 => half::bf16::from_f64(x).to_le_bytes().to_vec(),
-        BufferDtype::F32 => (x as f32).to_le_bytes().to_vec(),
-        BufferDtype::F64 => x.to_le_bytes().to_vec(),
-        BufferDtype::I32 => (x as i32).to_le_bytes().to_vec(),
-        BufferDtype::U32 => (x as u32).to_le_bytes().to_vec(),
-    }
-}
-
-/// Reads buffer elements back as f64.
-pub fn buffer_values(dtype: BufferDtype, bytes: &[u8]) -> Vec<f64> {
-    let size = dtype.size() as usize;
-    bytes
-        .chunks_exact(size)
-        .map(|c| match dtype {
-            BufferDtype::F16 => half::f16::from_le_bytes([c[0], c[1]]).to_f64(),
-            BufferDtype::Bf16 => half::bf16::from_le_bytes([c[0], c[1]]).to_f64(),
-            BufferDtype::F32 => f32::from_le_bytes(c.try_into().expect("4 bytes")) as f64,
-            BufferDtype::F64 => f64::from_le_bytes(c.try_into().expect("8 bytes")),
-            BufferDtype::I32 => i32::from_le_bytes(c.try_into().expect("4 bytes")) as f64,
-            BufferDtype::U32 => u32::from_le_bytes(c.try_into().expect("4 bytes")) as f64,
-        })
-        .collect()
 }

@@ -7,9 +7,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::case::{Case, TensorId};
+use crate::case::Case;
 use crate::corpus::{self, Seed};
 use crate::finding::{Finding, Signature};
+use crate::manifest::Manifest;
+use crate::plan::Plan;
 use crate::supervisor::SupervisorError;
 
 /// What [`SeedKeeper::keep`] did with a finding.
@@ -59,9 +61,9 @@ impl SeedKeeper {
 
     /// Saves the seed of a finding whose signature is new, or whose case is smaller (fewer
     /// tensor elements) than the one kept so far: each signature keeps its smallest case.
-    pub fn keep(&mut self, case: &Case, finding: &Finding) -> Result<Kept, SupervisorError> {
+    pub fn keep(&mut self, m: &Manifest, case: &Case, finding: &Finding) -> Result<Kept, SupervisorError> {
         let sig = finding.signature();
-        let size: u64 = TensorId::ALL.iter().map(|&t| case.numel(t)).sum();
+        let size = case_size(m, case);
         let smaller = match self.seen.get(&sig) {
             Some((_, kept)) if *kept <= size => return Ok(Kept::Known),
             Some(_) => true,
@@ -71,4 +73,10 @@ impl SeedKeeper {
         self.seen.insert(sig, (saved.path.clone(), size));
         Ok(if smaller { Kept::Smaller(saved.path) } else { Kept::New(saved.path) })
     }
+}
+
+/// A case's size for "smallest": its tensors' logical elements (a case that does not plan
+/// counts as the largest).
+pub fn case_size(m: &Manifest, case: &Case) -> u64 {
+    Plan::new(case, m).map(|p| p.tensors.iter().map(|t| t.numel).sum()).unwrap_or(u64::MAX)
 }

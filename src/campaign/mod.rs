@@ -18,7 +18,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub use escalate::{Escalation, Escalator};
-pub use keep::{Kept, SeedKeeper};
+pub use keep::{case_size, Kept, SeedKeeper};
 pub use stream::{campaign_case, generated_case, CaseStream, PAST_INT32_AT, PAST_INT32_EVERY};
 
 use crate::case::Case;
@@ -219,7 +219,7 @@ pub fn run(
         match &verdict.outcome {
             Outcome::Fail { findings } => {
                 for finding in findings {
-                    let seed = match keeper.keep(&case, finding)? {
+                    let seed = match keeper.keep(m, &case, finding)? {
                         Kept::Known => continue,
                         Kept::Smaller(seed) => {
                             emit(EventKind::SmallerCase { index: i, case: &case, finding, seed: &seed });
@@ -233,7 +233,7 @@ pub fn run(
                         match esc.name(finding, &case, m, spec.timeout, spec.stream.global(i)) {
                             Escalation::Named(named) => {
                                 for n in &named {
-                                    let kept = keeper.keep(&case, n)?;
+                                    let kept = keeper.keep(m, &case, n)?;
                                     emit(EventKind::Named { index: i, case: &case, finding: n, kept: &kept });
                                 }
                             }

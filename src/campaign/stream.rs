@@ -7,7 +7,7 @@
 
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 
-use crate::case::{Case, TensorId};
+use crate::case::Case;
 use crate::generate::{decode_case, past_int32_variant, DecodeContext, PAST_INT32_ONE_IN};
 use crate::manifest::Manifest;
 use crate::shard::Shard;
@@ -23,7 +23,8 @@ pub fn generated_case(ctx: &DecodeContext, seed: u64, index: u64) -> Case {
 }
 
 /// Campaign case `index % PAST_INT32_EVERY == PAST_INT32_AT` has one tensor pushed past 2³¹
-/// elements ([`crate::generate::offsets_past_int32`]) where the kernel's contract allows it.
+/// elements ([`crate::generate::offsets_past_int32`]) where the kernel's contract allows it,
+/// each eligible tensor in turn.
 pub const PAST_INT32_AT: u64 = 64;
 /// How often [`campaign_case`] schedules a case past 2³¹ elements: as often as the decoder
 /// draws one by chance, so about 2 in 512 campaign cases are such cases.
@@ -37,7 +38,9 @@ pub const PAST_INT32_EVERY: u64 = PAST_INT32_ONE_IN as u64;
 pub fn campaign_case(ctx: &DecodeContext, seed: u64, index: u64) -> Case {
     let case = generated_case(ctx, seed, index);
     if index % PAST_INT32_EVERY == PAST_INT32_AT && ctx.allows_int32_overflow() {
-        if let Some(pushed) = past_int32_variant(&case, TensorId::ALL[(index / PAST_INT32_EVERY % 4) as usize]) {
+        let eligible = ctx.past_int32_tensors();
+        let t = &eligible[(index / PAST_INT32_EVERY % eligible.len() as u64) as usize];
+        if let Some(pushed) = past_int32_variant(&case, &ctx.manifest, t) {
             return pushed;
         }
     }
@@ -61,7 +64,7 @@ impl<'a> CaseStream<'a> {
     /// The stream of `cudafuzz fuzz`: [`campaign_case`]s inside `manifest`'s contract, or, with
     /// `outside_contract`, decoded from the whole case space and all run.
     pub fn campaign(manifest: &'a Manifest, seed: u64, outside_contract: bool) -> CaseStream<'a> {
-        let ctx = if outside_contract { manifest.decode_context().unconstrained() } else { manifest.decode_context() };
+        let ctx = if outside_contract { DecodeContext::new(manifest).unconstrained() } else { DecodeContext::new(manifest) };
         CaseStream { manifest, ctx, seed, outside_contract, schedule_past_int32: true, shard: Shard::ALL }
     }
 
@@ -90,7 +93,7 @@ impl<'a> CaseStream<'a> {
     /// stream keeps inside it.
     pub fn case(&self, local: u64) -> Option<Case> {
         let case = self.drawn(local);
-        (self.outside_contract || self.manifest.contract.admits(&case)).then_some(case)
+        (self.outside_contract || crate::plan::admits(self.manifest, &case)).then_some(case)
     }
 
     /// Local case `local` as drawn and bound, whichever side of the contract it lies on.

@@ -24,7 +24,7 @@ pub(super) fn kernels() -> Result<i32> {
                     "  {:<16} {:<40} {} [{}]",
                     m.name,
                     m.path.display(),
-                    m.contract.dtypes.iter().map(|d| d.name()).collect::<Vec<_>>().join(","),
+                    m.dtypes.iter().map(|d| d.name()).collect::<Vec<_>>().join(","),
                     params.join(" ")
                 );
                 if !m.description.is_empty() {

@@ -1,54 +1,94 @@
-//! `cudafuzz case example|check|decode`: case files without a GPU.
+//! `cudafuzz case example|check|migrate|decode` and `cudafuzz manifest migrate`: case and manifest files
+//! without a GPU.
+
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use clap::Subcommand;
 
-use super::{chain, fail, load_seed, resolve_kernel, CaseCommand};
-use crate::case::Case;
+use super::{chain, fail, load_seed, resolve_kernel, seed_kernel, CaseCommand};
 use crate::corpus::Seed;
 use crate::exit;
-use crate::generate::decode_case;
-use crate::plan::{Contract, Plan};
-use crate::registry;
+use crate::generate::{decode_case, example, DecodeContext};
+use crate::plan::{check_contract, Plan};
 use crate::report;
 
 pub(super) fn case_command(c: CaseCommand) -> Result<i32> {
     match c {
         CaseCommand::Example { kernel } => {
-            let mut case = Case::example(&kernel);
-            if let Ok(m) = registry::resolve(&kernel) {
-                case.params = m.default_params();
-            }
-            print!("{}", Seed::new(case).to_json());
+            let m = resolve_kernel(&kernel)?;
+            print!("{}", Seed::new(example(&m)).to_json());
             Ok(exit::OK)
         }
         CaseCommand::Check { file, kernel } => {
-            let manifest = kernel.as_deref().map(resolve_kernel).transpose()?;
-            let seed = load_seed(&file, manifest.as_ref())?;
-            let case = &seed.case;
-            let plan = Plan::new(case);
-            print!("{}", report::plan_table(case, &plan));
-            let manifest = match manifest {
-                Some(m) => Some(m),
-                None if !case.kernel.is_empty() => registry::resolve(&case.kernel).ok(),
-                None => None,
-            };
-            match manifest {
-                Some(m) => print!("{}", report::contract_lines(&m.name, &m.contract.check(case, &plan))),
-                None => {
-                    println!("kernel `{}` not found: no contract to check against (pass --kernel)", case.kernel);
-                    print!("{}", report::contract_lines("any kernel", &Contract::anything().check(case, &plan)));
-                }
-            }
+            let forced = kernel.as_deref().map(resolve_kernel).transpose()?;
+            let seed = load_seed(&file, forced.as_ref())?;
+            let m = seed_kernel(forced.as_ref(), &seed, &file)?;
+            let case = m.bind(seed.case);
+            let plan = Plan::new(&case, &m).map_err(|e| fail(exit::USAGE, format!("{}: {}", file.display(), chain(e))))?;
+            print!("{}", report::plan_table(&case, &plan));
+            print!("{}", report::contract_lines(&m.name, &check_contract(&m, &case, &plan)));
             Ok(exit::OK)
         }
+        CaseCommand::Migrate { file, output } => {
+            let seed = load_seed(&file, None)?;
+            let output = output.unwrap_or_else(|| file.with_extension("v2.json"));
+            write_new(&output, &seed.to_json(), "format-2 seed")
+        }
         CaseCommand::Decode { file, kernel } => {
-            let manifest = kernel.as_deref().map(resolve_kernel).transpose()?;
+            let m = resolve_kernel(&kernel)?;
             let bytes = std::fs::read(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
-            let ctx = manifest.as_ref().map(|m| m.decode_context()).unwrap_or_default();
-            let case = decode_case(&mut arbitrary::Unstructured::new(&bytes), &ctx)
-                .map_err(|e| fail(exit::USAGE, format!("{}: cannot decode: {e}", file.display())))?;
+            let case = decode_case(&mut arbitrary::Unstructured::new(&bytes), &DecodeContext::new(&m)).map_err(|e| fail(exit::USAGE, format!("{}: cannot decode: {e}", file.display())))?;
             print!("{}", Seed::new(case).to_json());
             Ok(exit::OK)
         }
+    }
+}
+
+/// `cudafuzz manifest ...`.
+#[derive(Debug, Subcommand)]
+pub(super) enum ManifestCommand {
+    /// Convert a format-1 (attention-only) manifest to format 2 and write it (beside the old
+    /// one as NAME.v2.toml unless -o is given; never over an existing file).
+    Migrate {
+        /// The format-1 manifest.
+        file: PathBuf,
+        /// Where to write the format-2 manifest (`-` for stdout).
+        #[arg(short = 'o', long = "output")]
+        output: Option<PathBuf>,
+    },
+}
+
+pub(super) fn manifest_command(c: ManifestCommand) -> Result<i32> {
+    let ManifestCommand::Migrate { file, output } = c;
+    let old = std::fs::read_to_string(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
+    let new = crate::manifest::migrate::migrate(&old).map_err(|e| fail(exit::USAGE, format!("{}: cannot migrate: {e}", file.display())))?;
+    let output = output.unwrap_or_else(|| file.with_extension("v2.toml"));
+    if output.as_os_str() == "-" {
+        print!("{new}");
+        return Ok(exit::OK);
+    }
+    // Check the result loads before writing it (its source must exist beside it).
+    crate::manifest::Manifest::from_toml(&output, &new).map_err(|e| fail(exit::USAGE, format!("the converted manifest does not load: {}", chain(e))))?;
+    write_new(&output, &new, "format-2 manifest; review it, then replace the old manifest with it")
+}
+
+/// Writes `text` to a file that must not exist yet (`-`: stdout), saying what it is.
+fn write_new(output: &std::path::Path, text: &str, what: &str) -> Result<i32> {
+    if output.as_os_str() == "-" {
+        print!("{text}");
+        return Ok(exit::OK);
+    }
+    let written = {
+        use std::io::Write as _;
+        std::fs::OpenOptions::new().write(true).create_new(true).open(output).and_then(|mut f| f.write_all(text.as_bytes()))
+    };
+    match written {
+        Ok(()) => {
+            println!("wrote {} ({what})", output.display());
+            Ok(exit::OK)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(fail(exit::USAGE, format!("{} exists; pass -o another file", output.display()))),
+        Err(e) => Err(fail(exit::SETUP, format!("cannot write {}: {e}", output.display()))),
     }
 }

@@ -171,7 +171,7 @@ fn without_gpu(f: &FuzzArgs, manifests: &[Manifest], why: &str) -> Result<i32> {
     for m in manifests {
         let stream = CaseStream::campaign(m, f.seed, f.outside_contract);
         let n = f.cases.min(100_000);
-        let inside = (0..n).filter(|&i| m.contract.admits(&stream.drawn(i))).count() as u64;
+        let inside = (0..n).filter(|&i| crate::plan::admits(m, &stream.drawn(i))).count() as u64;
         println!("{}: planned {n} cases: {inside} inside its contract, {} outside (not run: no GPU)", m.name, n - inside);
     }
     Ok(exit::NO_GPU)

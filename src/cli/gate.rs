@@ -208,10 +208,10 @@ impl Backend for GpuBackend {
         self.pool()?;
         let GpuBackend { pool, keeper, .. } = self;
         let pool = pool.as_mut().expect("made above");
-        let spec = CellSpec { m: job.manifest, params: job.params, class: job.class, repeat: job.repeat, seed: job.seed, deadline: Some(job.deadline) };
+        let spec = CellSpec { m: job.manifest, params: job.params, class: job.class.clone(), repeat: job.repeat, seed: job.seed, deadline: Some(job.deadline) };
         let mut keep = |case: &Case, findings: &[crate::finding::Finding]| -> Result<(), SupervisorError> {
             for f in findings {
-                if let Kept::New(seed) | Kept::Smaller(seed) = keeper.keep(case, f)? {
+                if let Kept::New(seed) | Kept::Smaller(seed) = keeper.keep(job.manifest, case, f)? {
                     found(Found { case: case.summary(), finding: f.clone(), seed: Some(seed) });
                 }
             }

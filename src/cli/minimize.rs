@@ -70,9 +70,9 @@ pub(super) fn minimize_command(a: MinimizeArgs) -> Result<i32> {
         },
     };
     println!("target signature: {target}");
-    let inside = manifest.contract.admits(&start);
-    let allowed = |c: &crate::case::Case| !inside || manifest.contract.admits(c);
-    let m = minimize(&start, a.max_runs, &allowed, &mut |c| match run(c, Some(&target)) {
+    let inside = crate::plan::admits(&manifest, &start);
+    let allowed = |c: &crate::case::Case| !inside || crate::plan::admits(&manifest, c);
+    let m = minimize(&start, &manifest, a.max_runs, &allowed, &mut |c| match run(c, Some(&target)) {
         Some(f) => {
             last = Some(f);
             true
@@ -82,7 +82,7 @@ pub(super) fn minimize_command(a: MinimizeArgs) -> Result<i32> {
     if let Some(e) = interrupted.take() {
         return Err(no_gpu(e));
     }
-    println!("{} candidate runs, {} kept; {} -> {} tensor elements", m.runs, m.kept, size(&start), size(&m.case));
+    println!("{} candidate runs, {} kept; {} -> {} tensor elements", m.runs, m.kept, size(&start, &manifest), size(&m.case, &manifest));
     println!("minimal case: {}", m.case.summary());
     let Some(finding) = last.or(seed.finding.clone()) else {
         println!("nothing smaller fails the same way");

@@ -33,7 +33,7 @@ pub(super) fn sanitizer_command(c: SanitizerCommand) -> Result<i32> {
     if json {
         println!("{}", serde_json::to_string_pretty(&parsed)?);
     } else {
-        let ctx = FindingContext { kernel: "-", alignment: [16; 4], inside_contract: true, table: None, tool: Oracle::Memcheck };
+        let ctx = FindingContext { kernel: "-", alignment: &[], inside_contract: true, table: None, tool: Oracle::Memcheck };
         for r in parsed.findings() {
             let func = r.user_frame().and_then(|f| f.func.clone()).unwrap_or_else(|| "?".into());
             let f = FindingContext { kernel: &func, ..ctx };

@@ -22,9 +22,11 @@ pub(super) struct SweepArgs {
     /// Repetitions per cell, each a fresh case inside the kernel's contract.
     #[arg(long, default_value_t = 20)]
     repeat: u64,
-    /// Input classes (comma-separated): aligned, misaligned (one tensor at +2/+4/+8), q+2, q+4,
-    /// q+8, q-pitch+1, tail, strided, causal.
-    #[arg(long, value_delimiter = ',', default_value = "aligned,misaligned,q+2,q+4,q+8,q-pitch+1,tail,strided,causal")]
+    /// Input classes (comma-separated): aligned, misaligned (one tensor at +2/+4/+8),
+    /// <tensor>+<bytes> (e.g. q+8), <tensor>-pitch+1, tail, strided, or a flag's name (causal).
+    /// Default: aligned, misaligned, the first input at +2, +4, +8 and pitch+1, tail, strided,
+    /// and each flag of the first kernel.
+    #[arg(long, value_delimiter = ',')]
     classes: Vec<String>,
     /// Generator seed.
     #[arg(long, default_value_t = 0)]
@@ -37,13 +39,18 @@ pub(super) struct SweepArgs {
 }
 
 pub(super) fn sweep(s: SweepArgs) -> Result<i32> {
-    let classes: Vec<InputClass> = s
-        .classes
-        .iter()
-        .map(|n| InputClass::from_name(n).ok_or_else(|| fail(exit::USAGE, format!("--classes: unknown class `{n}`"))))
-        .collect::<Result<_>>()?;
     let grid = param_grid(&s.params).map_err(|e| fail(exit::USAGE, e.to_string()))?;
     let manifests = manifests_or_shipped(&s.kernel, false)?;
+    let classes: Vec<InputClass> = if s.classes.is_empty() {
+        manifests.first().map(InputClass::defaults).unwrap_or_default()
+    } else {
+        s.classes.iter().map(|n| InputClass::from_name(n).ok_or_else(|| fail(exit::USAGE, format!("--classes: unknown class `{n}`")))).collect::<Result<_>>()?
+    };
+    for m in &manifests {
+        for c in &classes {
+            c.check(m).map_err(|e| fail(exit::USAGE, format!("--classes: {e}")))?;
+        }
+    }
     let cfg = s.engine.config()?;
     let mut pool = cfg.pool().map_err(setup)?;
     let gpu = pool.slots[0].gpu().map_err(no_gpu)?;
@@ -54,8 +61,8 @@ pub(super) fn sweep(s: SweepArgs) -> Result<i32> {
         for params in &grid {
             let config = crate::gate::config_label(&m.name, params);
             let mut cells = BTreeMap::new();
-            for &class in &classes {
-                let job = CellSpec { m, params, class, repeat: s.repeat, seed: s.seed, deadline: None };
+            for class in &classes {
+                let job = CellSpec { m, params, class: class.clone(), repeat: s.repeat, seed: s.seed, deadline: None };
                 let cell = run_cell(&mut pool, &job, &opts, cfg.timeout(m), &mut |_, _| Ok(())).map_err(no_gpu)?;
                 eprintln!("{config} {class}: {} passed, {} failed, {} errors, {} skipped", cell.pass, cell.fail, cell.error, cell.skipped);
                 cells.insert(class.to_string(), cell);

@@ -471,6 +471,11 @@ pub fn request_for(
     for (k, v) in manifest.default_params().iter().chain(params.iter()) {
         defines.insert(k.clone(), v.to_string());
     }
+    // Each tensor's C element type, for kernels (and reference kernels) that declare their
+    // pointers per tensor: `const CF_T_x* x`.
+    for t in &manifest.tensors {
+        defines.insert(format!("CF_T_{}", t.name), t.dtype.resolve(dtype).c_type().to_string());
+    }
     for (k, v) in extra_defines {
         defines.insert(k.clone(), v.clone());
     }
@@ -504,7 +509,7 @@ pub fn build_all(manifests: &[Manifest], archs: &[Arch], compiler: &Compiler) ->
     let mut out = Vec::new();
     for m in manifests {
         for params in m.param_combinations() {
-            for &dtype in &m.contract.dtypes {
+            for &dtype in &m.dtypes {
                 for &arch in archs {
                     let req = request_for(m, &params, dtype, arch, &BTreeMap::new());
                     let result = compiler.compile(&req).map(|c| (c.cubin.len(), c.from_cache)).map_err(std::sync::Arc::new);

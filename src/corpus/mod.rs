@@ -2,10 +2,12 @@
 //!
 //! A [`Seed`] is JSON with a format tag and version, the [`Case`], and optionally the finding it
 //! reproduces and its signature. Reading also accepts a bare case (as a human might write one)
-//! and raw libFuzzer bytes, which decode through the same `arbitrary` decoder the fuzz target
-//! uses. Writing is atomic (a temporary file in the same directory, then a rename that refuses
-//! to replace anything), so a crash mid-write never leaves half a seed and nothing a user saved
-//! is ever overwritten.
+//! and raw libFuzzer bytes, which decode through the same decoder the fuzz target uses (and so
+//! need the kernel's [`DecodeContext`]). Seeds and cases of format 1 (the attention-only model)
+//! are migrated on read ([`crate::case::legacy`]) and keep their saved signatures. Writing is
+//! atomic (a temporary file in the same directory, then a rename that refuses to replace
+//! anything), so a crash mid-write never leaves half a seed and nothing a user saved is ever
+//! overwritten.
 
 use std::fs;
 use std::io::Write;
@@ -15,15 +17,15 @@ use arbitrary::Unstructured;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::case::Case;
+use crate::case::{legacy, Case};
 use crate::generate::{decode_case, DecodeContext};
 use crate::error::SeedError;
 use crate::finding::{Finding, Signature};
 
 /// Format tag of seed files.
 pub const SEED_FORMAT: &str = "cudafuzz-seed";
-/// Seed format version this build writes and reads.
-pub const SEED_VERSION: u32 = 1;
+/// Seed format version this build writes; version 1 is read and migrated.
+pub const SEED_VERSION: u32 = 2;
 
 /// A saved case, with the finding it reproduces when it was saved for one.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -44,6 +46,22 @@ pub struct Seed {
     /// Free text: where the seed came from.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
+}
+
+/// A seed as format 1 wrote it: the attention-only case, migrated on read.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SeedV1 {
+    format: String,
+    #[allow(dead_code)]
+    version: u32,
+    case: legacy::CaseV1,
+    #[serde(default)]
+    finding: Option<Finding>,
+    #[serde(default)]
+    signature: Option<Signature>,
+    #[serde(default)]
+    note: String,
 }
 
 /// How a seed file was encoded on disk.
@@ -77,20 +95,23 @@ impl Seed {
     }
 }
 
-/// Reads a seed, a bare case, or raw fuzzer bytes (decoded with `ctx`) from `path`, and
-/// validates the case. Text that starts with `{` is JSON; anything else is raw bytes.
-pub fn load(path: &Path, ctx: &DecodeContext) -> Result<(Seed, SeedEncoding), SeedError> {
+/// Reads a seed, a bare case, or raw fuzzer bytes (decoded with `ctx`, the kernel's context)
+/// from `path`, and validates the case. Text that starts with `{` is JSON; anything else is raw
+/// bytes, which need `ctx`.
+pub fn load(path: &Path, ctx: Option<&DecodeContext>) -> Result<(Seed, SeedEncoding), SeedError> {
     let bytes = fs::read(path).map_err(|source| SeedError::Io { path: path.into(), action: "read", source })?;
     let (seed, encoding) = parse(path, &bytes, ctx)?;
     seed.case.validate().map_err(|source| SeedError::Case { path: path.into(), source })?;
     Ok((seed, encoding))
 }
 
-fn parse(path: &Path, bytes: &[u8], ctx: &DecodeContext) -> Result<(Seed, SeedEncoding), SeedError> {
+fn parse(path: &Path, bytes: &[u8], ctx: Option<&DecodeContext>) -> Result<(Seed, SeedEncoding), SeedError> {
     let looks_json = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') && std::str::from_utf8(bytes).is_ok();
     if !looks_json {
-        let case = decode_case(&mut Unstructured::new(bytes), ctx)
-            .map_err(|e| SeedError::Decode { path: path.into(), message: e.to_string() })?;
+        let Some(ctx) = ctx else {
+            return Err(SeedError::Decode { path: path.into(), message: "raw fuzzer bytes decode for one kernel: pass --kernel (or set CUDAFUZZ_KERNEL)".into() });
+        };
+        let case = decode_case(&mut Unstructured::new(bytes), ctx).map_err(|e| SeedError::Decode { path: path.into(), message: e.to_string() })?;
         return Ok((Seed::new(case), SeedEncoding::Raw));
     }
     let json_err = |e: serde_json::Error| SeedError::Json {
@@ -103,28 +124,30 @@ fn parse(path: &Path, bytes: &[u8], ctx: &DecodeContext) -> Result<(Seed, SeedEn
     if let Some(format) = value.get("format") {
         let format = format.as_str().unwrap_or("?").to_string();
         let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
-        if format != SEED_FORMAT || version != SEED_VERSION {
-            return Err(SeedError::UnknownFormat {
-                path: path.into(),
-                format,
-                version,
-                expected: SEED_FORMAT,
-                supported: SEED_VERSION,
-            });
+        if format != SEED_FORMAT || !(1..=SEED_VERSION).contains(&version) {
+            return Err(SeedError::UnknownFormat { path: path.into(), format, version, expected: SEED_FORMAT, supported: SEED_VERSION });
+        }
+        if version == 1 {
+            let old: SeedV1 = serde_json::from_slice(bytes).map_err(json_err)?;
+            let seed = Seed { format: old.format, version: SEED_VERSION, case: legacy::migrate(old.case), finding: old.finding, signature: old.signature, note: old.note };
+            return Ok((seed, SeedEncoding::Seed));
         }
         let seed: Seed = serde_json::from_slice(bytes).map_err(json_err)?;
         return Ok((seed, SeedEncoding::Seed));
     }
-    if let Some(v) = value.get("version").and_then(|v| v.as_u64()) {
-        if v != crate::case::CASE_VERSION as u64 {
-            return Err(SeedError::Case {
-                path: path.into(),
-                source: crate::error::CaseError::UnknownVersion { found: v as u32, supported: crate::case::CASE_VERSION },
-            });
+    match value.get("version").and_then(|v| v.as_u64()) {
+        Some(1) => {
+            let old: legacy::CaseV1 = serde_json::from_slice(bytes).map_err(json_err)?;
+            Ok((Seed::new(legacy::migrate(old)), SeedEncoding::Case))
+        }
+        Some(v) if v != crate::case::CASE_VERSION as u64 => {
+            Err(SeedError::Case { path: path.into(), source: crate::error::CaseError::UnknownVersion { found: v as u32, supported: crate::case::CASE_VERSION } })
+        }
+        _ => {
+            let case: Case = serde_json::from_slice(bytes).map_err(json_err)?;
+            Ok((Seed::new(case), SeedEncoding::Case))
         }
     }
-    let case: Case = serde_json::from_slice(bytes).map_err(json_err)?;
-    Ok((Seed::new(case), SeedEncoding::Case))
 }
 
 /// Short content hash of a seed's case, used in file names.
@@ -191,71 +214,6 @@ pub struct SavedSeed {
     pub already: bool,
 }
 
+
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::error::CaseError;
-
-    fn ctx() -> DecodeContext {
-        DecodeContext { kernel: "simple_attn".into(), ..Default::default() }
-    }
-
-    #[test]
-    fn seed_round_trips_and_is_never_overwritten() {
-        let dir = tempfile::tempdir().unwrap();
-        let seed = Seed::new(Case::example("kernels/testing/simple_attn.toml"));
-        let first = save(dir.path(), &seed).unwrap();
-        assert!(!first.already);
-        assert!(first.path.file_name().unwrap().to_str().unwrap().starts_with("simple_attn-case-"));
-        let again = save(dir.path(), &seed).unwrap();
-        assert_eq!(again, SavedSeed { path: first.path.clone(), already: true });
-        // A different file squatting on the name is kept; the seed goes beside it.
-        let squatted = fs::read_to_string(&first.path).unwrap();
-        fs::write(&first.path, "{\"mine\": 1}").unwrap();
-        let beside = save(dir.path(), &seed).unwrap();
-        assert_ne!(beside.path, first.path);
-        assert_eq!(fs::read_to_string(&first.path).unwrap(), "{\"mine\": 1}");
-        assert_eq!(fs::read_to_string(&beside.path).unwrap(), squatted);
-        let (loaded, enc) = load(&beside.path, &ctx()).unwrap();
-        assert_eq!(enc, SeedEncoding::Seed);
-        assert_eq!(loaded, seed);
-        assert!(save_as(&first.path, &seed).is_err(), "save_as must not replace a file");
-    }
-
-    #[test]
-    fn bare_case_and_raw_bytes_load() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("case.json");
-        fs::write(&p, serde_json::to_string(&Case::example("x")).unwrap()).unwrap();
-        assert_eq!(load(&p, &ctx()).unwrap().1, SeedEncoding::Case);
-        let raw = dir.path().join("crash-123");
-        fs::write(&raw, [7u8, 200, 3, 99, 0, 1, 2, 250, 17]).unwrap();
-        let (seed, enc) = load(&raw, &ctx()).unwrap();
-        assert_eq!(enc, SeedEncoding::Raw);
-        assert_eq!(seed.case.kernel, "simple_attn");
-    }
-
-    #[test]
-    fn errors_name_the_file_and_field() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("bad.json");
-        let mut v = serde_json::to_value(Seed::new(Case::example("x"))).unwrap();
-        v["case"]["heads_q"] = 3.into();
-        v["case"]["heads_kv"] = 2.into();
-        fs::write(&p, v.to_string()).unwrap();
-        let e = load(&p, &ctx()).unwrap_err();
-        assert!(e.to_string().contains("bad.json"), "{e}");
-        match e {
-            SeedError::Case { source: CaseError::Invalid { field, .. }, .. } => assert_eq!(field, "heads_q"),
-            e => panic!("{e:?}"),
-        }
-        v["version"] = 9.into();
-        fs::write(&p, v.to_string()).unwrap();
-        assert!(matches!(load(&p, &ctx()).unwrap_err(), SeedError::UnknownFormat { version: 9, .. }));
-        fs::write(&p, "{\"format\": \"cudafuzz-seed\", \"version\": 1, \"case\": {\"dtype\": \"f17\"}}").unwrap();
-        let e = load(&p, &ctx()).unwrap_err();
-        assert!(matches!(e, SeedError::Json { .. }) && e.to_string().contains("f17"), "{e}");
-        fs::write(&p, "{ not json").unwrap();
-        assert!(matches!(load(&p, &ctx()).unwrap_err(), SeedError::Json { line: 1, .. }));
-    }
-}
+mod tests;

@@ -8,7 +8,6 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::case::TensorId;
 
 /// What went wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -168,10 +167,10 @@ impl fmt::Display for Oracle {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "region", rename_all = "snake_case")]
 pub enum Location {
-    /// A logical element `[b, h, s, d]`.
+    /// A logical element.
     Element {
-        /// Index in logical BHSD order.
-        index: [u32; 4],
+        /// Its index, one entry per dimension of the tensor's shape.
+        index: Vec<u64>,
     },
     /// The redzone before the tensor's first byte.
     RedzoneBefore {
@@ -205,7 +204,7 @@ impl Location {
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Location::Element { index: [b, h, s, d] } => write!(f, "element [b={b}, h={h}, s={s}, d={d}]"),
+            Location::Element { index } => write!(f, "element {index:?}"),
             Location::RedzoneBefore { bytes_before } => write!(f, "{bytes_before} bytes before the first byte"),
             Location::RedzoneAfter { bytes_past_end } => write!(f, "{bytes_past_end} bytes past the last byte"),
             Location::Gap { byte } => write!(f, "stride gap at byte {byte}"),
@@ -353,9 +352,9 @@ pub struct Finding {
     pub oracle: Oracle,
     /// The kernel (name, with its parameters as `NAME=VALUE` in brackets when it has any).
     pub kernel: String,
-    /// The tensor concerned, when known.
+    /// The tensor concerned, by name, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tensor: Option<TensorId>,
+    pub tensor: Option<String>,
     /// The first offending location, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<Location>,
@@ -374,9 +373,11 @@ pub struct Finding {
     /// `race_shared_write_read`): finer than [`FindingKind`], part of the signature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sanitizer_kind: Option<SanitizerKind>,
-    /// Alignment (16, 8, 4, 2 or 1 bytes) of q, k, v, o in this case: part of the signature,
-    /// since an alignment bug depends on it.
-    pub alignment: [u64; 4],
+    /// Alignment (16, 8, 4, 2 or 1 bytes) of every tensor whose layout the case chose, in the
+    /// manifest's roster order: part of a fault's signature, since an alignment bug depends on
+    /// it. Saved as a JSON object; a seed of format 1 saved four numbers (q, k, v, o).
+    #[serde(with = "alignment_serde")]
+    pub alignment: Vec<(String, u64)>,
     /// Whether the case was inside the kernel's declared contract.
     pub inside_contract: bool,
     /// A human sentence with the numbers.
@@ -419,6 +420,11 @@ impl fmt::Display for Signature {
 }
 
 impl Finding {
+    /// The alignment of tensor `t` in this case (16 when its layout was not the case's).
+    pub fn alignment_of(&self, t: &str) -> u64 {
+        self.alignment.iter().find(|(n, _)| n == t).map(|(_, a)| *a).unwrap_or(crate::plan::VECTOR_ALIGN)
+    }
+
     /// The dedupe key: kind, oracle, kernel with parameters, tensor, region and, for faults
     /// (where a vector-load bug hides), which tensors are not 16-byte aligned: q at +8 and q at
     /// +4 are the same bug, q at +8 and k at +8 may not be. Memory-content findings (canaries,
@@ -428,7 +434,7 @@ impl Finding {
     /// access size and alignment, but not by region: how far past the end one overrun lands
     /// depends on the case's shape, the line that does it does not.
     pub fn signature(&self) -> Signature {
-        let tensor = self.tensor.map(|t| t.name()).unwrap_or("-");
+        let tensor = self.tensor.as_deref().unwrap_or("-");
         if self.oracle.is_sanitizer() {
             let kind = self.sanitizer_kind.as_ref().map(|k| k.to_string()).unwrap_or_else(|| "-".into());
             let source = self.source.as_ref().map(|s| format!("{}:{}", s.file, s.line)).unwrap_or_else(|| "-".into());
@@ -457,13 +463,7 @@ impl Finding {
     /// `aligned`, or `unaligned:` and the tensors whose alignment is below
     /// [`crate::plan::VECTOR_ALIGN`] (`unaligned:q,k`).
     fn alignment_class(&self) -> String {
-        let below: Vec<&str> = self
-            .alignment
-            .iter()
-            .zip(TensorId::ALL)
-            .filter(|(a, _)| **a < crate::plan::VECTOR_ALIGN)
-            .map(|(_, t)| t.name())
-            .collect();
+        let below: Vec<&str> = self.alignment.iter().filter(|(_, a)| *a < crate::plan::VECTOR_ALIGN).map(|(t, _)| t.as_str()).collect();
         if below.is_empty() {
             "aligned".to_string()
         } else {
@@ -478,7 +478,7 @@ impl fmt::Display for Finding {
         if let Some(e) = &self.cuda_error {
             write!(f, " {e}")?;
         }
-        if let Some(t) = self.tensor {
+        if let Some(t) = &self.tensor {
             write!(f, " in {t}")?;
         }
         if let Some(l) = &self.location {
@@ -491,6 +491,49 @@ impl fmt::Display for Finding {
             write!(f, " [outside contract]")?;
         }
         write!(f, ": {}", self.detail)
+    }
+}
+
+/// The alignment list as a JSON object in roster order; a format-1 array of four numbers is
+/// read as q, k, v, o.
+mod alignment_serde {
+    use serde::de::{self, MapAccess, SeqAccess, Visitor};
+    use serde::ser::SerializeMap;
+    use serde::{Deserializer, Serializer};
+    use std::fmt;
+
+    pub fn serialize<S: Serializer>(v: &[(String, u64)], s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(v.len()))?;
+        for (k, a) in v {
+            m.serialize_entry(k, a)?;
+        }
+        m.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, u64)>, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Vec<(String, u64)>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object of tensor alignments, or four numbers (q, k, v, o)")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = a.next_entry::<String, u64>()? {
+                    out.push((k, v));
+                }
+                Ok(out)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                for name in ["q", "k", "v", "o"] {
+                    let v: u64 = a.next_element()?.ok_or_else(|| de::Error::invalid_length(out.len(), &"four numbers"))?;
+                    out.push((name.to_string(), v));
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -513,7 +556,7 @@ pub struct Explanation {
     /// The kernel with its parameters, as in [`Finding::kernel`].
     pub kernel: String,
     /// The tensor whose misaligned access the sanitizer reported.
-    pub tensor: TensorId,
+    pub tensor: String,
     /// The sanitizer's finding, as printed.
     pub named: String,
     /// The campaign's index of the case that was re-run.
@@ -536,7 +579,7 @@ impl ExplainedFaults {
         }
         self.explained
             .iter()
-            .find(|e| e.kernel == fault.kernel && fault.alignment[e.tensor.index()] < crate::plan::VECTOR_ALIGN)
+            .find(|e| e.kernel == fault.kernel && fault.alignment_of(&e.tensor) < crate::plan::VECTOR_ALIGN)
     }
 
     /// Records what a re-run of the case behind `fault` (campaign index `case_index`) named:
@@ -547,9 +590,9 @@ impl ExplainedFaults {
         }
         for n in named {
             let misaligned = n.sanitizer_kind.as_ref().is_some_and(SanitizerKind::is_misaligned);
-            if let (true, Some(t)) = (misaligned, n.tensor) {
-                if fault.alignment[t.index()] < crate::plan::VECTOR_ALIGN && !self.explained.iter().any(|e| e.kernel == fault.kernel && e.tensor == t) {
-                    self.explained.push(Explanation { kernel: fault.kernel.clone(), tensor: t, named: n.to_string(), case_index });
+            if let (true, Some(t)) = (misaligned, &n.tensor) {
+                if fault.alignment_of(t) < crate::plan::VECTOR_ALIGN && !self.explained.iter().any(|e| e.kernel == fault.kernel && &e.tensor == t) {
+                    self.explained.push(Explanation { kernel: fault.kernel.clone(), tensor: t.clone(), named: n.to_string(), case_index });
                 }
             }
         }
@@ -560,22 +603,37 @@ impl ExplainedFaults {
 mod tests {
     use super::*;
 
-    fn finding(kind: FindingKind, oracle: Oracle, tensor: Option<TensorId>, sanitizer_kind: Option<&str>, alignment: [u64; 4]) -> Finding {
+    fn finding(kind: FindingKind, oracle: Oracle, tensor: Option<&str>, sanitizer_kind: Option<&str>, alignment: [u64; 4]) -> Finding {
         Finding {
             kind,
             oracle,
             kernel: "vec_load_q[BLOCK_THREADS=64]".into(),
-            tensor,
+            tensor: tensor.map(String::from),
             location: None,
             count: 1,
             cuda_error: None,
             source: None,
             access_size: Some(16),
             sanitizer_kind: sanitizer_kind.map(SanitizerKind::from),
-            alignment,
+            alignment: ["q", "k", "v", "o"].iter().map(|t| t.to_string()).zip(alignment).collect(),
             inside_contract: true,
             detail: String::new(),
         }
+    }
+
+    #[test]
+    fn alignment_reads_format_1_arrays_and_keeps_roster_order() {
+        let mut f = fault([8, 16, 2, 4]);
+        f.kind = FindingKind::IllegalAddress;
+        let json = serde_json::to_value(&f).unwrap();
+        assert_eq!(json["alignment"], serde_json::json!({"q": 8, "k": 16, "v": 2, "o": 4}));
+        let mut old = json.clone();
+        old["alignment"] = serde_json::json!([8, 16, 2, 4]);
+        old["location"] = serde_json::json!({"region": "element", "index": [0, 1, 2, 3]});
+        let back: Finding = serde_json::from_value(old).unwrap();
+        assert_eq!(back.alignment, f.alignment);
+        assert!(back.signature().as_str().ends_with("/unaligned:q,v,o"), "{}", back.signature());
+        assert_eq!(back.location, Some(Location::Element { index: vec![0, 1, 2, 3] }));
     }
 
     fn fault(alignment: [u64; 4]) -> Finding {
@@ -584,7 +642,7 @@ mod tests {
 
     #[test]
     fn a_fault_is_explained_only_while_the_named_tensor_is_unaligned() {
-        let named_q = finding(FindingKind::SanitizerMemory, Oracle::Memcheck, Some(TensorId::Q), Some("invalid_global_read_misaligned"), [8, 2, 16, 16]);
+        let named_q = finding(FindingKind::SanitizerMemory, Oracle::Memcheck, Some("q"), Some("invalid_global_read_misaligned"), [8, 2, 16, 16]);
         let mut explained = ExplainedFaults::default();
         let first = fault([8, 2, 16, 16]);
         assert_eq!(explained.covering(&first), None);
@@ -609,8 +667,8 @@ mod tests {
     fn only_misaligned_accesses_on_unaligned_tensors_explain() {
         let mut explained = ExplainedFaults::default();
         let first = fault([8, 16, 16, 16]);
-        let out_of_bounds = finding(FindingKind::SanitizerMemory, Oracle::Memcheck, Some(TensorId::Q), Some("invalid_global_read_out_of_bounds"), [8, 16, 16, 16]);
-        let misaligned_k = finding(FindingKind::SanitizerMemory, Oracle::Memcheck, Some(TensorId::K), Some("invalid_global_read_misaligned"), [8, 16, 16, 16]);
+        let out_of_bounds = finding(FindingKind::SanitizerMemory, Oracle::Memcheck, Some("q"), Some("invalid_global_read_out_of_bounds"), [8, 16, 16, 16]);
+        let misaligned_k = finding(FindingKind::SanitizerMemory, Oracle::Memcheck, Some("k"), Some("invalid_global_read_misaligned"), [8, 16, 16, 16]);
         explained.record(&first, &[out_of_bounds, misaligned_k], 3);
         assert_eq!(explained.covering(&fault([8, 16, 16, 16])), None);
     }

@@ -44,7 +44,7 @@ pub struct Found {
 }
 
 /// One sweep cell to run.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct CellJob<'a> {
     /// The kernel.
     pub manifest: &'a Manifest,

@@ -306,8 +306,10 @@ impl GateConfig {
             }
             for c in &s.classes {
                 if InputClass::from_name(c).is_none() {
-                    let all: Vec<String> = InputClass::ALL.iter().map(|c| c.to_string()).collect();
-                    return Err(invalid(format!("sweeps[{i}].classes"), format!("unknown class `{c}`: expected one of {}", all.join(", "))));
+                    return Err(invalid(
+                        format!("sweeps[{i}].classes"),
+                        format!("unknown class `{c}`: expected aligned, misaligned, tail, strided, <tensor>+<bytes>, <tensor>-pitch+1 or a flag's name"),
+                    ));
                 }
             }
             param_grid(&s.params).map_err(|e| invalid(format!("sweeps[{i}].params"), format!("{}: {}", e.item, e.problem)))?;

@@ -112,7 +112,7 @@ impl GateConfig {
         let kernel = |field: String, spec: &str| registry::resolve_relative(&base, spec).map_err(|e| GateError::Invalid { path: path.into(), field, problem: e.to_string() });
         let manifest = kernel("self_check.kernel".into(), &self.self_check.kernel)?;
         let case_path = base.join(&self.self_check.case);
-        let (seed, _) = corpus::load(&case_path, &manifest.decode_context())
+        let (seed, _) = corpus::load(&case_path, Some(&crate::generate::DecodeContext::new(&manifest)))
             .map_err(|source| GateError::Seed { path: path.into(), field: "self_check.case".into(), source: Box::new(source) })?;
         let self_check = PlannedSelfCheck { case: manifest.bind(seed.case), manifest, tool: self.self_check.tool, expect: self.self_check.expect };
         let kernels = self
@@ -136,8 +136,8 @@ impl GateConfig {
             }
             let forced = set.kernel.as_deref().map(|k| kernel(format!("seeds[{i}].kernel"), k)).transpose()?;
             for file in json_files(&dir) {
-                let ctx = forced.as_ref().map(|m| m.decode_context()).unwrap_or_default();
-                let (seed, _) = corpus::load(&file, &ctx).map_err(|source| GateError::Seed { path: path.into(), field: field.clone(), source: Box::new(source) })?;
+                let ctx = forced.as_ref().map(crate::generate::DecodeContext::new);
+                let (seed, _) = corpus::load(&file, ctx.as_ref()).map_err(|source| GateError::Seed { path: path.into(), field: field.clone(), source: Box::new(source) })?;
                 let m = match &forced {
                     Some(m) => m.clone(),
                     None if seed.case.kernel.is_empty() => {
@@ -176,13 +176,17 @@ impl GateConfig {
             .iter()
             .enumerate()
             .map(|(i, s)| {
+                let manifest = kernel(format!("sweeps[{i}].kernel"), &s.kernel)?;
                 let classes = if s.classes.is_empty() {
-                    InputClass::ALL.to_vec()
+                    InputClass::defaults(&manifest)
                 } else {
                     s.classes.iter().filter_map(|c| InputClass::from_name(c)).collect()
                 };
+                for c in &classes {
+                    c.check(&manifest).map_err(|problem| GateError::Invalid { path: path.into(), field: format!("sweeps[{i}].classes"), problem })?;
+                }
                 let grid = param_grid(&s.params).map_err(|e| GateError::Invalid { path: path.into(), field: format!("sweeps[{i}].params"), problem: e.to_string() })?;
-                Ok(PlannedSweep { manifest: kernel(format!("sweeps[{i}].kernel"), &s.kernel)?, grid, classes, repeat: s.repeat, expect_pass: s.expect == SweepExpect::Pass })
+                Ok(PlannedSweep { manifest, grid, classes, repeat: s.repeat, expect_pass: s.expect == SweepExpect::Pass })
             })
             .collect::<Result<Vec<_>, GateError>>()?;
         let mut sanitizers = Vec::new();
@@ -237,7 +241,7 @@ mod tests {
         let cfg = GateConfig::load(&path).unwrap_or_else(|e| panic!("{e}"));
         let plan = cfg.plan(&path).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(plan.self_check.manifest.name, "oob_read_k");
-        assert_eq!(plan.self_check.case.head_dim, 40, "the planted bug needs head_dim 40");
+        assert_eq!(plan.self_check.case.dim("head_dim"), 40, "the planted bug needs head_dim 40");
         assert_eq!(plan.self_check.tool, Tool::Memcheck);
         assert!(plan.kernels.iter().any(|k| k.manifest.name == "flash_fwd"));
         assert!(cfg.budget(&path).unwrap().is_some());

@@ -323,13 +323,13 @@ impl GateRun<'_> {
             classes: sw.classes.iter().map(|c| c.to_string()).collect(),
             cells: BTreeMap::new(),
         };
-        for &class in &sw.classes {
+        for class in &sw.classes {
             let mine = self.shard.owns(*cell_index);
             *cell_index += 1;
             if !mine {
                 continue;
             }
-            let job = CellJob { manifest: &sw.manifest, params, class, repeat: sw.repeat, seed: self.seed, deadline };
+            let job = CellJob { manifest: &sw.manifest, params, class: class.clone(), repeat: sw.repeat, seed: self.seed, deadline };
             let mut found = Vec::new();
             let result = self.backend.sweep_cell(&job, &mut |f| found.push(f));
             for f in found {
@@ -535,7 +535,7 @@ mod tests {
                     Outcome::Fail { findings: vec![finding(FindingKind::SanitizerMemory, Oracle::Memcheck, &m.name)] }
                 });
             }
-            Ok(match self.replay.get(&case.data.seed) {
+            Ok(match self.replay.get(&case.seed) {
                 Some(f) if !f.is_empty() => Outcome::Fail { findings: f.clone() },
                 _ => Outcome::Pass,
             })

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::case::{Case, TensorId};
+use crate::testing::{alignment, example_for};
 use crate::corpus::Seed;
 use crate::finding::{Finding, FindingKind, Location, Oracle};
 
@@ -19,8 +19,8 @@ pub(super) fn root() -> PathBuf {
 /// `[self_check]` table.
 pub(super) fn config_dir(body: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let mut case = Case::example("kernels/testing/oob_read_k.toml");
-    case.head_dim = 40;
+    let mut case = example_for("kernels/testing/oob_read_k.toml");
+    case.dims.insert("head_dim".into(), 40);
     std::fs::write(dir.path().join("planted.json"), serde_json::to_string_pretty(&case).unwrap()).unwrap();
     let oob = root().join("kernels/testing/oob_read_k.toml");
     let text = format!("[self_check]\nkernel = {:?}\ncase = \"planted.json\"\n\n{body}", oob.display().to_string());
@@ -52,14 +52,14 @@ pub(super) fn finding(kind: FindingKind, oracle: Oracle, kernel: &str) -> Findin
         kind,
         oracle,
         kernel: kernel.into(),
-        tensor: Some(TensorId::Q),
-        location: Some(Location::Element { index: [0, 0, 0, 0] }),
+        tensor: Some("q".into()),
+        location: Some(Location::Element { index: vec![0, 0, 0, 0] }),
         count: 1,
         cuda_error: None,
         source: oracle.is_sanitizer().then(|| crate::finding::SourceLocation { file: "simple_attn.cu".into(), line: 7, function: None }),
         access_size: None,
         sanitizer_kind: None,
-        alignment: [8, 16, 16, 16],
+        alignment: alignment([8, 16, 16, 16]),
         inside_contract: true,
         detail: "d".into(),
     }
@@ -70,14 +70,14 @@ pub(super) fn seed_dir(dir: &Path) -> (Finding, Finding) {
     let expected = finding(FindingKind::MisalignedAddress, Oracle::CudaStatus, "simple_attn");
     let fixed = finding(FindingKind::CanaryDamage, Oracle::Canary, "simple_attn");
     std::fs::create_dir_all(dir.join("fixed")).unwrap();
-    let mut a = Case::example("kernels/testing/simple_attn.toml");
-    a.data.seed = 11;
+    let mut a = example_for("kernels/testing/simple_attn.toml");
+    a.seed = 11;
     std::fs::write(dir.join("a.json"), Seed::with_finding(a, expected.clone()).to_json()).unwrap();
-    let mut b = Case::example("kernels/testing/simple_attn.toml");
-    b.data.seed = 22;
+    let mut b = example_for("kernels/testing/simple_attn.toml");
+    b.seed = 22;
     std::fs::write(dir.join("fixed/b.json"), Seed::with_finding(b, fixed.clone()).to_json()).unwrap();
-    let mut c = Case::example("kernels/testing/simple_attn.toml");
-    c.data.seed = 33;
+    let mut c = example_for("kernels/testing/simple_attn.toml");
+    c.seed = 33;
     std::fs::write(dir.join("c.json"), Seed::new(c).to_json()).unwrap();
     std::fs::write(dir.join("README.md"), "not a seed").unwrap();
     (expected, fixed)

@@ -1,322 +1,438 @@
-//! Decoding fuzzer bytes into a valid [`Case`] with `arbitrary`.
+//! Decoding fuzzer bytes into a valid [`Case`] for one kernel, with `arbitrary`.
 //!
 //! Any byte string decodes (inputs that run out fall back to the smallest choices), so libFuzzer
-//! can mutate bytes freely and every input still reaches the GPU. Choices are biased toward the
-//! values that break kernels: sequence lengths one either side of a tile, head dims that are not
-//! multiples of 8, and base offsets that are multiples of 2, 4 or 8 but not 16. Small changes to
-//! the bytes make small changes to the case, which keeps libFuzzer's mutations meaningful.
+//! can mutate bytes freely and every input still reaches the GPU. The manifest says what to draw:
+//! its params, element types, dims (in declaration order, each biased toward its hints and range
+//! edges, relations solved as it is drawn: [`super::relations`]), scalars (weighted choices),
+//! input value classes, and for each tensor whose layout the caller chooses an order, padding,
+//! base offset (every residue its alignment allows: offsets that are multiples of 2, 4 or 8 but
+//! not 16 are the misaligned-vector-load class) and, where allowed, a broadcast dimension.
+//! Small changes to the bytes make small changes to the case, which keeps libFuzzer's mutations
+//! meaningful.
 //!
-//! A [`DecodeContext`] that carries the kernel's declared [`Contract`] makes decoding
-//! contract-aware: every choice is drawn from the contract's part of the case space (its dtypes,
-//! head_dim range and multiple, sequence ranges, causal and GQA support, layout kind and minimum
-//! alignment), still biased toward that part's edges (the range ends and one step inside them,
-//! tile sizes ± 1), so a campaign spends its runs on cases the kernel claims to handle. Without a
-//! contract (`--outside-contract`, the context-free `Arbitrary` impl) the whole case space is
-//! drawn, exactly as before contracts were known to the decoder. Either way the mapping from bytes
-//! to case is deterministic and total.
-
-use std::collections::BTreeMap;
+//! A [`DecodeContext`] is constrained by default: every choice is drawn from the kernel's
+//! declared contract (dims in range, contract relations kept, layout kinds, alignment, value
+//! classes), so a campaign spends its runs on cases the kernel claims to handle.
+//! [`DecodeContext::unconstrained`] drops the contract (`--outside-contract`) and keeps only what
+//! makes a case well formed (`requires`, validity limits). Either way the mapping from bytes to
+//! case is deterministic and total.
 
 use arbitrary::{Result, Unstructured};
 
-use crate::case::{Case, DataSpec, Dim, Dtype, Layouts, Placement, TensorId, TensorLayout, ValueDist, CASE_VERSION, MAX_DIM, MAX_HEAD_DIM, MAX_OFFSET_BYTES, MAX_PAD};
-use crate::plan::{Contract, LayoutSupport};
+use crate::case::{Case, Scalar, TensorLayout, ValueClass, INT32_OFFSET_LIMIT, MAX_OFFSET_BYTES, MAX_PAD};
+use crate::manifest::expr::{Env, Vars};
+use crate::manifest::{DimSpec, Hint, LayoutFreedom, Manifest, Role, ScalarSpec, ScalarType, TensorSpec};
+use crate::plan::Plan;
 
-/// Sequence lengths around common tile sizes (16, 32, 64, 80, 128, 256, 512, 1024) and the
-/// shapes FlashAttention's own tests use.
-pub const SEQ_BOUNDARY: &[u32] = &[
-    1, 2, 3, 15, 16, 17, 31, 32, 33, 63, 64, 65, 79, 80, 81, 113, 127, 128, 129, 203, 255, 256,
-    257, 511, 512, 513, 1023, 1024,
-];
-/// Head dims: multiples of 8 and the odd ones real bugs were found with (46, 59, 111).
-pub const HEAD_DIM_BOUNDARY: &[u32] =
-    &[1, 2, 8, 16, 32, 40, 46, 59, 63, 64, 65, 72, 80, 96, 111, 127, 128, 160, 192, 256];
+use super::relations::{attach, int_of, Form, Relation};
+
 /// Offsets that are 16-byte aligned.
 pub const OFFSETS_ALIGNED: &[u32] = &[16, 32, 48, 64];
 /// Offsets that are multiples of 2, 4 or 8 but not 16: the misaligned-vector-load class.
 pub const OFFSETS_MISALIGNED: &[u32] = &[8, 4, 2, 6, 12, 24, 40, 10, 14];
-/// Offsets that are not even 2-byte aligned: outside every f16 kernel's contract.
+/// Offsets that are not even 2-byte aligned: outside every 16-bit kernel's contract.
 pub const OFFSETS_ODD: &[u32] = &[1, 3, 5, 7, 9];
-/// Dimension orders worth trying first: BHSD, BSHD, then ones with d not innermost. The first
-/// four keep d innermost (stride_d = 1).
-pub const ORDERS: &[[Dim; 4]] = &[
-    [Dim::B, Dim::H, Dim::S, Dim::D],
-    [Dim::B, Dim::S, Dim::H, Dim::D],
-    [Dim::H, Dim::B, Dim::S, Dim::D],
-    [Dim::S, Dim::B, Dim::H, Dim::D],
-    [Dim::B, Dim::H, Dim::D, Dim::S],
-    [Dim::D, Dim::B, Dim::H, Dim::S],
-];
-/// How many of [`ORDERS`], from the first, keep the head dimension innermost.
-const INNER_D_ORDERS: usize = 4;
+/// Padding drawn per order position (zero twice as often).
+pub const PADS: [u64; 6] = [0, 0, 1, 3, 8, 16];
+/// Group sizes tried first for a dim that must be a multiple of another (GQA's heads_q).
+const MULTIPLES: [u64; 4] = [1, 2, 4, 3];
 /// One decoded case in this many (where the contract allows it) has a tensor whose element
 /// offsets pass 2³¹ ([`offsets_past_int32`]). Such a case allocates 4–8 GiB on the GPU, but
 /// the host holds only its elements and redzones (`arena::held_ranges`), so it costs about
 /// what a small case costs; the odds are low because GPUs with less memory cannot run it.
-/// `cudafuzz fuzz` also schedules one early in every campaign (`cli::campaign_case`).
+/// Campaigns also schedule one early ([`crate::campaign::campaign_case`]).
 pub const PAST_INT32_ONE_IN: u32 = 512;
-/// Largest sequence length a decoded case draws outside the boundary table; a contract's
-/// larger upper edge is left to `cudafuzz contract` probes (cases that long are slow to judge).
-pub const MAX_DECODED_SEQ: u32 = 1024;
-/// Largest head dim a decoded case draws outside the boundary table (likewise for contracts).
-pub const MAX_DECODED_HEAD_DIM: u32 = 256;
+/// Relative weights of the case-level value class (finite classes; specials only where
+/// allowed).
+const CLASS_WEIGHTS: [(ValueClass, u32); 8] = [
+    (ValueClass::Normal, 6),
+    (ValueClass::Uniform, 1),
+    (ValueClass::Large, 2),
+    (ValueClass::ConstantRows, 1),
+    (ValueClass::Tiny, 1),
+    (ValueClass::Zero, 1),
+    (ValueClass::Nan, 1),
+    (ValueClass::Inf, 1),
+];
 
-/// What a decoder needs to know about the kernel: its name, the choices its manifest offers and,
-/// for contract-aware decoding, its declared contract.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// What a decoder needs to know about the kernel: its manifest, the name written into cases,
+/// and whether to stay inside its declared contract.
+#[derive(Clone, Debug)]
 pub struct DecodeContext {
+    /// The kernel's manifest.
+    pub manifest: Manifest,
     /// Kernel name or manifest path written into the case.
     pub kernel: String,
-    /// Tunable parameters and the values each may take.
-    pub params: Vec<(String, Vec<i64>)>,
-    /// Dtypes the kernel can be compiled for; empty means all.
-    pub dtypes: Vec<Dtype>,
-    /// The kernel's declared contract. When set, every decoded case lies inside it (for any
-    /// satisfiable contract whose alignment fits the case limits); `None` draws from the whole
-    /// case space, outside-contract cases included.
-    pub contract: Option<Contract>,
+    /// Whether every decoded case lies inside the contract (for any satisfiable contract).
+    pub constrained: bool,
+    relations: Vec<Relation>,
 }
 
 impl DecodeContext {
-    /// The same context without its contract: decoding then explores the whole case space.
-    pub fn unconstrained(&self) -> DecodeContext {
-        DecodeContext { contract: None, ..self.clone() }
+    /// The constrained context of a kernel; cases name the manifest's path, so a seed replays
+    /// the same kernel even when it is not a shipped one.
+    pub fn new(m: &Manifest) -> DecodeContext {
+        let order: Vec<String> = m.dims.iter().map(|d| d.name.clone()).collect();
+        let mut relations = attach(&m.requires, &order, true);
+        relations.extend(attach(&m.contract.relations, &order, false));
+        DecodeContext { manifest: m.clone(), kernel: m.path.display().to_string(), constrained: true, relations }
     }
 
-    /// Whether cases with element offsets past 2³¹ may be drawn: always without a contract,
-    /// otherwise as [`Contract::allows_int32_overflow`] says.
+    /// The same context without the contract: decoding then explores the whole case space.
+    pub fn unconstrained(&self) -> DecodeContext {
+        DecodeContext { constrained: false, ..self.clone() }
+    }
+
+    /// Whether cases with element offsets past 2³¹ may be drawn: some tensor can hold one, and
+    /// (constrained) the contract's `max_element_offset` does not forbid it.
     pub fn allows_int32_overflow(&self) -> bool {
-        self.contract.as_ref().is_none_or(Contract::allows_int32_overflow)
+        let limit_ok = !self.constrained || self.manifest.contract.max_element_offset.is_none_or(|m| m >= INT32_OFFSET_LIMIT);
+        limit_ok && !self.past_int32_tensors().is_empty()
+    }
+
+    /// The tensors a case past 2³¹ elements can be built on ([`offsets_past_int32`]).
+    pub fn past_int32_tensors(&self) -> Vec<String> {
+        past_int32_tensors(&self.manifest, self.constrained)
+    }
+
+    fn relations_of(&self, dim: &str) -> Vec<&Relation> {
+        self.relations.iter().filter(|r| r.dim == dim && (r.required || self.constrained)).collect()
     }
 }
 
-/// Decodes a case; never panics, and the result always passes [`Case::validate`]. With a
-/// contract in `ctx`, the case also lies inside it.
+/// Decodes a case; never panics, and the result always plans for the kernel. With a
+/// constrained context the case also lies inside the contract, when the contract's relations
+/// are of the solvable shapes (see [`super::relations`]).
 pub fn decode_case(u: &mut Unstructured<'_>, ctx: &DecodeContext) -> Result<Case> {
-    let space = Space::new(ctx);
-    let mut params = BTreeMap::new();
-    for (name, values) in &ctx.params {
-        if !values.is_empty() {
-            params.insert(name.clone(), *u.choose(values)?);
-        }
+    let m = &ctx.manifest;
+    let mut case = Case::new(&ctx.kernel, m.dtypes[0]);
+    for (name, values) in &m.params {
+        case.params.insert(name.clone(), *u.choose(values)?);
     }
-    let dtype = *u.choose(&space.dtypes)?;
-    let heads_kv = u.int_in_range(1..=4u32)?;
-    let group = *u.choose(&[1u32, 2, 4, 3])?;
-    let group = if space.gqa { group } else { 1 };
-    let batch = u.int_in_range(1..=3u32)?;
-    let seq_q = space.seq_q.draw(u)?;
-    let seq_k = space.seq_k.draw(u)?;
-    let head_dim = space.head_dim.draw(u)?;
-    let causal = u.arbitrary::<bool>()? && space.causal;
-    let scale = match u.int_in_range(0..=7u8)? {
-        6 => 1.0,
-        7 => 0.5,
-        _ => 1.0 / (head_dim as f32).sqrt(),
-    };
-    let data = DataSpec {
-        seed: u.arbitrary::<u32>()? as u64,
-        dist: match u.int_in_range(0..=9u8)? {
-            0..=5 => ValueDist::Normal,
-            6 => ValueDist::Uniform,
-            7 | 8 => ValueDist::LargeLogits,
-            _ => ValueDist::ConstantRows,
-        },
-    };
-    let align = space.align(dtype);
-    let layouts = Layouts {
-        q: space.layout(u, align, dtype)?,
-        k: space.layout(u, align, dtype)?,
-        v: space.layout(u, align, dtype)?,
-        o: space.layout(u, align, dtype)?,
-    };
-    let placement = if u.int_in_range(0..=3u8)? == 3 { Placement::Exact } else { Placement::Guarded };
-    let mut case = Case {
-        version: CASE_VERSION,
-        kernel: ctx.kernel.clone(),
-        params,
-        dtype,
-        batch,
-        heads_q: heads_kv * group,
-        heads_kv,
-        seq_q,
-        seq_k,
-        head_dim,
-        causal,
-        scale,
-        data,
-        layouts,
-        placement,
-    };
-    if space.constrained && space.layouts != LayoutSupport::Contiguous {
-        for t in TensorId::ALL {
-            align_pitch(&mut case, t, align);
-        }
+    case.dtype = *u.choose(&m.dtypes)?;
+    for d in &m.dims {
+        let v = draw_dim(u, ctx, d, &case)?;
+        case.dims.insert(d.name.clone(), v);
     }
-    // Drawn last, so every draw above decodes as it did before this class existed, and an
-    // input that has run out (each later draw at its low end) never asks for it.
+    for s in &m.scalars {
+        let v = draw_scalar(u, ctx, s, &case)?;
+        case.scalars.insert(s.name.clone(), v);
+    }
+    case.seed = u.arbitrary::<u32>()? as u64;
+    draw_values(u, ctx, &mut case)?;
+    for t in m.tensors.iter().filter(|t| t.layout_is_drawn()) {
+        let mut l = draw_layout(u, ctx, t, t.dtype.resolve(case.dtype).size())?;
+        l.values = case.layout(&t.name).values;
+        case.tensors.insert(t.name.clone(), l);
+    }
+    case.placement = if u.int_in_range(0..=3u8)? == 3 { crate::case::Placement::Exact } else { crate::case::Placement::Guarded };
+    if ctx.constrained {
+        align_pitches(ctx, &mut case);
+    }
+    // Drawn last, so an input that has run out (each later draw at its low end) never asks for
+    // it.
     if ctx.allows_int32_overflow() && u.int_in_range(1..=PAST_INT32_ONE_IN)? == PAST_INT32_ONE_IN {
-        push_past_int32(u, &mut case)?;
+        let eligible = ctx.past_int32_tensors();
+        let t = u.choose(&eligible)?.clone();
+        if let Some(pushed) = past_int32_variant(&case, m, &t) {
+            case = pushed;
+        }
     }
-    if case.validate().is_err() {
-        shrink_to_valid(&mut case);
+    if Plan::new(&case, m).is_err() {
+        shrink_to_valid(&mut case, m);
     }
     Ok(case)
 }
 
-/// Decoding with no kernel context: any dtype, no parameters, an empty kernel name, no contract.
-/// Fuzz targets that know their kernel call [`decode_case`] with its [`DecodeContext`] instead,
-/// so that the parameters and dtypes drawn are ones the kernel was compiled for.
-impl<'a> arbitrary::Arbitrary<'a> for Case {
-    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
-        decode_case(u, &DecodeContext::default())
-    }
+/// The values expressions see for the dims drawn so far.
+fn vars_of(case: &Case, m: &Manifest) -> Vars {
+    let mut params = m.default_params();
+    params.extend(case.params.clone());
+    Vars { dims: case.dims.clone(), params, defines: m.defines.clone(), elem_bytes: case.dtype.size(), ..Vars::default() }
 }
 
-/// The choices one decode draws from: the whole case space, or a contract's part of it.
-struct Space {
-    /// Whether a contract shaped the choices.
-    constrained: bool,
-    /// Dtypes to choose from; never empty.
-    dtypes: Vec<Dtype>,
-    seq_q: Choices,
-    seq_k: Choices,
-    head_dim: Choices,
-    causal: bool,
-    gqa: bool,
-    layouts: LayoutSupport,
-    /// The contract's minimum alignment in bytes (1 without a contract).
-    min_align: u32,
-}
-
-impl Space {
-    fn new(ctx: &DecodeContext) -> Space {
-        let compiled = if ctx.dtypes.is_empty() { Dtype::ALL.to_vec() } else { ctx.dtypes.clone() };
-        let Some(c) = &ctx.contract else {
-            return Space {
-                constrained: false,
-                dtypes: compiled,
-                seq_q: Choices::table(SEQ_BOUNDARY, MAX_DECODED_SEQ),
-                seq_k: Choices::table(SEQ_BOUNDARY, MAX_DECODED_SEQ),
-                head_dim: Choices::table(HEAD_DIM_BOUNDARY, MAX_DECODED_HEAD_DIM),
-                causal: true,
-                gqa: true,
-                layouts: LayoutSupport::Strided,
-                min_align: 1,
-            };
-        };
-        let tiles = tile_sizes(&ctx.params);
-        let mut dtypes: Vec<Dtype> = compiled.iter().copied().filter(|d| c.dtypes.contains(d)).collect();
-        if dtypes.is_empty() {
-            dtypes = if c.dtypes.is_empty() { compiled } else { c.dtypes.clone() };
-        }
-        Space {
-            constrained: true,
-            dtypes,
-            seq_q: Choices::within(SEQ_BOUNDARY, c.seq_q, 1, MAX_DECODED_SEQ, MAX_DIM, &tiles),
-            seq_k: Choices::within(SEQ_BOUNDARY, c.seq_k, 1, MAX_DECODED_SEQ, MAX_DIM, &tiles),
-            head_dim: Choices::within(HEAD_DIM_BOUNDARY, c.head_dim, c.head_dim_multiple, MAX_DECODED_HEAD_DIM, MAX_HEAD_DIM, &[]),
-            causal: c.causal,
-            gqa: c.gqa,
-            layouts: c.layouts,
-            min_align: c.min_align.max(1),
+/// One dim: assigned by an equality, or drawn three times in four from its boundary values
+/// (hints, param tile sizes ± 1, range edges) and otherwise uniformly, then moved to the
+/// nearest value that satisfies its relations.
+fn draw_dim(u: &mut Unstructured<'_>, ctx: &DecodeContext, d: &DimSpec, case: &Case) -> Result<u64> {
+    let m = &ctx.manifest;
+    let env = Env::new(&vars_of(case, m));
+    let rels = ctx.relations_of(&d.name);
+    let (mut lo, mut hi, step) = if ctx.constrained { (d.range[0], d.range[1], d.multiple.max(1)) } else { (1, d.max, 1) };
+    let cap = if ctx.constrained { d.cap.max(lo) } else { d.cap };
+    for r in &rels {
+        match &r.form {
+            Form::Equal(e) => {
+                if let Some(v) = int_of(&env, e).filter(|&v| v >= 1 && v as u64 <= d.max) {
+                    return Ok(v as u64);
+                }
+            }
+            Form::AtMost(e, strict) => {
+                if let Some(v) = int_of(&env, e) {
+                    hi = hi.min((v - *strict as i64).max(1) as u64);
+                }
+            }
+            Form::AtLeast(e, strict) => {
+                if let Some(v) = int_of(&env, e) {
+                    lo = lo.max((v + *strict as i64).max(1) as u64);
+                }
+            }
+            _ => {}
         }
     }
-
-    /// The alignment every base and stepped stride must honour: the contract's, and never less
-    /// than the element size; 1 (anything) without a contract.
-    fn align(&self, dtype: Dtype) -> u32 {
-        if self.constrained {
-            self.min_align.max(dtype.size())
-        } else {
-            1
-        }
+    let first = lo.div_ceil(step).saturating_mul(step).max(1);
+    let top = hi.min(d.max);
+    if first > top {
+        // Unsatisfiable for these earlier dims: the smallest valid value (the case is then
+        // outside the contract, or shrunk later if it is not well formed).
+        return Ok(d.range[0].clamp(1, d.max));
     }
-
-    /// One tensor's layout: half the time dense BHSD, otherwise an order from [`ORDERS`] that
-    /// the layout support allows, with padding; the base offset a multiple of `align`.
-    fn layout(&self, u: &mut Unstructured<'_>, align: u32, dtype: Dtype) -> Result<TensorLayout> {
-        let kind = u.int_in_range(0..=7u8)?;
-        let offset_bytes = offset(u, align)?;
-        if kind < 4 || self.layouts == LayoutSupport::Contiguous {
-            return Ok(TensorLayout { order: ORDERS[0], pad: [0; 4], offset_bytes });
-        }
-        // A unit stride on a dimension other than d is one element: too little for an
-        // alignment above the element size, so such contracts keep d innermost.
-        let inner_d = self.layouts == LayoutSupport::InnerContiguous || align > dtype.size();
-        let orders = if inner_d { &ORDERS[..INNER_D_ORDERS] } else { ORDERS };
-        let order = *u.choose(orders)?;
-        let mut pad = [0u32; 4];
-        for p in pad.iter_mut().skip(1) {
-            *p = *u.choose(&[0u32, 0, 1, 3, 8, 16])?;
-        }
-        Ok(TensorLayout { order, pad, offset_bytes })
-    }
-}
-
-/// Values one dimension is drawn from: three times in four a boundary value, otherwise any
-/// value in `lo..=hi` that is a multiple of `multiple`.
-struct Choices {
-    boundary: Vec<u32>,
-    lo: u32,
-    hi: u32,
-    multiple: u32,
-}
-
-impl Choices {
-    /// The whole space: the boundary table and `1..=max`.
-    fn table(boundary: &[u32], max: u32) -> Choices {
-        Choices { boundary: boundary.to_vec(), lo: 1, hi: max, multiple: 1 }
-    }
-
-    /// A contract's range `[lo, hi]` and multiple, with its upper end capped at `cap` (but
-    /// never below the range's first allowed value) and every value at most `valid_max`: the
-    /// table's values inside, the range's edges and one step inside them, and each tile size
-    /// ± 1. An unsatisfiable range (possible only in a hand-made context) falls back to the
-    /// whole space capped at `cap`, which keeps decoding total.
-    fn within(table: &[u32], [lo, hi]: [u32; 2], multiple: u32, cap: u32, valid_max: u32, tiles: &[u32]) -> Choices {
-        let m = multiple.max(1);
-        let first = lo.max(1).div_ceil(m).saturating_mul(m);
-        let top = hi.min(valid_max);
-        if first > top {
-            return Choices::table(table, cap.min(valid_max));
-        }
-        let last = first + (top.min(cap.max(first)) - first) / m * m;
-        let edges = [first, first + m, last.saturating_sub(m), last];
-        let near_tiles = tiles.iter().flat_map(|&t| [t.saturating_sub(1), t, t.saturating_add(1)]);
-        let mut boundary: Vec<u32> = table
-            .iter()
-            .copied()
-            .chain(edges)
-            .chain(near_tiles)
-            .filter(|&x| x >= first && x <= last && x % m == 0)
-            .collect();
-        boundary.sort_unstable();
-        boundary.dedup();
-        Choices { boundary, lo: first, hi: last, multiple: m }
-    }
-
-    fn draw(&self, u: &mut Unstructured<'_>) -> Result<u32> {
+    let last = first + (top.min(cap.max(first)) - first) / step * step;
+    let multiple_of = rels.iter().find_map(|r| match &r.form {
+        Form::MultipleOf(e) => int_of(&env, e).filter(|&v| v >= 1).map(|v| v as u64),
+        _ => None,
+    });
+    let divides = rels.iter().find_map(|r| match &r.form {
+        Form::Divides(e) => int_of(&env, e).filter(|&v| v >= 1).map(|v| v as u64),
+        _ => None,
+    });
+    let ok = |x: u64| satisfies(&rels, case, m, &d.name, x);
+    let x = if let Some(e) = multiple_of {
+        let unit = lcm(e, step);
         let from_table = u.int_in_range(0..=3u8)? < 3;
-        if from_table && !self.boundary.is_empty() {
-            Ok(*u.choose(&self.boundary)?)
-        } else if self.multiple == 1 {
-            u.int_in_range(self.lo..=self.hi)
+        let k = if from_table { *u.choose(&MULTIPLES)? } else { u.int_in_range(1..=(last / unit).max(1))? };
+        (k * unit).max(first.div_ceil(unit) * unit)
+    } else if let Some(e) = divides {
+        let divisors: Vec<u64> = (first..=last.min(e)).filter(|&x| e % x == 0 && x % step == 0).collect();
+        if divisors.is_empty() { first } else { *u.choose(&divisors)? }
+    } else {
+        let boundary: Vec<u64> = boundary(m, d, first, last, step).into_iter().filter(|&x| ok(x)).collect();
+        let from_table = u.int_in_range(0..=3u8)? < 3;
+        if from_table && !boundary.is_empty() {
+            *u.choose(&boundary)?
         } else {
-            Ok(self.lo + self.multiple * u.int_in_range(0..=(self.hi - self.lo) / self.multiple)?)
+            first + step * u.int_in_range(0..=(last - first) / step)?
         }
+    };
+    Ok(nearest(x, first, top, step, ok))
+}
+
+/// Whether `x` for dim `name` satisfies every relation attached to it.
+fn satisfies(rels: &[&Relation], case: &Case, m: &Manifest, name: &str, x: u64) -> bool {
+    if rels.is_empty() {
+        return true;
+    }
+    let mut vars = vars_of(case, m);
+    vars.dims.insert(name.to_string(), x);
+    let with_x = Env::new(&vars);
+    rels.iter().all(|r| with_x.boolean(&r.text).unwrap_or(false))
+}
+
+/// `x` if it satisfies `ok`, else the nearest value in `[first, top]` on the step grid that
+/// does (searching a bounded distance), else `x`.
+fn nearest(x: u64, first: u64, top: u64, step: u64, ok: impl Fn(u64) -> bool) -> u64 {
+    if ok(x) {
+        return x;
+    }
+    for k in 1..=2048u64 {
+        let up = x.checked_add(k * step).filter(|&v| v <= top);
+        let down = x.checked_sub(k * step).filter(|&v| v >= first);
+        if up.is_none() && down.is_none() {
+            break;
+        }
+        if let Some(v) = down.filter(|&v| ok(v)) {
+            return v;
+        }
+        if let Some(v) = up.filter(|&v| ok(v)) {
+            return v;
+        }
+    }
+    x
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
     }
 }
 
-/// Tile sizes named by the kernel's params (`BLOCK_M`, `BLOCK_N`, ...): sequence lengths one
-/// either side of them are where tail-tile bugs live.
-fn tile_sizes(params: &[(String, Vec<i64>)]) -> Vec<u32> {
-    params
-        .iter()
-        .filter(|(name, _)| name.starts_with("BLOCK"))
-        .flat_map(|(_, values)| values.iter().filter_map(|&v| u32::try_from(v).ok()))
-        .filter(|&v| v > 1)
-        .collect()
+fn lcm(a: u64, b: u64) -> u64 {
+    (a / gcd(a, b).max(1)).saturating_mul(b).max(1)
+}
+
+/// A dim's boundary values within `[first, last]` on the step grid: its hints (each param
+/// hint's values ± 1) and the range edges and one step inside them.
+fn boundary(m: &Manifest, d: &DimSpec, first: u64, last: u64, step: u64) -> Vec<u64> {
+    let mut out = vec![first, first + step, last.saturating_sub(step), last];
+    for h in &d.hints {
+        match h {
+            Hint::Value(v) => out.push(*v),
+            Hint::Param(_) => {}
+        }
+    }
+    let tiles = m.hint_values(&DimSpec { hints: d.hints.iter().filter(|h| matches!(h, Hint::Param(_))).cloned().collect(), ..d.clone() });
+    for t in tiles.into_iter().filter(|&t| t > 1) {
+        out.extend([t - 1, t, t + 1]);
+    }
+    out.retain(|&x| x >= first && x <= last && x % step == 0);
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// One scalar: a weighted choice, a value in its range, or (a flag without choices, or any
+/// flag outside the contract) a coin flip.
+fn draw_scalar(u: &mut Unstructured<'_>, ctx: &DecodeContext, s: &ScalarSpec, case: &Case) -> Result<Scalar> {
+    let m = &ctx.manifest;
+    if s.ty == ScalarType::Bool && (s.choices.is_empty() || !ctx.constrained) {
+        return Ok(Scalar::Bool(u.arbitrary::<bool>()?));
+    }
+    let vars = vars_of(case, m);
+    if !s.choices.is_empty() {
+        let weights: Vec<u32> = if s.weights.is_empty() { vec![1; s.choices.len()] } else { s.weights.clone() };
+        let total: u32 = weights.iter().sum();
+        let mut pick = u.int_in_range(0..=total.saturating_sub(1))?;
+        let mut chosen = &s.choices[0];
+        for (c, w) in s.choices.iter().zip(&weights) {
+            if pick < *w {
+                chosen = c;
+                break;
+            }
+            pick -= w;
+        }
+        return Ok(m.choice_value(s, chosen, &vars).unwrap_or_else(|| m.default_scalar(s, &vars)));
+    }
+    let [lo, hi] = s.range.unwrap_or(if s.ty == ScalarType::Int { [0.0, 16.0] } else { [0.0, 1.0] });
+    let v = match u.int_in_range(0..=3u8)? {
+        0 => lo,
+        1 => hi,
+        _ if s.ty == ScalarType::Int => u.int_in_range(lo as i64..=hi as i64)? as f64,
+        _ if lo > 0.0 => lo * (hi / lo).powf(u.int_in_range(0..=1000u32)? as f64 / 1000.0),
+        _ => lo + (hi - lo) * (u.int_in_range(0..=1000u32)? as f64 / 1000.0),
+    };
+    Ok(crate::manifest::coerce(s.ty, if s.ty == ScalarType::Int { Scalar::Int(v as i64) } else { Scalar::Float(v) }))
+}
+
+/// The value classes of every drawn tensor: one class for the case (weighted, among the classes
+/// some tensor allows), given to each tensor that allows it (others keep normal or their first
+/// class); one case in eight mixes every finite class a tensor allows, element by element.
+fn draw_values(u: &mut Unstructured<'_>, ctx: &DecodeContext, case: &mut Case) -> Result<()> {
+    let m = &ctx.manifest;
+    let drawn: Vec<&TensorSpec> = m.tensors.iter().filter(|t| t.role == Role::Input || t.init == crate::manifest::Init::Drawn).collect();
+    let allowed = |t: &TensorSpec| -> Vec<ValueClass> {
+        if ctx.constrained {
+            t.values.clone()
+        } else {
+            ValueClass::ALL.into_iter().filter(|c| !c.is_special()).collect()
+        }
+    };
+    let union: Vec<(ValueClass, u32)> = CLASS_WEIGHTS.iter().copied().filter(|(c, _)| drawn.iter().any(|t| allowed(t).contains(c))).collect();
+    if union.is_empty() {
+        return Ok(());
+    }
+    let total: u32 = union.iter().map(|(_, w)| w).sum();
+    let mut pick = u.int_in_range(0..=total - 1)?;
+    let mut class = union[0].0;
+    for (c, w) in &union {
+        if pick < *w {
+            class = *c;
+            break;
+        }
+        pick -= w;
+    }
+    let mixed = u.int_in_range(0..=7u8)? == 7;
+    for t in drawn {
+        let a = allowed(t);
+        let values = if mixed {
+            let mix: Vec<ValueClass> = a.iter().copied().filter(|c| *c != ValueClass::ConstantRows).collect();
+            if mix.is_empty() { a.clone() } else { mix }
+        } else if a.contains(&class) {
+            vec![class]
+        } else if a.contains(&ValueClass::Normal) {
+            vec![ValueClass::Normal]
+        } else {
+            vec![a[0]]
+        };
+        case.layout_mut(&t.name).values = values;
+    }
+    Ok(())
+}
+
+/// The alignment a tensor's base and stepped strides must honour: the contract's (never less
+/// than the element size); 1 (anything) outside the contract.
+fn align_of(ctx: &DecodeContext, t: &TensorSpec, elem: u32) -> u32 {
+    if ctx.constrained {
+        t.align.max(elem)
+    } else {
+        1
+    }
+}
+
+/// The orders worth trying for a tensor of `rank`, outermost first: its own order, then ones
+/// that keep the innermost dim innermost (the two innermost outer dims swapped, the two
+/// outermost swapped, the innermost outer dim moved to the front), then (`inner` false) ones
+/// that do not (the last two swapped, the last moved to the front). For rank 4 (BHSD): BHSD,
+/// BSHD, HBSD, SBHD, BHDS, DBHS.
+pub fn orders(rank: usize, inner: bool) -> Vec<Vec<usize>> {
+    let id: Vec<usize> = (0..rank).collect();
+    let mut out = vec![id.clone()];
+    let swap = |i: usize, j: usize| {
+        let mut o = id.clone();
+        o.swap(i, j);
+        o
+    };
+    let to_front = |i: usize| {
+        let mut o = id.clone();
+        let x = o.remove(i);
+        o.insert(0, x);
+        o
+    };
+    if rank >= 3 {
+        out.push(swap(rank - 3, rank - 2));
+        out.push(swap(0, 1));
+        out.push(to_front(rank - 2));
+    }
+    if !inner && rank >= 2 {
+        out.push(swap(rank - 2, rank - 1));
+        out.push(to_front(rank - 1));
+    }
+    let mut seen = Vec::new();
+    out.retain(|o| {
+        let new = !seen.contains(o);
+        seen.push(o.clone());
+        new
+    });
+    out
+}
+
+/// One tensor's layout: half the time its own order unpadded, otherwise an order from
+/// [`orders`] the layout kind allows, with padding; the base offset a multiple of the
+/// alignment; a broadcast dimension one time in eight where allowed.
+fn draw_layout(u: &mut Unstructured<'_>, ctx: &DecodeContext, t: &TensorSpec, elem: u32) -> Result<TensorLayout> {
+    let align = align_of(ctx, t, elem);
+    let kind = u.int_in_range(0..=7u8)?;
+    let offset_bytes = offset(u, align)?;
+    let freedom = if ctx.constrained { t.layout } else { LayoutFreedom::Strided };
+    let mut l = TensorLayout { offset_bytes, ..TensorLayout::dense() };
+    if kind >= 4 && freedom != LayoutFreedom::Dense && t.rank() >= 2 {
+        // A unit stride on a dimension other than the innermost is one element: too little for
+        // an alignment above the element size, so such contracts keep the innermost dim last.
+        let inner = freedom == LayoutFreedom::Inner || align > elem;
+        let choices = orders(t.rank(), inner);
+        let order = u.choose(&choices)?.clone();
+        let mut pad = vec![0u64; t.rank()];
+        for p in pad.iter_mut().skip(1) {
+            *p = *u.choose(&PADS)?;
+        }
+        l.order = if order.iter().enumerate().all(|(i, &d)| i == d) { Vec::new() } else { order };
+        l.pad = if pad.iter().all(|&p| p == 0) { Vec::new() } else { pad };
+    }
+    if t.role == Role::Input && (t.broadcast || !ctx.constrained) && t.rank() >= 2 && u.int_in_range(0..=7u8)? == 7 {
+        l.broadcast = vec![u.int_in_range(0..=t.rank() - 2)?];
+    }
+    Ok(l)
 }
 
 /// Half the time offset 0, then 16-aligned, misaligned-by-2/4/8 and, rarely, odd offsets, so
@@ -341,249 +457,99 @@ fn offset(u: &mut Unstructured<'_>, align: u32) -> Result<u32> {
     }
 }
 
-/// Only a contract whose sequence and head_dim ranges start near the case limits can make a
-/// case too large to be valid (a tensor span over [`crate::case::MAX_SPAN_BYTES`]): batch and
-/// heads 1 and no padding always fit, since one `seq × head_dim` matrix does.
-fn shrink_to_valid(case: &mut Case) {
-    case.batch = 1;
-    case.heads_q = 1;
-    case.heads_kv = 1;
-    for t in TensorId::ALL {
-        case.layouts.get_mut(t).pad = [0; 4];
+/// Pads the innermost extent of every tensor whose alignment is above its element size so its
+/// pitch, and with it every outer stride, is a multiple of that alignment.
+fn align_pitches(ctx: &DecodeContext, case: &mut Case) {
+    let m = &ctx.manifest;
+    let Ok(plan) = Plan::new(case, m) else { return };
+    for (t, tp) in m.tensors.iter().zip(&plan.tensors) {
+        if !matches!(t.layout, LayoutFreedom::Inner | LayoutFreedom::Strided) || tp.rank() < 2 {
+            continue;
+        }
+        let elem = tp.elem_bytes;
+        let align = t.align;
+        if align <= elem || align % elem != 0 {
+            continue;
+        }
+        let per = (align / elem) as u64;
+        let l = case.layout_mut(&t.name);
+        let order = l.order_of(tp.rank());
+        let inner = order[tp.rank() - 1];
+        let mut pad = if l.pad.is_empty() { vec![0; tp.rank()] } else { l.pad.clone() };
+        let extent = tp.shape[inner] + pad[tp.rank() - 1];
+        let want = pad[tp.rank() - 1] + extent.next_multiple_of(per) - extent;
+        if want <= MAX_PAD {
+            pad[tp.rank() - 1] = want;
+        }
+        l.pad = if pad.iter().all(|&p| p == 0) { Vec::new() } else { pad };
     }
 }
 
-/// [`offsets_past_int32`] on a tensor the input picks.
-fn push_past_int32(u: &mut Unstructured<'_>, case: &mut Case) -> Result<()> {
-    offsets_past_int32(case, *u.choose(&TensorId::ALL)?);
-    Ok(())
+/// A case whose plan fails (a span past the limit, a relation the draws could not keep) made
+/// small: every dim at the low end of its range, every layout unpadded.
+fn shrink_to_valid(case: &mut Case, m: &Manifest) {
+    for l in case.tensors.values_mut() {
+        l.pad.clear();
+    }
+    if Plan::new(case, m).is_ok() {
+        return;
+    }
+    let sample = m.sample_vars();
+    case.dims = sample.dims;
 }
 
-/// Makes tensor `t`'s element offsets pass 2³¹ while it keeps its few logical elements: batch
-/// becomes 2, the tensor's order starts with b (the other dimensions keep their order and
-/// padding, so an aligned row pitch stays aligned), and the next dimension is padded until
-/// `stride_b` is the first multiple of that dimension's stride at or past 2³¹. Batch 1 then
-/// starts at the first offset a signed 32-bit index wraps on; every stride stays a multiple of
-/// the ones it was built from, so a contract's alignment still holds. The tensor spans 4 GiB
-/// (f16, bf16) or 8 GiB (f32) plus its last batch.
-pub fn offsets_past_int32(case: &mut Case, t: TensorId) {
-    case.batch = 2;
-    let shape = case.shape(t);
-    let layout = case.layouts.get_mut(t);
-    let kept: Vec<(Dim, u32)> = layout.order.iter().copied().zip(layout.pad).filter(|&(d, _)| d != Dim::B).collect();
-    layout.order = [Dim::B, kept[0].0, kept[1].0, kept[2].0];
-    layout.pad = [0, kept[0].1, kept[1].1, kept[2].1];
+/// The tensors a case past 2³¹ elements can be built on: rank ≥ 2, a layout with free strides,
+/// and an outermost dimension that is a dim able to take the value 2.
+pub fn past_int32_tensors(m: &Manifest, constrained: bool) -> Vec<String> {
+    m.tensors
+        .iter()
+        .filter(|t| t.rank() >= 2 && matches!(t.layout, LayoutFreedom::Inner | LayoutFreedom::Strided))
+        .filter(|t| {
+            t.dim_name(0).and_then(|d| m.dim(d)).is_some_and(|d| d.max >= 2 && (!constrained || (d.range[0] <= 2 && d.range[1] >= 2 && 2 % d.multiple == 0)))
+        })
+        .map(|t| t.name.clone())
+        .collect()
+}
+
+/// Makes tensor `t`'s element offsets pass 2³¹ while it keeps its few logical elements: its
+/// outermost dim becomes 2, that dimension moves to the front of its order (the others keep
+/// their order and padding, so an aligned row pitch stays aligned), and the next dimension is
+/// padded until the outermost stride is the first multiple of that dimension's stride at or past
+/// 2³¹. Index 1 of the outermost dimension then starts at the first offset a signed 32-bit index
+/// wraps on; every stride stays a multiple of the ones it was built from, so a contract's
+/// alignment still holds. Returns `false` when the tensor cannot take it.
+pub fn offsets_past_int32(case: &mut Case, m: &Manifest, t: &str) -> bool {
+    let Some(spec) = m.tensor(t) else { return false };
+    let Some(dim) = spec.dim_name(0) else { return false };
+    case.dims.insert(dim.to_string(), 2);
+    let Ok(plan) = Plan::new(case, m) else { return false };
+    let tp = plan.tensor(t).expect("planned above");
+    let rank = tp.rank();
+    let layout = case.layout_mut(t);
+    let order = layout.order_of(rank);
+    let pads: Vec<u64> = (0..rank).map(|i| layout.pad_at(i)).collect();
+    let kept: Vec<(usize, u64)> = order.iter().copied().zip(pads).filter(|&(d, _)| d != 0).collect();
+    let mut new_order = vec![0];
+    new_order.extend(kept.iter().map(|&(d, _)| d));
+    let mut new_pad = vec![0];
+    new_pad.extend(kept.iter().map(|&(_, p)| p));
+    layout.order = new_order;
+    layout.pad = new_pad;
     let next = layout.order[1];
-    let next_stride = crate::plan::strides(&shape, layout)[next.index()];
-    let extent = crate::case::INT32_OFFSET_LIMIT.div_ceil(next_stride);
-    layout.pad[1] = extent.saturating_sub(shape[next.index()] as u64) as u32;
+    let Some(st) = crate::case::strides(&tp.shape, layout) else { return false };
+    let extent = INT32_OFFSET_LIMIT.div_ceil(st[next].max(1));
+    layout.pad[1] = extent.saturating_sub(tp.shape[next]);
+    true
 }
 
 /// A copy of `case` with [`offsets_past_int32`] applied to `t`, if that copy is a valid case
 /// (it may not be: a tensor already near the span limit would pass it).
-pub fn past_int32_variant(case: &Case, t: TensorId) -> Option<Case> {
+pub fn past_int32_variant(case: &Case, m: &Manifest, t: &str) -> Option<Case> {
     let mut pushed = case.clone();
-    offsets_past_int32(&mut pushed, t);
-    pushed.validate().is_ok().then_some(pushed)
+    (offsets_past_int32(&mut pushed, m, t) && Plan::new(&pushed, m).is_ok()).then_some(pushed)
 }
 
 /// Whether some tensor of `case` reaches an element offset of 2³¹ or more.
-pub fn reaches_past_int32(case: &Case) -> bool {
-    crate::plan::Plan::new(case).tensors.iter().any(crate::plan::TensorPlan::reaches_past_int32)
-}
-
-/// Pads the innermost extent of `t` (up to [`MAX_PAD`]) so that its pitch, and with it every
-/// outer stride, is a multiple of `align` bytes. A no-op when the element size already is.
-fn align_pitch(case: &mut Case, t: TensorId, align: u32) {
-    let elem = case.dtype.size();
-    if align <= elem || align % elem != 0 {
-        return;
-    }
-    let per = align / elem;
-    let shape = case.shape(t);
-    let layout = case.layouts.get_mut(t);
-    let extent = shape[layout.order[3].index()] + layout.pad[3];
-    let pad = layout.pad[3] + extent.next_multiple_of(per) - extent;
-    if pad <= MAX_PAD {
-        layout.pad[3] = pad;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::plan::Plan;
-
-    #[test]
-    fn the_arbitrary_impl_is_the_context_free_decoder() {
-        let bytes = [9u8, 200, 17, 3, 250, 4, 4, 0, 128, 77, 1, 2, 3];
-        let via_trait: Case = arbitrary::Arbitrary::arbitrary(&mut Unstructured::new(&bytes)).unwrap();
-        let direct = decode_case(&mut Unstructured::new(&bytes), &DecodeContext::default()).unwrap();
-        assert_eq!(via_trait, direct);
-        via_trait.validate().unwrap();
-    }
-
-    #[test]
-    fn empty_input_decodes_to_a_small_aligned_case() {
-        let mut u = Unstructured::new(&[]);
-        let case = decode_case(&mut u, &DecodeContext::default()).unwrap();
-        case.validate().unwrap();
-        assert_eq!((case.batch, case.heads_q, case.seq_q, case.seq_k), (1, 1, 1, 1));
-        assert_eq!(case.layouts, Layouts::contiguous());
-    }
-
-    fn bytes(seed: u64, len: usize) -> Vec<u8> {
-        (0..len).map(|i| (seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (i % 57)) as u8 ^ i as u8).collect()
-    }
-
-    #[test]
-    fn every_byte_pattern_decodes_to_a_valid_case() {
-        let ctx = DecodeContext {
-            kernel: "k".into(),
-            params: vec![("BLOCK_M".into(), vec![64, 128])],
-            dtypes: vec![Dtype::F16, Dtype::Bf16],
-            contract: None,
-        };
-        for seed in 0u64..2000 {
-            let case = decode_case(&mut Unstructured::new(&bytes(seed, 64)), &ctx).unwrap();
-            case.validate().unwrap_or_else(|e| panic!("{e}: {case:?}"));
-            assert!(ctx.dtypes.contains(&case.dtype));
-            assert!([64, 128].contains(&case.params["BLOCK_M"]));
-        }
-    }
-
-    /// The decoder without a contract maps bytes to cases exactly as it did before it knew
-    /// contracts (a case decoded by the earlier build, pinned field by field).
-    #[test]
-    fn unconstrained_decoding_is_unchanged() {
-        let input: Vec<u8> = (0..128u32).map(|i| ((i * 37 + 11) % 256) as u8).collect();
-        let c = decode_case(&mut Unstructured::new(&input), &DecodeContext::default()).unwrap();
-        assert_eq!((c.dtype, c.batch, c.heads_q, c.heads_kv, c.seq_q, c.seq_k, c.head_dim, c.causal), (Dtype::F32, 3, 2, 1, 234, 511, 40, false));
-        assert_eq!((c.scale, c.placement, c.data.seed, c.data.dist), (0.5, Placement::Guarded, 1530270188, ValueDist::LargeLogits));
-        assert_eq!(c.layouts.q, TensorLayout { order: [Dim::D, Dim::B, Dim::H, Dim::S], pad: [0, 1, 3, 8], offset_bytes: 0 });
-        assert_eq!(c.layouts.v, TensorLayout { order: [Dim::D, Dim::B, Dim::H, Dim::S], pad: [0, 0, 0, 1], offset_bytes: 0 });
-        assert_eq!((&c.layouts.k, &c.layouts.o), (&TensorLayout::contiguous(), &TensorLayout::contiguous()));
-    }
-
-    /// fa_s512's declared contract: head_dim exactly 64, short sequences, 2-byte alignment.
-    fn fa_s512_contract() -> Contract {
-        Contract {
-            dtypes: vec![Dtype::F16, Dtype::Bf16],
-            layouts: LayoutSupport::InnerContiguous,
-            head_dim: [64, 64],
-            head_dim_multiple: 1,
-            seq_q: [1, 512],
-            seq_k: [1, 512],
-            min_align: 2,
-            causal: true,
-            gqa: true,
-            max_element_offset: None,
-        }
-    }
-
-    fn constrained(contract: Contract) -> DecodeContext {
-        DecodeContext { kernel: "k".into(), params: vec![("BLOCK_N".into(), vec![48])], dtypes: Vec::new(), contract: Some(contract) }
-    }
-
-    fn assert_inside(ctx: &DecodeContext, n: u64) -> Vec<Case> {
-        let contract = ctx.contract.clone().unwrap();
-        (0..n)
-            .map(|seed| {
-                let case = decode_case(&mut Unstructured::new(&bytes(seed, 128)), ctx).unwrap();
-                case.validate().unwrap_or_else(|e| panic!("{e}: {case:?}"));
-                let verdict = contract.check(&case, &Plan::new(&case));
-                assert!(verdict.is_inside(), "{verdict:?}: {}", case.summary());
-                case
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_contract_keeps_every_case_inside_and_keeps_misaligned_offsets_it_allows() {
-        let cases = assert_inside(&constrained(fa_s512_contract()), 3000);
-        assert!(cases.iter().all(|c| c.head_dim == 64 && c.seq_q <= 512 && c.seq_k <= 512));
-        // min_align 2 allows offsets 2, 4, 8 (mod 16): the class that breaks 16-byte loads.
-        let residues: std::collections::BTreeSet<u32> = cases.iter().map(|c| c.layouts.q.offset_bytes % 16).collect();
-        assert!(residues.is_superset(&[0, 2, 4, 8].into()), "{residues:?}");
-        // The range's edges and the param tile ± 1 are drawn.
-        for s in [1, 2, 47, 48, 49, 511, 512] {
-            assert!(cases.iter().any(|c| c.seq_k == s), "seq_k {s} never drawn");
-        }
-        assert!(cases.iter().any(|c| c.causal) && cases.iter().any(|c| c.heads_q != c.heads_kv));
-    }
-
-    #[test]
-    fn strict_contracts_shape_alignment_layout_multiples_causal_and_gqa() {
-        let strict = Contract {
-            dtypes: vec![Dtype::F32, Dtype::Bf16],
-            layouts: LayoutSupport::Strided,
-            head_dim: [24, 200],
-            head_dim_multiple: 8,
-            seq_q: [100, 4000],
-            seq_k: [3, 9],
-            min_align: 16,
-            causal: false,
-            gqa: false,
-            max_element_offset: None,
-        };
-        let cases = assert_inside(&constrained(strict), 3000);
-        assert!(cases.iter().all(|c| c.head_dim % 8 == 0 && !c.causal && c.heads_q == c.heads_kv));
-        assert!(cases.iter().any(|c| c.head_dim == 24) && cases.iter().any(|c| c.head_dim == 200) && cases.iter().any(|c| c.head_dim == 32));
-        assert!(cases.iter().any(|c| c.seq_q == 100) && cases.iter().any(|c| c.seq_q == 101) && cases.iter().any(|c| c.seq_q == 1024));
-        assert!(cases.iter().any(|c| c.layouts.k.offset_bytes != 0), "aligned offsets still come up");
-        let contiguous = Contract { layouts: LayoutSupport::Contiguous, min_align: 2, ..fa_s512_contract() };
-        let cases = assert_inside(&constrained(contiguous), 500);
-        assert!(cases.iter().all(|c| c.layouts.q.is_dense_bhsd()));
-    }
-
-    /// Hand-made contexts may hold contracts no manifest would load: decoding stays total.
-    #[test]
-    fn unsatisfiable_or_huge_contracts_still_decode_valid_cases() {
-        let weird = [
-            Contract { head_dim: [70, 60], seq_q: [0, 0], ..fa_s512_contract() },
-            Contract { head_dim: [1024, 1024], seq_q: [1 << 20, 1 << 20], seq_k: [1 << 20, 1 << 20], ..fa_s512_contract() },
-            Contract { head_dim: [1, 5000], head_dim_multiple: 0, min_align: 1 << 12, dtypes: Vec::new(), ..fa_s512_contract() },
-            Contract { head_dim: [3, 3], head_dim_multiple: 7, min_align: 3, ..fa_s512_contract() },
-        ];
-        for contract in weird {
-            let ctx = constrained(contract);
-            for seed in 0..300 {
-                let case = decode_case(&mut Unstructured::new(&bytes(seed, 128)), &ctx).unwrap();
-                case.validate().unwrap_or_else(|e| panic!("{e}: {case:?}"));
-            }
-        }
-    }
-
-    #[test]
-    fn element_offsets_past_int32_come_up_rarely_inside_the_contract_and_never_where_it_forbids() {
-        let strided = Contract { layouts: LayoutSupport::Strided, seq_q: [1, 16384], seq_k: [1, 16384], head_dim: [1, 256], ..fa_s512_contract() };
-        let n = 20 * PAST_INT32_ONE_IN as u64;
-        let past: Vec<Case> = assert_inside(&constrained(strided.clone()), n).into_iter().filter(reaches_past_int32).collect();
-        assert!((8..=40).contains(&past.len()), "{} of {n} cases pass 2^31", past.len());
-        for c in &past {
-            let plan = Plan::new(c);
-            let big: Vec<_> = plan.tensors.iter().filter(|tp| tp.reaches_past_int32()).collect();
-            assert_eq!(big.len(), 1, "{}", c.summary());
-            // Batch 1 starts just past 2^31, and the tensor stays within 8 GiB.
-            assert_eq!(c.batch, 2);
-            assert!(big[0].strides[0] >= 1 << 31 && big[0].strides[0] < (1 << 31) + (1 << 23), "{}", c.summary());
-            assert!(big[0].span_bytes <= 8 << 30, "{}", c.summary());
-        }
-        let thirty_two_bit = Contract { max_element_offset: Some((1 << 31) - 1), ..strided };
-        assert!(!assert_inside(&constrained(thirty_two_bit), n).iter().any(reaches_past_int32));
-        let contiguous = Contract { layouts: LayoutSupport::Contiguous, ..fa_s512_contract() };
-        assert!(!assert_inside(&constrained(contiguous), 2000).iter().any(reaches_past_int32));
-    }
-
-    #[test]
-    fn unconstrained_is_the_same_context_without_its_contract() {
-        let ctx = constrained(fa_s512_contract());
-        let free = ctx.unconstrained();
-        assert_eq!((free.contract.is_none(), &free.kernel, &free.params), (true, &ctx.kernel, &ctx.params));
-        let outside = (0..1000)
-            .map(|seed| decode_case(&mut Unstructured::new(&bytes(seed, 128)), &free).unwrap())
-            .filter(|c| !fa_s512_contract().check(c, &Plan::new(c)).is_inside())
-            .count();
-        assert!(outside > 900, "the unconstrained decoder explores outside: {outside} of 1000");
-    }
+pub fn reaches_past_int32(case: &Case, m: &Manifest) -> bool {
+    Plan::new(case, m).is_ok_and(|p| p.reaches_past_int32())
 }

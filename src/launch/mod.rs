@@ -140,8 +140,11 @@ impl std::fmt::Display for LaunchRejection {
 enum ArgSlot {
     Ptr(u64),
     I32(i32),
+    U32(u32),
     I64(i64),
+    U64(u64),
     F32(f32),
+    F64(f64),
 }
 
 /// Launches `module` asynchronously on the null stream with the resolved geometry and arguments.
@@ -150,11 +153,13 @@ pub fn launch(module: &Module, launch: &ResolvedLaunch, arena: &DeviceArena, ima
         .args
         .iter()
         .map(|a| match *a {
-            ResolvedArg::Tensor(t) => ArgSlot::Ptr(arena.data_ptr(image, t.index())),
-            ResolvedArg::Buffer(b) => ArgSlot::Ptr(arena.data_ptr(image, crate::arena::buffer_slot(b))),
+            ResolvedArg::Tensor(t) => ArgSlot::Ptr(arena.data_ptr(image, t)),
             ResolvedArg::I32(x) => ArgSlot::I32(x),
+            ResolvedArg::U32(x) => ArgSlot::U32(x),
             ResolvedArg::I64(x) => ArgSlot::I64(x),
+            ResolvedArg::U64(x) => ArgSlot::U64(x),
             ResolvedArg::F32(x) => ArgSlot::F32(x),
+            ResolvedArg::F64(x) => ArgSlot::F64(x),
         })
         .collect();
     let mut params: Vec<*mut c_void> = slots
@@ -162,8 +167,11 @@ pub fn launch(module: &Module, launch: &ResolvedLaunch, arena: &DeviceArena, ima
         .map(|s| match s {
             ArgSlot::Ptr(p) => p as *mut u64 as *mut c_void,
             ArgSlot::I32(x) => x as *mut i32 as *mut c_void,
+            ArgSlot::U32(x) => x as *mut u32 as *mut c_void,
             ArgSlot::I64(x) => x as *mut i64 as *mut c_void,
+            ArgSlot::U64(x) => x as *mut u64 as *mut c_void,
             ArgSlot::F32(x) => x as *mut f32 as *mut c_void,
+            ArgSlot::F64(x) => x as *mut f64 as *mut c_void,
         })
         .collect();
     let [gx, gy, gz] = launch.grid;

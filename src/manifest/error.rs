@@ -22,6 +22,12 @@ pub enum ManifestError {
         #[source]
         source: std::io::Error,
     },
+    /// A manifest of an older format: the command that converts it is named.
+    #[error("{path}: this is a format-1 (attention-only) manifest; this cudafuzz reads format 2 (named tensors over named dims): convert it with `cudafuzz manifest migrate {path}` (writes the format-2 manifest beside it), then review the result (kernels/README.md describes the schema)")]
+    OldFormat {
+        /// The manifest file.
+        path: PathBuf,
+    },
     /// The file is not valid TOML.
     #[error("{path}: invalid toml: {message}")]
     Syntax {
@@ -58,8 +64,10 @@ pub enum ManifestError {
     /// An `i32` kernel argument evaluates to a value outside `i32` for this case: the kernel
     /// would receive a wrapped number. This is a property of the case *and* the kernel's
     /// interface, so it is its own variant for callers to report as a finding.
-    #[error("{path}: field launch.args[{index}]: i32 argument {index} \"{expr}\" evaluates to {value}, which does not fit in i32 (the kernel would see {wrapped}); pass it as {{ i64 = ... }} to a 64-bit parameter, or narrow the contract")]
+    #[error("{path}: field launch.args[{index}]: {ty} argument {index} \"{expr}\" evaluates to {value}, which does not fit in {ty} (the kernel would see {wrapped}); pass it as {{ i64 = ... }} to a 64-bit parameter, or narrow the contract")]
     I32Overflow {
+        /// The argument's C type (`i32`, `u32`).
+        ty: &'static str,
         /// The manifest file.
         path: PathBuf,
         /// Position of the argument in `launch.args` (0-based).
@@ -68,7 +76,7 @@ pub enum ManifestError {
         expr: String,
         /// The exact value.
         value: i64,
-        /// What a C cast to `int` would have produced.
-        wrapped: i32,
+        /// What a C cast would have produced.
+        wrapped: i64,
     },
 }

@@ -1,16 +1,18 @@
-//! Expression evaluation for manifests: the variable environment ([`Env`]) and the checks on
-//! what an expression may name and return.
+//! Expression evaluation for manifests: the names an expression may use ([`Vars`], one case's
+//! values) and the checks on what an expression may name and return ([`Env`]).
 //!
 //! Parsing and arithmetic are the `evalexpr` crate's (checked `i64` arithmetic, integer division
 //! of integers, `f64` floats); this module only decides which names exist and what a result must
-//! look like. Builtin functions are switched off and exactly three are provided, so a manifest
+//! look like. Builtin functions are switched off and a fixed few are provided, so a manifest
 //! cannot come to depend on an evalexpr builtin by accident.
 //!
-//! Dotted names: evalexpr's tokenizer treats `.` as part of an identifier (a literal that is not
-//! a number becomes an identifier), so `q.stride_s` is a variable as written and no rewriting is
-//! needed. The unit test `dotted_identifiers_are_plain_variables` pins that behaviour; should a
-//! future evalexpr change it, [`Env::parse`] is the one place to rewrite `q.stride_s` into
-//! `q__stride_s`.
+//! Names: every dim, scalar (flags are 0 or 1), param and define; `elem_bytes` (the case's
+//! element size); and per tensor `t`: `t.stride(i)` and `t.size(i)` (element stride and extent
+//! of logical dimension `i`), `t.stride_<dim>` and `t.size_<dim>` for a dimension whose shape
+//! entry is a dim name (`q.stride_seq_q`), `t.offset_bytes`, `t.numel`, `t.rank` and
+//! `t.elem_bytes`. evalexpr's tokenizer treats `.` as part of an identifier, so `q.stride(2)`
+//! is a call of a function named `q.stride` and `q.numel` a variable, as written; the unit test
+//! `dotted_identifiers_are_plain_variables` pins that behaviour.
 
 use std::collections::BTreeMap;
 
@@ -19,39 +21,30 @@ use evalexpr::{
     DefaultNumericTypes, EvalexprError, Function, HashMapContext, Node, Value,
 };
 
-use crate::case::{Case, TensorId};
-use crate::plan::Plan;
+use crate::case::Scalar;
 
-/// The functions an expression may call.
-pub(crate) const FUNCTIONS: [&str; 3] = ["cdiv", "min", "max"];
+/// The functions every expression may call.
+pub const FUNCTIONS: [&str; 4] = ["cdiv", "min", "max", "sqrt"];
 
-/// Case variables every expression may use (besides params, defines and tensor strides).
-pub(crate) const CASE_VARIABLES: [&str; 9] =
-    ["batch", "heads_q", "heads_kv", "seq_q", "seq_k", "head_dim", "causal", "scale", "elem_bytes"];
+/// Per-tensor names an expression may use, besides `t.stride_<dim>` and `t.size_<dim>`.
+pub const TENSOR_FIELDS: [&str; 4] = ["offset_bytes", "numel", "rank", "elem_bytes"];
 
-/// Per-tensor variable suffixes: `q.stride_b`, ..., `o.offset_bytes`.
-pub(crate) const TENSOR_FIELDS: [&str; 5] =
-    ["stride_b", "stride_h", "stride_s", "stride_d", "offset_bytes"];
-
-/// Every name that cannot be used for a param or define because an expression already means
-/// something else by it.
-pub(crate) fn is_reserved(name: &str) -> bool {
-    CASE_VARIABLES.contains(&name)
-        || FUNCTIONS.contains(&name)
-        || TensorId::from_name(name).is_some()
-        || name.starts_with("CUDAFUZZ")
-}
-
-/// Whether `name` is a C identifier (usable as `-D` name, entry point or buffer name).
-pub(crate) fn is_identifier(name: &str) -> bool {
+/// Whether `name` is a C identifier (usable as `-D` name, entry point or tensor name).
+pub fn is_identifier(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// Whether `name` cannot name a dim, scalar, param or define: an expression already means
+/// something else by it.
+pub fn is_reserved(name: &str) -> bool {
+    FUNCTIONS.contains(&name) || name == "elem_bytes" || name.starts_with("CUDAFUZZ") || name.starts_with("CF_")
+}
+
 /// What went wrong with one expression; the caller adds file and field.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ExprFailure {
+pub struct ExprFailure {
     /// Lowercase description.
     pub problem: String,
     /// Text appended after the quoted expression: a list of known names or the fix.
@@ -64,65 +57,126 @@ impl ExprFailure {
     }
 }
 
+/// One tensor's values for expressions.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TensorVars {
+    /// The tensor's name.
+    pub name: String,
+    /// Extent of each logical dimension.
+    pub shape: Vec<u64>,
+    /// Element stride of each logical dimension.
+    pub strides: Vec<u64>,
+    /// The dim each shape entry names, when it is a bare dim name.
+    pub dim_names: Vec<Option<String>>,
+    /// Base byte offset.
+    pub offset_bytes: u64,
+    /// Element size in bytes.
+    pub elem_bytes: u32,
+}
+
+/// Every value an expression may name for one case.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Vars {
+    /// Dims by name.
+    pub dims: BTreeMap<String, u64>,
+    /// Scalars by name.
+    pub scalars: BTreeMap<String, Scalar>,
+    /// Params (the case's, defaults filled in).
+    pub params: BTreeMap<String, i64>,
+    /// Fixed defines.
+    pub defines: BTreeMap<String, i64>,
+    /// The case's element size.
+    pub elem_bytes: u32,
+    /// The tensors (strides and offsets known once a case is planned).
+    pub tensors: Vec<TensorVars>,
+}
+
 /// The variables and functions of one evaluation.
-pub(crate) struct Env {
+pub struct Env {
     ctx: HashMapContext<DefaultNumericTypes>,
-    /// Names of params and fixed defines, in the order they are listed in errors.
-    extra: Vec<String>,
+    /// Every variable name, in the order listed in errors.
+    names: Vec<String>,
+    /// Every function name.
+    functions: Vec<String>,
+}
+
+fn int(v: u64) -> Value {
+    Value::Int(v.min(i64::MAX as u64) as i64)
 }
 
 impl Env {
-    /// The environment of `case` (planned as `plan`) with the given params and fixed defines.
-    pub fn new(
-        case: &Case,
-        plan: &Plan,
-        params: &BTreeMap<String, i64>,
-        defines: &BTreeMap<String, i64>,
-    ) -> Env {
+    /// The environment of one case's values.
+    pub fn new(vars: &Vars) -> Env {
         let mut ctx = HashMapContext::<DefaultNumericTypes>::new();
-        // Builtins off: only cdiv, min and max exist (and cannot fail to exist).
+        // Builtins off: only the listed functions exist (and cannot fail to exist).
         ctx.set_builtin_functions_disabled(true).expect("a hash map context can disable builtins");
-        let mut set = |name: &str, value: Value| {
-            ctx.set_value(name.to_string(), value).expect("a hash map context is mutable");
+        let mut names = Vec::new();
+        let mut set = |ctx: &mut HashMapContext, name: String, value: Value| {
+            ctx.set_value(name.clone(), value).expect("a hash map context is mutable");
+            names.push(name);
         };
-        let int = |v: u64| Value::Int(v as i64);
-        set("batch", int(case.batch as u64));
-        set("heads_q", int(case.heads_q as u64));
-        set("heads_kv", int(case.heads_kv as u64));
-        set("seq_q", int(case.seq_q as u64));
-        set("seq_k", int(case.seq_k as u64));
-        set("head_dim", int(case.head_dim as u64));
-        set("causal", int(case.causal as u64));
-        set("scale", Value::Float(case.scale as f64));
-        set("elem_bytes", int(case.dtype.size() as u64));
-        for tp in &plan.tensors {
-            let t = tp.tensor.name();
-            for (i, field) in TENSOR_FIELDS[..4].iter().enumerate() {
-                set(&format!("{t}.{field}"), int(tp.strides[i]));
-            }
-            set(&format!("{t}.offset_bytes"), int(tp.offset_bytes));
+        for (name, &v) in &vars.dims {
+            set(&mut ctx, name.clone(), int(v));
         }
-        let mut extra = Vec::new();
-        for (name, &value) in defines.iter().chain(params.iter()) {
-            set(name, Value::Int(value));
-            extra.push(name.clone());
+        for (name, v) in &vars.scalars {
+            let value = match v {
+                Scalar::Bool(b) => Value::Int(*b as i64),
+                Scalar::Int(i) => Value::Int(*i),
+                Scalar::Float(x) => Value::Float(*x),
+            };
+            set(&mut ctx, name.clone(), value);
+        }
+        for (name, &v) in vars.defines.iter().chain(&vars.params) {
+            set(&mut ctx, name.clone(), Value::Int(v));
+        }
+        set(&mut ctx, "elem_bytes".into(), int(vars.elem_bytes as u64));
+        let mut functions: Vec<String> = FUNCTIONS.iter().map(|s| s.to_string()).collect();
+        for t in &vars.tensors {
+            let numel = t.shape.iter().fold(1u64, |a, &n| a.saturating_mul(n));
+            set(&mut ctx, format!("{}.offset_bytes", t.name), int(t.offset_bytes));
+            set(&mut ctx, format!("{}.numel", t.name), int(numel));
+            set(&mut ctx, format!("{}.rank", t.name), int(t.shape.len() as u64));
+            set(&mut ctx, format!("{}.elem_bytes", t.name), int(t.elem_bytes as u64));
+            for (i, dim) in t.dim_names.iter().enumerate() {
+                let Some(dim) = dim else { continue };
+                // A dim named twice in one shape has no single stride.
+                if t.dim_names.iter().filter(|d| d.as_deref() == Some(dim.as_str())).count() == 1 {
+                    set(&mut ctx, format!("{}.stride_{dim}", t.name), int(t.strides.get(i).copied().unwrap_or(0)));
+                    set(&mut ctx, format!("{}.size_{dim}", t.name), int(t.shape.get(i).copied().unwrap_or(0)));
+                }
+            }
+            for (field, values) in [("stride", t.strides.clone()), ("size", t.shape.clone())] {
+                let fname = format!("{}.{field}", t.name);
+                let label = fname.clone();
+                let f = Function::new(move |a: &Value| {
+                    let i = match a {
+                        Value::Int(i) => *i,
+                        other => return Err(EvalexprError::CustomMessage(format!("{label}() takes a dimension index, got {}", show(other)))),
+                    };
+                    usize::try_from(i).ok().and_then(|i| values.get(i)).map(|&v| int(v)).ok_or_else(|| {
+                        EvalexprError::CustomMessage(format!("{label}({i}): the tensor has {} dimensions (0..{})", values.len(), values.len()))
+                    })
+                });
+                ctx.set_function(fname.clone(), f).expect("mutable");
+                functions.push(fname);
+            }
         }
         ctx.set_function("cdiv".into(), Function::new(cdiv)).expect("mutable");
-        ctx.set_function("min".into(), Function::new(|a: &Value| fold(a, "min", i64::min, f64::min)))
-            .expect("mutable");
-        ctx.set_function("max".into(), Function::new(|a: &Value| fold(a, "max", i64::max, f64::max)))
-            .expect("mutable");
-        Env { ctx, extra }
+        ctx.set_function("min".into(), Function::new(|a: &Value| fold(a, "min", i64::min, f64::min))).expect("mutable");
+        ctx.set_function("max".into(), Function::new(|a: &Value| fold(a, "max", i64::max, f64::max))).expect("mutable");
+        ctx.set_function("sqrt".into(), Function::new(sqrt)).expect("mutable");
+        Env { ctx, names, functions }
     }
 
     /// Every variable name, for error messages.
     pub fn known(&self) -> String {
-        let mut names: Vec<String> = CASE_VARIABLES.iter().map(|s| s.to_string()).collect();
-        names.extend(self.extra.iter().cloned());
-        names.push(
-            "t.stride_b, t.stride_h, t.stride_s, t.stride_d, t.offset_bytes for t in q, k, v, o"
-                .into(),
-        );
+        let mut names = self.names.clone();
+        names.extend(self.functions.iter().filter(|f| f.contains('.')).map(|f| format!("{f}(i)")));
+        if names.len() > 40 {
+            let n = names.len();
+            names.truncate(40);
+            names.push(format!("... ({n} in all)"));
+        }
         names.join(", ")
     }
 
@@ -133,7 +187,7 @@ impl Env {
     /// Parses `expr` and checks that it names only known variables and functions.
     pub fn parse(&self, expr: &str) -> Result<Node, ExprFailure> {
         if expr.trim().is_empty() {
-            return Err(ExprFailure::new("empty expression", "; write e.g. \"1\" or \"seq_q\""));
+            return Err(ExprFailure::new("empty expression", "; write e.g. \"1\" or a dim's name"));
         }
         let node = build_operator_tree::<DefaultNumericTypes>(expr)
             .map_err(|e| ExprFailure::new(format!("cannot parse ({})", describe(&e)), ""))?;
@@ -150,11 +204,8 @@ impl Env {
             }
         }
         for name in node.iter_function_identifiers() {
-            if !FUNCTIONS.contains(&name) {
-                return Err(ExprFailure::new(
-                    format!("unknown function `{name}`"),
-                    format!(" (known: {})", FUNCTIONS.join(", ")),
-                ));
+            if !self.functions.iter().any(|f| f == name) {
+                return Err(ExprFailure::new(format!("unknown function `{name}`"), format!(" (known: {})", self.functions.join(", "))));
             }
         }
         Ok(node)
@@ -162,16 +213,11 @@ impl Env {
 
     /// The known names closest to `name` (ties all listed), if any is close enough.
     fn suggest(&self, name: &str) -> Vec<String> {
-        let mut candidates: Vec<String> = CASE_VARIABLES.iter().map(|s| s.to_string()).collect();
-        candidates.extend(self.extra.iter().cloned());
-        for t in TensorId::ALL {
-            for f in TENSOR_FIELDS {
-                candidates.push(format!("{t}.{f}"));
-            }
-        }
-        let scored: Vec<(usize, String)> = candidates
-            .into_iter()
-            .map(|c| (edit_distance(name, &c), c))
+        let scored: Vec<(usize, String)> = self
+            .names
+            .iter()
+            .chain(&self.functions)
+            .map(|c| (edit_distance(name, c), c.clone()))
             .filter(|(d, c)| *d <= 2.max(c.len() / 3) && *d < c.len())
             .collect();
         let Some(best) = scored.iter().map(|(d, _)| *d).min() else { return Vec::new() };
@@ -181,6 +227,19 @@ impl Env {
     fn eval(&self, expr: &str) -> Result<Value, ExprFailure> {
         let node = self.parse(expr)?;
         node.eval_with_context(&self.ctx).map_err(|e| ExprFailure::new(describe(&e), ""))
+    }
+
+    /// Evaluates a parsed expression (a sub-expression of a relation) to a value.
+    pub fn eval_node(&self, node: &Node) -> Result<Value, ExprFailure> {
+        node.eval_with_context(&self.ctx).map_err(|e| ExprFailure::new(describe(&e), ""))
+    }
+
+    /// Evaluates an expression that must yield true or false (a relation).
+    pub fn boolean(&self, expr: &str) -> Result<bool, ExprFailure> {
+        match self.eval(expr)? {
+            Value::Boolean(b) => Ok(b),
+            other => Err(ExprFailure::new(format!("evaluates to {}, not true or false", show(&other)), "; write a comparison such as \"seq_q == seq_k\"")),
+        }
     }
 
     /// Evaluates an expression that must yield an integer.
@@ -227,6 +286,27 @@ impl Env {
             )),
         }
     }
+}
+
+/// The dims a relation or expression names, in the order they appear.
+pub fn variables_in(expr: &str) -> Vec<String> {
+    match build_operator_tree::<DefaultNumericTypes>(expr) {
+        Ok(node) => node.iter_variable_identifiers().map(str::to_string).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// `sqrt(x)` of a number, as a float.
+fn sqrt(a: &Value) -> Result<Value, EvalexprError> {
+    let x = match a {
+        Value::Int(i) => *i as f64,
+        Value::Float(f) => *f,
+        other => return Err(EvalexprError::CustomMessage(format!("sqrt() takes a number, got {}", show(other)))),
+    };
+    if x < 0.0 {
+        return Err(EvalexprError::CustomMessage(format!("sqrt({x}): negative argument")));
+    }
+    Ok(Value::Float(libm::sqrt(x)))
 }
 
 fn show(v: &Value) -> String {
@@ -349,31 +429,47 @@ mod tests {
     use super::*;
 
     fn env() -> Env {
-        let case = Case::example("k");
-        let plan = Plan::new(&case);
-        let params = BTreeMap::from([("BLOCK_N".to_string(), 64)]);
-        Env::new(&case, &plan, &params, &BTreeMap::new())
+        let vars = Vars {
+            dims: [("batch", 1), ("heads_q", 2), ("seq_q", 65), ("seq_k", 113), ("head_dim", 64)].iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            scalars: [("scale".to_string(), Scalar::Float(0.125)), ("causal".to_string(), Scalar::Bool(true))].into(),
+            params: BTreeMap::from([("BLOCK_N".to_string(), 64)]),
+            defines: BTreeMap::new(),
+            elem_bytes: 2,
+            tensors: vec![TensorVars {
+                name: "q".into(),
+                shape: vec![1, 2, 65, 64],
+                strides: vec![2 * 65 * 64, 65 * 64, 64, 1],
+                dim_names: ["batch", "heads_q", "seq_q", "head_dim"].iter().map(|s| Some(s.to_string())).collect(),
+                offset_bytes: 8,
+                elem_bytes: 2,
+            }],
+        };
+        Env::new(&vars)
     }
 
     #[test]
     fn dotted_identifiers_are_plain_variables() {
         let e = env();
-        // Case::example: q is dense bhsd [1, 2, 65, 64].
-        assert_eq!(e.int("q.stride_s").unwrap(), 64);
-        assert_eq!(e.int("q.stride_h*2+k.stride_d").unwrap(), 2 * 65 * 64 + 1);
-        assert_eq!(e.int("o.offset_bytes").unwrap(), 0);
+        assert_eq!(e.int("q.stride(2)").unwrap(), 64);
+        assert_eq!(e.int("q.stride_seq_q").unwrap(), 64);
+        assert_eq!(e.int("q.stride(1)*2+q.stride_head_dim").unwrap(), 2 * 65 * 64 + 1);
+        assert_eq!(e.int("q.offset_bytes + q.size(3) + q.numel + q.rank").unwrap(), 8 + 64 + 2 * 65 * 64 + 4);
+        assert!(e.int("q.stride(4)").unwrap_err().problem.contains("4 dimensions"));
     }
 
     #[test]
-    fn functions_and_integer_rules() {
+    fn functions_relations_and_integer_rules() {
         let e = env();
         assert_eq!(e.int("cdiv(seq_k, BLOCK_N)").unwrap(), 2);
-        assert_eq!(e.int("cdiv(128, 64)").unwrap(), 2);
         assert_eq!(e.int("cdiv(0, 64)").unwrap(), 0);
         assert_eq!(e.int("min(seq_q, 32, 100)").unwrap(), 32);
         assert_eq!(e.int("max(seq_q, seq_k)").unwrap(), 113);
         assert_eq!(e.int("seq_k / 2").unwrap(), 56);
+        assert_eq!(e.int("causal").unwrap(), 1);
         assert!((e.float("scale * 2").unwrap() - 0.25).abs() < 1e-12);
+        assert!((e.float("1 / sqrt(head_dim)").unwrap() - 0.125).abs() < 1e-12);
+        assert!(e.boolean("heads_q % batch == 0 && seq_q <= seq_k").unwrap());
+        assert!(e.boolean("seq_q + 1").is_err());
         let f = e.int("seq_k / 2.0").unwrap_err();
         assert!(f.problem.contains("not an integer"), "{f:?}");
         let f = e.int("9223372036854775807 + seq_q").unwrap_err();
@@ -389,11 +485,12 @@ mod tests {
         let e = env();
         let f = e.parse("cdiv(seq, BLOCK_N)").unwrap_err();
         assert_eq!(f.problem, "unknown variable `seq`");
-        assert!(f.hint.contains("known: batch, heads_q"), "{f:?}");
-        let f = e.parse("q.strid_s").unwrap_err();
-        assert!(f.hint.contains("did you mean `q.stride_s`"), "{f:?}");
+        assert!(f.hint.contains("known: batch"), "{f:?}");
+        let f = e.parse("q.strid_seq_q").unwrap_err();
+        assert!(f.hint.contains("did you mean `q.stride_seq_q`"), "{f:?}");
         let f = e.parse("floor(seq_q)").unwrap_err();
         assert_eq!(f.problem, "unknown function `floor`");
         assert!(e.parse("(seq_q").is_err());
+        assert_eq!(variables_in("heads_q % heads_kv == 0"), vec!["heads_q", "heads_kv"]);
     }
 }

@@ -1,137 +1,358 @@
-//! Kernel manifests: the TOML file next to a `.cu` that tells cudafuzz how to build and launch
-//! a kernel without any Rust code. The main type is [`Manifest`].
+//! Kernel manifests: the TOML file next to a `.cu` that tells cudafuzz how to build, feed, launch
+//! and judge a kernel without any Rust code. The main type is [`Manifest`].
 //!
-//! A manifest names the source and `extern "C"` entry point, fixed `-D` defines, tunable
-//! parameters with the values to fuzz, the kernel's declared [`Contract`], extra device buffers,
-//! and the launch: grid, block, dynamic shared memory and the ordered argument list. Sizes and
-//! scalar arguments are expressions over the case (`cdiv(seq_q, BLOCK_M)`, `q.stride_s`,
-//! `scale`), evaluated by the `evalexpr` crate (the `expr` submodule lists the variables).
+//! A manifest (format 2) describes a kernel as a roster of **named tensors over named dims**:
 //!
-//! Everything that can be checked without a GPU is checked in [`Manifest::load`]: unknown keys,
-//! missing source, undeclared pointer arguments, and every expression, which is evaluated once
-//! against a sample case inside the contract. [`Manifest::resolve`] then turns one concrete
-//! case into numbers ([`ResolvedLaunch`]); it refuses, rather than wraps, an `i32` argument
-//! that overflows, because a silently wrapped offset is precisely the bug class users want named.
-//! Every error names the manifest file and the dotted field and says what to change.
+//! * the source, `extern "C"` entry point, fixed `-D` defines and tunable params;
+//! * the element types it accepts (`dtypes`), the case's element type being one of them;
+//! * **dims** ([`DimSpec`]): integer ranges, a multiple, boundary hints; **relations** between
+//!   them: `requires` (what makes a case well formed, never violated) and the contract's
+//!   `relations` (what the author believes, kept by default, probed past on request);
+//! * **scalars** ([`ScalarSpec`]): flags, integers and floats drawn from choices or ranges;
+//! * **tensors** ([`TensorSpec`]): name, role (input, output, in-out, scratch), shape (dims or
+//!   expressions), dtype (the case's or fixed), layout freedom, broadcast, minimum alignment,
+//!   value classes (inputs) or initial contents (outputs);
+//! * the **reference** ([`ReferenceSpec`]): a built-in op bound to tensors by name, or a naive
+//!   reference kernel of the user's over the same roster;
+//! * the **launch**: grid, block, dynamic shared memory and the ordered argument list, as
+//!   expressions over dims, scalars, params and tensors (`cdiv(seq_q, BLOCK_M)`, `q.stride(2)`,
+//!   `scale`), evaluated by the `evalexpr` crate (the `expr` submodule lists the names).
 //!
-//! The module is split by job: this file holds the model (what a manifest declares) and the
-//! small queries on it; `error` the one error type; `load` the TOML decoding and every check
-//! made at load time, one function per section; `resolve` the evaluation of a manifest for one
-//! case ([`Manifest::resolve`], [`Manifest::check_params`]).
+//! Everything that can be checked without a GPU is checked in [`Manifest::load`]: unknown keys
+//! (named in full, `tensors.q.shape`), missing sources, expressions that do not parse or name
+//! unknown variables, and every expression evaluated once for a sample case. A manifest of
+//! format 1 (attention only) is refused with the command that converts it
+//! (`cudafuzz manifest migrate OLD.toml`, [`migrate`]).
+//!
+//! The module is split by job: this file holds the model; `error` the one error type; `load`
+//! the TOML decoding, one function per section; `expr` expression evaluation; `resolve` the
+//! evaluation of the launch for one case; `migrate` the format-1 converter.
 
 mod error;
-mod expr;
+pub mod expr;
 mod load;
+pub mod migrate;
 mod resolve;
 
 pub use error::ManifestError;
-pub use resolve::{ResolvedArg, ResolvedBuffer, ResolvedLaunch};
+pub use expr::{TensorVars, Vars};
+pub use resolve::{ResolvedArg, ResolvedLaunch};
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use crate::case::Case;
-use crate::generate::DecodeContext;
-use crate::plan::Contract;
+use crate::case::{Case, Dtype, Scalar, ValueClass};
 
-/// Element type of an extra buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BufferDtype {
-    /// IEEE binary16.
-    F16,
-    /// bfloat16.
-    Bf16,
-    /// IEEE binary32.
-    F32,
-    /// IEEE binary64.
-    F64,
-    /// Signed 32-bit integer.
-    I32,
-    /// Unsigned 32-bit integer.
-    U32,
+/// The manifest format this build reads.
+pub const MANIFEST_FORMAT: u32 = 2;
+
+/// A boundary hint of a dim: a value, or a param whose values are tile sizes. The decoder biases
+/// toward each hint and one either side of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hint {
+    /// A fixed value.
+    Value(u64),
+    /// Every value of a param (or a define).
+    Param(String),
 }
 
-impl BufferDtype {
-    /// Size of one element in bytes.
-    pub fn size(self) -> u32 {
-        match self {
-            BufferDtype::F16 | BufferDtype::Bf16 => 2,
-            BufferDtype::F32 | BufferDtype::I32 | BufferDtype::U32 => 4,
-            BufferDtype::F64 => 8,
-        }
+/// One named dim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DimSpec {
+    /// The name expressions and tensors use.
+    pub name: String,
+    /// The contract's inclusive range.
+    pub range: [u64; 2],
+    /// The contract's multiple (1: any).
+    pub multiple: u64,
+    /// Largest value a case may name at all (outside the contract included).
+    pub max: u64,
+    /// Largest value drawn at random; hints and range edges above it are still drawn up to
+    /// `max(cap, range[0])`, so long shapes stay rare without going untested.
+    pub cap: u64,
+    /// Values to bias toward.
+    pub hints: Vec<Hint>,
+}
+
+/// The type of a scalar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScalarType {
+    /// A flag: `true`/`false`, 0/1 in expressions.
+    Bool,
+    /// A 64-bit integer.
+    Int,
+    /// A float (f32 unless an argument converts it otherwise).
+    F32,
+}
+
+/// One choice of a scalar: a literal, or an expression over dims (`1 / sqrt(head_dim)`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ScalarChoice {
+    /// A fixed value.
+    Value(Scalar),
+    /// An expression evaluated for each case.
+    Expr(String),
+}
+
+/// One named scalar.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScalarSpec {
+    /// The name expressions use.
+    pub name: String,
+    /// Its type.
+    pub ty: ScalarType,
+    /// The contract's choices (empty: any value of the type, or `range`).
+    pub choices: Vec<ScalarChoice>,
+    /// Relative weights of the choices (empty: equal).
+    pub weights: Vec<u32>,
+    /// The contract's inclusive range, for numbers without choices.
+    pub range: Option<[f64; 2]>,
+}
+
+/// What the kernel does with a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Read only: generated values; must be unchanged after the launch.
+    Input,
+    /// Written: initial contents set by `init`, judged against the reference.
+    Output,
+    /// Read and written (an accumulator, a side buffer updated in place): initial contents set
+    /// by `init`, judged against the reference.
+    InOut,
+    /// The kernel's working memory: initial contents set by `init`, never judged (its redzones
+    /// still are).
+    Scratch,
+}
+
+impl Role {
+    /// Whether the kernel may write it.
+    pub fn is_written(self) -> bool {
+        !matches!(self, Role::Input)
+    }
+
+    /// Whether its contents are judged against the reference.
+    pub fn is_judged(self) -> bool {
+        matches!(self, Role::Output | Role::InOut)
     }
 
     /// The name used in manifests.
     pub fn name(self) -> &'static str {
         match self {
-            BufferDtype::F16 => "f16",
-            BufferDtype::Bf16 => "bf16",
-            BufferDtype::F32 => "f32",
-            BufferDtype::F64 => "f64",
-            BufferDtype::I32 => "i32",
-            BufferDtype::U32 => "u32",
+            Role::Input => "input",
+            Role::Output => "output",
+            Role::InOut => "in_out",
+            Role::Scratch => "scratch",
         }
     }
 }
 
-impl fmt::Display for BufferDtype {
+/// The element type of a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DtypeSpec {
+    /// The case's element type.
+    Case,
+    /// Always this type (fp32 side buffers, int32 indices).
+    Fixed(Dtype),
+}
+
+impl DtypeSpec {
+    /// The concrete type for a case of element type `case`.
+    pub fn resolve(self, case: Dtype) -> Dtype {
+        match self {
+            DtypeSpec::Case => case,
+            DtypeSpec::Fixed(d) => d,
+        }
+    }
+}
+
+/// How freely the caller may lay a tensor out (the contract's layout kind).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LayoutFreedom {
+    /// Dense at offset 0, always: the harness allocates it the way every caller does (a side
+    /// buffer the kernel's host code would allocate itself). Never varied, never probed.
+    Fixed,
+    /// Only the shape's own order, unpadded (any base offset the alignment allows).
+    Dense,
+    /// Any order and padding of the outer dims; the innermost dim has stride 1.
+    Inner,
+    /// Any element strides.
+    #[default]
+    Strided,
+}
+
+/// The initial contents of an output, in-out or scratch tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Init {
+    /// A NaN sentinel (integers: a fixed bit pattern): elements left holding it were never
+    /// written.
+    Sentinel,
+    /// All zero: a caller that zero-fills an accumulator.
+    Zero,
+    /// Every element `-inf` (integers: their minimum).
+    NegInf,
+    /// Every element this value.
+    Const(f64),
+    /// Drawn like an input (an in-out tensor's old contents).
+    Drawn,
+    /// Left as the allocator returned it (initcheck sees reads of it).
+    Uninit,
+}
+
+impl Init {
+    /// Whether elements left unwritten can be told from written ones (the sentinel).
+    pub fn marks_unwritten(self) -> bool {
+        matches!(self, Init::Sentinel)
+    }
+}
+
+/// One tensor of the roster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorSpec {
+    /// The name cases, expressions and findings use.
+    pub name: String,
+    /// What the kernel does with it.
+    pub role: Role,
+    /// Extent of each dimension, outermost first: a dim name or an integer expression.
+    pub shape: Vec<String>,
+    /// Element type.
+    pub dtype: DtypeSpec,
+    /// The contract's layout kind.
+    pub layout: LayoutFreedom,
+    /// Whether stride-0 (broadcast) dims are allowed (inputs only).
+    pub broadcast: bool,
+    /// The contract's minimum alignment of the base and every stepped stride, in bytes; never
+    /// less than the element size.
+    pub align: u32,
+    /// Value classes the contract allows (inputs; outputs whose `init` is drawn).
+    pub values: Vec<ValueClass>,
+    /// Initial contents (outputs, in-outs, scratch).
+    pub init: Init,
+    /// Inclusive value range of an integer tensor, as expressions.
+    pub range: Option<[String; 2]>,
+}
+
+impl TensorSpec {
+    /// The tensor's rank.
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// The dim that shape entry `i` names, when it is a bare dim name.
+    pub fn dim_name(&self, i: usize) -> Option<&str> {
+        let s = self.shape.get(i)?.trim();
+        expr::is_identifier(s).then_some(s)
+    }
+
+    /// Whether a case chooses this tensor's layout and offset (every layout kind but
+    /// `fixed`): the tensors whose alignment a finding's signature records.
+    pub fn layout_is_drawn(&self) -> bool {
+        self.layout != LayoutFreedom::Fixed
+    }
+}
+
+/// The built-in ops a manifest can bind its tensors to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuiltinOp {
+    /// Scaled dot-product attention forward: `o = softmax(scale · q kᵀ + causal mask) v`, with
+    /// GQA and an optional log-sum-exp output.
+    AttentionFwd,
+}
+
+impl BuiltinOp {
+    /// Every op.
+    pub const ALL: [BuiltinOp; 1] = [BuiltinOp::AttentionFwd];
+
+    /// The name used in manifests.
+    pub fn name(self) -> &'static str {
+        match self {
+            BuiltinOp::AttentionFwd => "attention_fwd",
+        }
+    }
+
+    /// The op's tensor roles, the ones it needs first, then optional ones.
+    pub fn tensor_roles(self) -> (&'static [&'static str], &'static [&'static str]) {
+        match self {
+            BuiltinOp::AttentionFwd => (&["q", "k", "v", "o"], &["lse"]),
+        }
+    }
+
+    /// The op's scalar roles (all needed).
+    pub fn scalar_roles(self) -> &'static [&'static str] {
+        match self {
+            BuiltinOp::AttentionFwd => &["scale", "causal"],
+        }
+    }
+}
+
+impl fmt::Display for BuiltinOp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
 }
 
-/// Initial contents of an extra buffer.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum BufferInit {
-    /// All bytes zero.
-    Zero,
-    /// Every element `-inf` (integers: their minimum value).
-    NegInf,
-    /// Left as the allocator returned it (the arena may poison it to expose reads).
-    Uninit,
-    /// Every element this value (`init = "const"`, `value = 1.5`).
-    Const(f64),
-}
-
-/// What the harness does with a buffer after the launch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BufferRole {
-    /// Log-sum-exp per query row, `[batch, heads_q, seq_q]`: checked against the reference.
-    Lse,
-}
-
-/// An extra buffer as declared (`[[buffers]]`).
+/// A reference kernel of the user's: a naive kernel over the same roster, compiled twice, with
+/// its floating tensors in f64 (the gold) and as the case has them (the same-precision
+/// baseline), reading dense copies of the inputs.
 #[derive(Clone, Debug, PartialEq)]
-pub struct BufferSpec {
-    /// Name used by `{ ptr = "name" }` arguments.
-    pub name: String,
-    /// Element count, an integer expression.
-    pub count: String,
-    /// Element type.
-    pub dtype: BufferDtype,
-    /// Initial contents.
-    pub init: BufferInit,
-    /// Checked output, or `None` for scratch.
-    pub role: Option<BufferRole>,
+pub struct ReferenceKernel {
+    /// The `.cu` file.
+    pub source: PathBuf,
+    /// Its `extern "C"` entry point.
+    pub entry: String,
+    /// Extra NVRTC options.
+    pub options: Vec<String>,
+    /// Its launch; the kernel's own grid, block and arguments where not given.
+    pub launch: LaunchSpec,
+    /// An output passes when its error against the gold is at most `factor` times the
+    /// baseline's error plus the floor.
+    pub factor: f64,
+    /// An absolute floor for that bound; `None`: `4 · u · max(1, max |gold|)` with `u` the
+    /// element type's unit roundoff.
+    pub floor: Option<f64>,
+}
+
+/// What judges a kernel's outputs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReferenceSpec {
+    /// A built-in op; `bind` maps each of the op's roles to a tensor or scalar name.
+    Op {
+        /// The op.
+        op: BuiltinOp,
+        /// Role → name.
+        bind: BTreeMap<String, String>,
+    },
+    /// The user's reference kernel.
+    Kernel(Box<ReferenceKernel>),
+    /// None: only the memory oracles judge (a reference kernel's own manifest).
+    None,
 }
 
 /// One kernel argument as declared, in order.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ArgSpec {
-    /// Device pointer to a tensor (`q`, `k`, `v`, `o`) or a declared buffer.
+    /// Device pointer to a tensor (its first element).
     Ptr(String),
     /// 32-bit signed integer expression.
     I32(#[serde(deserialize_with = "load::expression")] String),
+    /// 32-bit unsigned integer expression.
+    U32(#[serde(deserialize_with = "load::expression")] String),
     /// 64-bit signed integer expression.
     I64(#[serde(deserialize_with = "load::expression")] String),
+    /// 64-bit unsigned integer expression.
+    U64(#[serde(deserialize_with = "load::expression")] String),
     /// 32-bit float expression.
     F32(#[serde(deserialize_with = "load::expression")] String),
+    /// 64-bit float expression.
+    F64(#[serde(deserialize_with = "load::expression")] String),
 }
 
 /// The launch as declared (`[launch]`).
@@ -149,6 +370,17 @@ pub struct LaunchSpec {
     pub args: Vec<ArgSpec>,
 }
 
+/// The contract terms that are not attached to one dim, scalar or tensor.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ContractSpec {
+    /// Relations between dims the author believes (`head_dim % 8 == 0`, `seq_q == seq_k`).
+    pub relations: Vec<String>,
+    /// Largest element offset (`Σ index · stride`) the kernel handles; `None` is no limit. A
+    /// kernel that indexes in 32 bits declares `2147483647` here, and is then never given a
+    /// case past 2³¹ elements.
+    pub max_element_offset: Option<u64>,
+}
+
 /// A loaded and validated kernel manifest.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Manifest {
@@ -158,42 +390,55 @@ pub struct Manifest {
     pub name: String,
     /// One-line description.
     pub description: String,
-    /// The `.cu` file: the manifest's `source` joined to the manifest's directory (absolute if
-    /// the manifest path was, else relative to the current directory).
+    /// The `.cu` file, joined to the manifest's directory.
     pub source: PathBuf,
     /// `extern "C"` entry point.
     pub entry: String,
-    /// Whether a plain `cudafuzz fuzz` (no `--kernel`) picks this kernel; `fuzz = false` in the
-    /// manifest marks helpers such as the fp64 reference. Defaults to `true`.
+    /// Whether a plain `cudafuzz fuzz` (no `--kernel`) picks this kernel.
     pub fuzz: bool,
     /// Extra NVRTC options.
     pub options: Vec<String>,
+    /// The element types the kernel accepts (the contract's; the first is the default).
+    pub dtypes: Vec<Dtype>,
     /// Fixed `-D NAME=VALUE` defines.
     pub defines: BTreeMap<String, i64>,
     /// Tunable `-D` parameters and the values to fuzz (each list non-empty).
     pub params: BTreeMap<String, Vec<i64>>,
-    /// Declared preconditions.
-    pub contract: Contract,
-    /// Extra buffers, in declaration order.
-    pub buffers: Vec<BufferSpec>,
+    /// Dims, in the order the decoder draws them.
+    pub dims: Vec<DimSpec>,
+    /// Well-formedness relations between dims: never violated by any case.
+    pub requires: Vec<String>,
+    /// Scalars, in declaration order.
+    pub scalars: Vec<ScalarSpec>,
+    /// The tensor roster, in declaration order (the arena and the data streams follow it).
+    pub tensors: Vec<TensorSpec>,
+    /// Contract terms across dims and tensors.
+    pub contract: ContractSpec,
+    /// What judges the outputs.
+    pub reference: ReferenceSpec,
     /// Launch geometry and arguments.
     pub launch: LaunchSpec,
 }
 
 impl Manifest {
-    /// What the case decoder needs: the kernel, its params, its dtypes and its contract, so
-    /// that decoded cases lie inside the contract ([`DecodeContext::unconstrained`] drops it to
-    /// explore outside). Raw libFuzzer inputs replay through this same context.
-    ///
-    /// The kernel is written into decoded cases as the manifest's path (as given to
-    /// [`Manifest::load`]), so a seed replays the same kernel even when it is not a shipped one.
-    pub fn decode_context(&self) -> DecodeContext {
-        DecodeContext {
-            kernel: self.path.display().to_string(),
-            params: self.params.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            dtypes: self.contract.dtypes.clone(),
-            contract: Some(self.contract.clone()),
-        }
+    /// A dim by name.
+    pub fn dim(&self, name: &str) -> Option<&DimSpec> {
+        self.dims.iter().find(|d| d.name == name)
+    }
+
+    /// A scalar by name.
+    pub fn scalar(&self, name: &str) -> Option<&ScalarSpec> {
+        self.scalars.iter().find(|s| s.name == name)
+    }
+
+    /// A tensor by name.
+    pub fn tensor(&self, name: &str) -> Option<&TensorSpec> {
+        self.tensors.iter().find(|t| t.name == name)
+    }
+
+    /// A tensor's position in the roster.
+    pub fn tensor_index(&self, name: &str) -> Option<usize> {
+        self.tensors.iter().position(|t| t.name == name)
     }
 
     /// A case ready for this kernel: the default of every param it does not set filled in, and
@@ -219,26 +464,54 @@ impl Manifest {
         cartesian(self.params.iter().map(|(name, values)| (name.as_str(), values.as_slice())))
     }
 
-    /// A small case inside the contract (from [`Case::example`]) with default params: what
-    /// [`Manifest::load`] evaluates every expression against.
-    pub fn sample_case(&self) -> Case {
-        let c = &self.contract;
-        let mut case = Case::example(&self.name);
-        case.dtype = c.dtypes[0];
-        case.params = self.default_params();
-        let m = c.head_dim_multiple.max(1);
-        let mut d = case.head_dim.clamp(c.head_dim[0], c.head_dim[1]) / m * m;
-        if d < c.head_dim[0] {
-            d += m;
+    /// Every value a dim's hints stand for (param hints expanded), without the ±1 neighbours.
+    pub fn hint_values(&self, dim: &DimSpec) -> Vec<u64> {
+        let mut out = Vec::new();
+        for h in &dim.hints {
+            match h {
+                Hint::Value(v) => out.push(*v),
+                Hint::Param(p) => {
+                    let values = self.params.get(p).cloned().or_else(|| self.defines.get(p).map(|v| vec![*v])).unwrap_or_default();
+                    out.extend(values.into_iter().filter_map(|v| u64::try_from(v).ok()));
+                }
+            }
         }
-        case.head_dim = d;
-        case.seq_q = case.seq_q.clamp(c.seq_q[0], c.seq_q[1]);
-        case.seq_k = case.seq_k.clamp(c.seq_k[0], c.seq_k[1]);
-        if !c.gqa {
-            case.heads_kv = case.heads_q;
+        out
+    }
+
+    /// The scalar's value for a case where the case does not set it: its first choice (or the
+    /// lower end of its range, or false/0).
+    pub fn default_scalar(&self, s: &ScalarSpec, vars: &Vars) -> Scalar {
+        match s.choices.first() {
+            Some(ScalarChoice::Value(v)) => *v,
+            Some(ScalarChoice::Expr(e)) => expr::Env::new(vars).float(e).map(Scalar::Float).unwrap_or(Scalar::Float(1.0)),
+            None => match (s.ty, s.range) {
+                (ScalarType::Bool, _) => Scalar::Bool(false),
+                (ScalarType::Int, r) => Scalar::Int(r.map(|[lo, _]| lo as i64).unwrap_or(0)),
+                (ScalarType::F32, r) => Scalar::Float(r.map(|[lo, _]| lo).unwrap_or(1.0)),
+            },
         }
-        case.scale = 1.0 / (case.head_dim as f32).sqrt();
-        case
+    }
+
+    /// A scalar choice's value for a case.
+    pub fn choice_value(&self, s: &ScalarSpec, c: &ScalarChoice, vars: &Vars) -> Option<Scalar> {
+        match c {
+            ScalarChoice::Value(v) => Some(coerce(s.ty, *v)),
+            ScalarChoice::Expr(e) => {
+                let x = expr::Env::new(vars).float(e).ok()?;
+                Some(coerce(s.ty, Scalar::Float(x)))
+            }
+        }
+    }
+}
+
+/// A scalar value as the type `ty` holds it.
+pub fn coerce(ty: ScalarType, v: Scalar) -> Scalar {
+    match ty {
+        ScalarType::Bool => Scalar::Bool(v.is_true()),
+        ScalarType::Int => Scalar::Int(v.as_i64()),
+        // Kernels receive f32: keep the value an f32 holds, so seeds replay bit for bit.
+        ScalarType::F32 => Scalar::Float(v.as_f64() as f32 as f64),
     }
 }
 

@@ -1,54 +1,79 @@
-//! Planning: pure host arithmetic from a [`Case`] to a [`Plan`].
+//! Planning: pure host arithmetic from a [`Case`] and its kernel's [`Manifest`] to a [`Plan`].
 //!
-//! A plan holds, per tensor, the element strides of each logical dimension, the exact byte span
-//! the tensor covers, and the alignment residues (`ptr % 16`, `stride_bytes % 16`) that decide
-//! whether vector loads are legal. It also judges the case against a kernel's declared
-//! [`Contract`]: a finding outside the contract is the caller's bug, not the kernel's, so every
-//! later report says which side of the contract a case was on.
+//! A plan holds, per named tensor, its role, element type, shape (the manifest's shape
+//! expressions evaluated for the case's dims), the element strides of each logical dimension,
+//! the exact byte span the tensor covers, and the alignment residues (`ptr % 16`,
+//! `stride_bytes % 16`) that decide whether vector loads are legal; and the values every
+//! expression of the launch may name ([`Vars`]). Planning is where a case is checked against
+//! what makes it well formed (its dims, the manifest's `requires`, every stride and span computed
+//! without overflow); [`check_contract`] then judges it against what the kernel declared: a
+//! finding outside the contract is the caller's bug, not the kernel's, so every later report says
+//! which side of the contract a case was on.
 //!
 //! Nothing here touches the GPU; the arena and launch stages read their numbers from the plan.
 
+mod contract;
+
+pub use contract::{admits, check_contract, plan_and_judge, ContractVerdict};
+
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
-use crate::case::{Case, Dim, Dtype, TensorId};
+use crate::case::{span_elements, strides, Case, Dtype, Scalar, TensorLayout, INT32_OFFSET_LIMIT, MAX_SPAN_BYTES};
+use crate::error::CaseError;
+use crate::manifest::expr::Env;
+use crate::manifest::{coerce, Init, Manifest, Role, TensorVars, Vars};
 
 /// The alignment vector loads need; residues are taken modulo this.
 pub const VECTOR_ALIGN: u64 = 16;
 
-pub use crate::case::{span_elements, strides};
-
 /// Where one tensor lives and how it is aligned.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TensorPlan {
-    /// Which tensor.
-    pub tensor: TensorId,
-    /// Logical shape `[b, h, s, d]`.
-    pub shape: [u32; 4],
-    /// Element strides `[b, h, s, d]`.
-    pub strides: [u64; 4],
+    /// The tensor's name.
+    pub name: String,
+    /// Its position in the manifest's roster (and the arena's allocation index).
+    pub index: usize,
+    /// What the kernel does with it.
+    pub role: Role,
+    /// Its element type.
+    pub dtype: Dtype,
+    /// Logical shape.
+    pub shape: Vec<u64>,
+    /// The dim each logical dimension is, when its shape entry is a dim name.
+    pub dim_names: Vec<Option<String>>,
+    /// Element strides, per logical dimension (0 for a broadcast dimension).
+    pub strides: Vec<u64>,
     /// Element size in bytes.
     pub elem_bytes: u32,
     /// Base byte offset from a 256-byte-aligned point.
     pub offset_bytes: u64,
     /// Bytes from the first to the last byte of the tensor, inclusive.
     pub span_bytes: u64,
-    /// Logical elements (the span minus stride gaps).
+    /// Logical elements.
     pub numel: u64,
     /// `base_ptr % 16`.
     pub base_residue: u64,
-    /// `stride_bytes % 16` per logical dimension `[b, h, s, d]`.
-    pub stride_residues: [u64; 4],
+    /// `stride_bytes % 16` per logical dimension.
+    pub stride_residues: Vec<u64>,
+    /// Initial contents (outputs, in-outs, scratch; inputs are drawn).
+    pub init: Init,
+    /// The case's layout of this tensor.
+    pub layout: TensorLayout,
+    /// Whether the case chose this tensor's layout (its alignment is part of signatures).
+    pub drawn: bool,
 }
 
 impl TensorPlan {
-    /// Byte offset of element `[b, h, s, d]` from the tensor's base.
-    pub fn byte_offset(&self, idx: [u32; 4]) -> u64 {
-        self.elem_offset(idx) * self.elem_bytes as u64
+    /// Element offset of a logical index from the tensor's base.
+    pub fn elem_offset(&self, idx: &[u64]) -> u64 {
+        idx.iter().zip(&self.strides).map(|(i, s)| i * s).sum()
     }
 
-    /// Element offset of `[b, h, s, d]` from the tensor's base.
-    pub fn elem_offset(&self, idx: [u32; 4]) -> u64 {
-        (0..4).map(|i| idx[i] as u64 * self.strides[i]).sum()
+    /// Byte offset of a logical index from the tensor's base.
+    pub fn byte_offset(&self, idx: &[u64]) -> u64 {
+        self.elem_offset(idx) * self.elem_bytes as u64
     }
 
     /// The element offset of the tensor's last element: the largest index a kernel computes.
@@ -58,7 +83,7 @@ impl TensorPlan {
 
     /// Whether some element offset reaches 2³¹, where 32-bit signed index arithmetic wraps.
     pub fn reaches_past_int32(&self) -> bool {
-        self.max_element_offset() >= crate::case::INT32_OFFSET_LIMIT
+        self.max_element_offset() >= INT32_OFFSET_LIMIT
     }
 
     /// Whether the tensor's elements fill its span with no gaps.
@@ -66,21 +91,19 @@ impl TensorPlan {
         self.numel * self.elem_bytes as u64 == self.span_bytes
     }
 
-    /// Stride of one logical dimension in elements.
-    pub fn stride(&self, d: Dim) -> u64 {
-        self.strides[d.index()]
+    /// The tensor's rank.
+    pub fn rank(&self) -> usize {
+        self.shape.len()
     }
 
-    /// Whether the base and every stride that can be stepped over (dimensions of extent > 1,
-    /// and the row pitch of the innermost-contiguous feature dimension) are multiples of `align`
-    /// bytes.
+    /// Whether the base and every stride that can be stepped over (dimensions of extent > 1
+    /// that are not broadcast, except the innermost logical dimension when its stride is 1) are
+    /// multiples of `align` bytes.
     pub fn aligned_to(&self, align: u64) -> bool {
+        let last = self.rank().saturating_sub(1);
         self.offset_bytes % align == 0
-            && (0..4).all(|i| {
-                let d = Dim::ALL[i];
-                d == Dim::D && self.strides[i] == 1
-                    || self.shape[i] == 1
-                    || (self.strides[i] * self.elem_bytes as u64) % align == 0
+            && (0..self.rank()).all(|i| {
+                (i == last && self.strides[i] == 1) || self.shape[i] == 1 || self.strides[i] == 0 || (self.strides[i] * self.elem_bytes as u64) % align == 0
             })
     }
 
@@ -88,267 +111,197 @@ impl TensorPlan {
     pub fn alignment(&self) -> u64 {
         [16, 8, 4, 2, 1].into_iter().find(|&a| self.aligned_to(a)).unwrap_or(1)
     }
+
+    /// The logical index of position `linear` in the tensor's logical (row-major) order.
+    pub fn logical_index(&self, linear: u64) -> Vec<u64> {
+        logical_index(&self.shape, linear)
+    }
+
+    /// A logical index written with the dims' names where known: `[batch=0, seq_q=3, 1]`.
+    pub fn describe_index(&self, idx: &[u64]) -> String {
+        let parts: Vec<String> = idx
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match self.dim_names.get(i).and_then(|d| d.as_deref()) {
+                Some(d) => format!("{d}={v}"),
+                None => v.to_string(),
+            })
+            .collect();
+        format!("[{}]", parts.join(", "))
+    }
+
+    /// This tensor's values for expressions.
+    pub fn vars(&self) -> TensorVars {
+        TensorVars {
+            name: self.name.clone(),
+            shape: self.shape.clone(),
+            strides: self.strides.clone(),
+            dim_names: self.dim_names.clone(),
+            offset_bytes: self.offset_bytes,
+            elem_bytes: self.elem_bytes,
+        }
+    }
 }
 
-/// The full plan of a case: one [`TensorPlan`] per tensor, in [`TensorId::ALL`] order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The logical index of position `linear` in row-major order of `shape`.
+pub fn logical_index(shape: &[u64], linear: u64) -> Vec<u64> {
+    let mut rest = linear;
+    let mut idx = vec![0u64; shape.len()];
+    for i in (0..shape.len()).rev() {
+        let n = shape[i].max(1);
+        idx[i] = rest % n;
+        rest /= n;
+    }
+    idx
+}
+
+/// The full plan of a case: one [`TensorPlan`] per tensor, in roster order, and the values
+/// expressions see.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
-    /// Per-tensor plans.
+    /// Per-tensor plans, in the manifest's roster order.
     pub tensors: Vec<TensorPlan>,
+    /// Dims, scalars, params, defines and tensors, for the launch's expressions.
+    pub vars: Vars,
 }
 
 impl Plan {
-    /// Plans a validated case.
-    pub fn new(case: &Case) -> Plan {
-        let tensors = TensorId::ALL
-            .into_iter()
-            .map(|t| {
-                let shape = case.shape(t);
-                let layout = case.layouts.get(t);
-                let st = strides(&shape, layout);
-                let eb = case.dtype.size() as u64;
-                TensorPlan {
-                    tensor: t,
-                    shape,
-                    strides: st,
-                    elem_bytes: eb as u32,
-                    offset_bytes: layout.offset_bytes as u64,
-                    span_bytes: span_elements(&shape, layout) * eb,
-                    numel: case.numel(t),
-                    base_residue: layout.offset_bytes as u64 % VECTOR_ALIGN,
-                    stride_residues: st.map(|s| (s * eb) % VECTOR_ALIGN),
-                }
-            })
-            .collect();
-        Plan { tensors }
-    }
-
-    /// The plan of one tensor.
-    pub fn tensor(&self, t: TensorId) -> &TensorPlan {
-        &self.tensors[t.index()]
-    }
-}
-
-/// Which layouts a kernel accepts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LayoutSupport {
-    /// Only dense BHSD.
-    Contiguous,
-    /// Any order and padding, as long as the head dimension is innermost with stride 1.
-    InnerContiguous,
-    /// Any element strides.
-    #[default]
-    Strided,
-}
-
-/// The preconditions a kernel declares in its manifest.
-///
-/// A case inside the contract that fails is the kernel's bug; a case outside it tells the kernel
-/// author which precondition the host-side guard must check.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Contract {
-    /// Accepted dtypes.
-    pub dtypes: Vec<Dtype>,
-    /// Accepted layouts.
-    #[serde(default)]
-    pub layouts: LayoutSupport,
-    /// Inclusive head_dim range.
-    pub head_dim: [u32; 2],
-    /// head_dim must be a multiple of this.
-    #[serde(default = "one")]
-    pub head_dim_multiple: u32,
-    /// Inclusive seq_q range.
-    pub seq_q: [u32; 2],
-    /// Inclusive seq_k range.
-    pub seq_k: [u32; 2],
-    /// Minimum alignment in bytes of every base pointer and stride; never less than the
-    /// element size, whatever the manifest says.
-    #[serde(default = "one")]
-    pub min_align: u32,
-    /// Whether causal masking is supported.
-    #[serde(default)]
-    pub causal: bool,
-    /// Whether heads_q may differ from heads_kv.
-    #[serde(default)]
-    pub gqa: bool,
-    /// Largest element offset (`Σ index · stride`, in elements) the kernel handles; `None`, the
-    /// default, is no limit. A kernel that indexes in 32 bits declares `2147483647` here, and
-    /// the fuzzer then never draws the over-2³¹ offsets it would otherwise try.
-    #[serde(default)]
-    pub max_element_offset: Option<u64>,
-}
-
-fn one() -> u32 {
-    1
-}
-
-impl Contract {
-    /// A contract that accepts every valid case.
-    pub fn anything() -> Contract {
-        Contract {
-            dtypes: Dtype::ALL.to_vec(),
-            layouts: LayoutSupport::Strided,
-            head_dim: [1, crate::case::MAX_HEAD_DIM],
-            head_dim_multiple: 1,
-            seq_q: [1, crate::case::MAX_DIM],
-            seq_k: [1, crate::case::MAX_DIM],
-            min_align: 1,
-            causal: true,
-            gqa: true,
-            max_element_offset: None,
+    /// Plans `case` for the kernel of `m`: every dim set and within its validity range, the
+    /// requires holding, every shape, stride and span computed without overflow and within
+    /// [`MAX_SPAN_BYTES`]. The first problem is returned, naming the field.
+    pub fn new(case: &Case, m: &Manifest) -> Result<Plan, CaseError> {
+        let bad = |field: String, problem: String| CaseError::Invalid { field, problem };
+        case.validate()?;
+        let mut vars = Vars { defines: m.defines.clone(), params: m.default_params(), elem_bytes: case.dtype.size(), ..Vars::default() };
+        for (k, &v) in &case.params {
+            vars.params.insert(k.clone(), v);
         }
-    }
-
-    /// Whether the contract lets element offsets reach 2³¹ (the 32-bit index overflow class).
-    pub fn allows_int32_overflow(&self) -> bool {
-        self.layouts != LayoutSupport::Contiguous
-            && self.max_element_offset.is_none_or(|m| m >= crate::case::INT32_OFFSET_LIMIT)
-    }
-
-    /// Whether `case` lies inside this contract: [`Contract::check`] on its own plan, for the
-    /// callers that need only the answer.
-    pub fn admits(&self, case: &Case) -> bool {
-        self.check(case, &Plan::new(case)).is_inside()
-    }
-
-    /// Judges a case against this contract; every violated precondition is listed.
-    pub fn check(&self, case: &Case, plan: &Plan) -> ContractVerdict {
-        let mut reasons = Vec::new();
-        if !self.dtypes.contains(&case.dtype) {
-            reasons.push(format!("dtype {} is not one of {:?}", case.dtype, self.dtypes.iter().map(|d| d.name()).collect::<Vec<_>>()));
+        if let Some(name) = case.dims.keys().find(|n| m.dim(n).is_none()) {
+            let declared: Vec<&str> = m.dims.iter().map(|d| d.name.as_str()).collect();
+            return Err(bad(format!("dims.{name}"), format!("{} has no dim `{name}` (its dims: {})", m.name, declared.join(", "))));
         }
-        let ranges = [
-            ("head_dim", case.head_dim, self.head_dim),
-            ("seq_q", case.seq_q, self.seq_q),
-            ("seq_k", case.seq_k, self.seq_k),
-        ];
-        for (name, v, [lo, hi]) in ranges {
-            if v < lo || v > hi {
-                reasons.push(format!("{name} = {v} is outside {lo}..={hi}"));
+        for d in &m.dims {
+            let v = case.dims.get(&d.name).copied().ok_or_else(|| bad(format!("dims.{}", d.name), format!("the case does not set it; {} needs it", m.name)))?;
+            if v == 0 || v > d.max {
+                return Err(bad(format!("dims.{}", d.name), format!("{v} is outside 1..={}", d.max)));
+            }
+            vars.dims.insert(d.name.clone(), v);
+        }
+        let env = Env::new(&vars);
+        for rel in &m.requires {
+            match env.boolean(rel) {
+                Ok(true) => {}
+                Ok(false) => return Err(bad("dims".into(), format!("`{rel}` does not hold ({})", dims_text(&vars.dims)))),
+                Err(f) => return Err(bad("dims".into(), format!("`{rel}`: {}", f.problem))),
             }
         }
-        if self.head_dim_multiple > 1 && case.head_dim % self.head_dim_multiple != 0 {
-            reasons.push(format!("head_dim = {} is not a multiple of {}", case.head_dim, self.head_dim_multiple));
+        if let Some(name) = case.scalars.keys().find(|n| m.scalar(n).is_none()) {
+            return Err(bad(format!("scalars.{name}"), format!("{} has no scalar `{name}`", m.name)));
         }
-        if case.causal && !self.causal {
-            reasons.push("causal masking is not supported".into());
-        }
-        if case.heads_q != case.heads_kv && !self.gqa {
-            reasons.push(format!("heads_q = {} differs from heads_kv = {} (GQA/MQA not supported)", case.heads_q, case.heads_kv));
-        }
-        for tp in &plan.tensors {
-            let t = tp.tensor;
-            let layout = case.layouts.get(t);
-            match self.layouts {
-                LayoutSupport::Contiguous if !layout.is_dense_bhsd() => reasons.push(format!(
-                    "{t} is {} with padding {:?}, but only dense bhsd is supported",
-                    layout.order_name(),
-                    layout.pad
-                )),
-                LayoutSupport::InnerContiguous if tp.stride(Dim::D) != 1 && tp.shape[3] > 1 => {
-                    reasons.push(format!("{t} head_dim stride is {}, but it must be 1", tp.stride(Dim::D)))
-                }
-                _ => {}
-            }
-            if let Some(max) = self.max_element_offset {
-                if tp.max_element_offset() > max {
-                    reasons.push(format!("{t} reaches element offset {}, more than max_element_offset = {max}", tp.max_element_offset()));
+        for s in &m.scalars {
+            let v = match case.scalars.get(&s.name) {
+                Some(v) => coerce(s.ty, *v),
+                None => m.default_scalar(s, &vars),
+            };
+            if let Scalar::Float(x) = v {
+                if !x.is_finite() {
+                    return Err(bad(format!("scalars.{}", s.name), format!("{x} is not a finite number")));
                 }
             }
-            // No kernel loads an element from an address that is not a multiple of its size.
-            let align = (self.min_align as u64).max(tp.elem_bytes as u64);
-            if align > 1 && !tp.aligned_to(align) {
-                if tp.offset_bytes % align != 0 {
-                    reasons.push(format!("{t} base offset {} bytes is not a multiple of {align}", tp.offset_bytes));
-                } else {
-                    reasons.push(format!("{t} strides {:?} (elements) are not all multiples of {align} bytes", tp.strides));
-                }
-            }
+            vars.scalars.insert(s.name.clone(), v);
         }
-        if reasons.is_empty() {
-            ContractVerdict::Inside
-        } else {
-            ContractVerdict::Outside { reasons }
+        if let Some(name) = case.tensors.keys().find(|n| m.tensor(n).is_none()) {
+            let declared: Vec<&str> = m.tensors.iter().map(|t| t.name.as_str()).collect();
+            return Err(bad(format!("tensors.{name}"), format!("{} has no tensor `{name}` (its tensors: {})", m.name, declared.join(", "))));
         }
+        let shape_env = Env::new(&vars);
+        let mut tensors = Vec::with_capacity(m.tensors.len());
+        for index in 0..m.tensors.len() {
+            tensors.push(plan_tensor(case, m, index, &vars, &shape_env)?);
+        }
+        vars.tensors = tensors.iter().map(TensorPlan::vars).collect();
+        Ok(Plan { tensors, vars })
+    }
+
+    /// The plan of a tensor by name.
+    pub fn tensor(&self, name: &str) -> Option<&TensorPlan> {
+        self.tensors.iter().find(|t| t.name == name)
+    }
+
+    /// A dim's value.
+    pub fn dim(&self, name: &str) -> u64 {
+        self.vars.dims.get(name).copied().unwrap_or(0)
+    }
+
+    /// A scalar's value (coerced to its declared type).
+    pub fn scalar(&self, name: &str) -> Option<Scalar> {
+        self.vars.scalars.get(name).copied()
+    }
+
+    /// Whether some tensor reaches an element offset of 2³¹ or more.
+    pub fn reaches_past_int32(&self) -> bool {
+        self.tensors.iter().any(TensorPlan::reaches_past_int32)
+    }
+
+    /// Alignment (16, 8, 4, 2 or 1 bytes) of every tensor whose layout the case chose, in
+    /// roster order: what a fault's signature records.
+    pub fn alignments(&self) -> Vec<(String, u64)> {
+        self.tensors.iter().filter(|t| t.drawn).map(|t| (t.name.clone(), t.alignment())).collect()
     }
 }
 
-/// Whether a case lies inside a kernel's declared contract.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "verdict", rename_all = "snake_case")]
-pub enum ContractVerdict {
-    /// Every declared precondition holds.
-    Inside,
-    /// At least one precondition is violated.
-    Outside {
-        /// One line per violated precondition.
-        reasons: Vec<String>,
-    },
+fn dims_text(dims: &BTreeMap<String, u64>) -> String {
+    dims.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", ")
 }
 
-impl ContractVerdict {
-    /// Whether the case is inside.
-    pub fn is_inside(&self) -> bool {
-        matches!(self, ContractVerdict::Inside)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::case::{Case, Dim, TensorLayout};
-
-    #[test]
-    fn bhsd_strides_are_dense() {
-        let case = Case::example("k");
-        let plan = Plan::new(&case);
-        let q = plan.tensor(TensorId::Q);
-        assert_eq!(q.strides, [2 * 65 * 64, 65 * 64, 64, 1]);
-        assert!(q.is_gapless());
-        assert_eq!(q.span_bytes, 2 * 65 * 64 * 2);
-    }
-
-    #[test]
-    fn bshd_with_padding_has_gaps() {
-        let mut case = Case::example("k");
-        case.layouts.k = TensorLayout { order: [Dim::B, Dim::S, Dim::H, Dim::D], pad: [0, 0, 0, 8], offset_bytes: 6 };
-        let plan = Plan::new(&case);
-        let k = plan.tensor(TensorId::K);
-        // heads_kv = 1, head_dim 64 padded to 72.
-        assert_eq!(k.strides, [113 * 72, 72, 72, 1]);
-        assert!(!k.is_gapless());
-        assert_eq!(k.base_residue, 6);
-        assert_eq!(k.stride_residues[2], (72 * 2) % 16);
-    }
-
-    #[test]
-    fn q_offset_8_gives_residue_8_and_leaves_contract() {
-        let mut case = Case::example("k");
-        case.layouts.q.offset_bytes = 8;
-        let plan = Plan::new(&case);
-        assert_eq!(plan.tensor(TensorId::Q).base_residue, 8);
-        let mut c = Contract::anything();
-        c.min_align = 16;
-        match c.check(&case, &plan) {
-            ContractVerdict::Outside { reasons } => {
-                assert_eq!(reasons.len(), 1, "{reasons:?}");
-                assert!(reasons[0].contains("q base offset 8"), "{reasons:?}");
-            }
-            v => panic!("expected outside, got {v:?}"),
+/// One tensor of the roster for a case.
+fn plan_tensor(case: &Case, m: &Manifest, index: usize, vars: &Vars, env: &Env) -> Result<TensorPlan, CaseError> {
+    let t = &m.tensors[index];
+    let field = |f: &str| format!("tensors.{}.{f}", t.name);
+    let bad = |f: &str, problem: String| CaseError::Invalid { field: field(f), problem };
+    let mut shape = Vec::with_capacity(t.rank());
+    for (i, e) in t.shape.iter().enumerate() {
+        let v = match t.dim_name(i).and_then(|d| vars.dims.get(d)) {
+            Some(&v) => v,
+            None => env.size(e, u64::MAX, "extent").map_err(|f| bad(&format!("shape[{i}]"), format!("\"{e}\": {}", f.problem)))?,
+        };
+        if v == 0 {
+            return Err(bad(&format!("shape[{i}]"), format!("\"{e}\" evaluates to 0 for this case")));
         }
+        shape.push(v);
     }
-
-    #[test]
-    fn alignment_is_the_weakest_of_base_and_strides() {
-        let mut case = Case::example("k");
-        case.head_dim = 59;
-        let plan = Plan::new(&case);
-        // 59 * 2 bytes = 118: a row pitch that is only 2-byte aligned.
-        assert_eq!(plan.tensor(TensorId::Q).alignment(), 2);
-        case.head_dim = 64;
-        case.layouts.v.offset_bytes = 4;
-        assert_eq!(Plan::new(&case).tensor(TensorId::V).alignment(), 4);
+    let layout = case.layout(&t.name);
+    layout.validate(t.rank(), &format!("tensors.{}", t.name))?;
+    if !layout.broadcast.is_empty() && t.role != Role::Input {
+        return Err(bad("broadcast", format!("{} is {}, and only inputs may be broadcast", t.name, t.role.name())));
     }
+    let dtype = t.dtype.resolve(case.dtype);
+    let eb = dtype.size() as u64;
+    let st = strides(&shape, &layout).ok_or_else(|| bad("pad", "a stride overflows 64 bits; use less padding".into()))?;
+    let span_bytes = span_elements(&shape, &st)
+        .and_then(|n| n.checked_mul(eb))
+        .ok_or_else(|| bad("pad", "the tensor's span overflows 64 bits; use less padding".into()))?;
+    if span_bytes > MAX_SPAN_BYTES {
+        return Err(bad("pad", format!("tensor spans {span_bytes} bytes, more than {MAX_SPAN_BYTES}")));
+    }
+    let numel = shape.iter().try_fold(1u64, |a, &n| a.checked_mul(n)).ok_or_else(|| bad("shape", "the element count overflows 64 bits".into()))?;
+    let offset = layout.offset_bytes as u64;
+    Ok(TensorPlan {
+        name: t.name.clone(),
+        index,
+        role: t.role,
+        dtype,
+        dim_names: (0..t.rank()).map(|i| t.dim_name(i).map(str::to_string)).collect(),
+        stride_residues: st.iter().map(|s| (s * eb) % VECTOR_ALIGN).collect(),
+        strides: st,
+        shape,
+        elem_bytes: eb as u32,
+        offset_bytes: offset,
+        span_bytes,
+        numel,
+        base_residue: offset % VECTOR_ALIGN,
+        init: t.init,
+        layout,
+        drawn: t.layout_is_drawn(),
+    })
 }

@@ -31,22 +31,24 @@ pub fn one_line(case: &Case, verdict: &Verdict) -> String {
     }
 }
 
-/// The plan of a case as a table: strides, spans and alignment residues per tensor.
+/// The plan of a case as a table: role, type, shape, strides, spans and alignment residues per
+/// tensor.
 pub fn plan_table(case: &Case, plan: &Plan) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "case: {}", case.summary());
     let _ = writeln!(
         s,
-        "{:<3} {:<5} {:<22} {:<30} {:>6} {:>12} {:>9} {:>18} {:>5}",
-        "t", "order", "shape [b,h,s,d]", "strides [b,h,s,d] (elements)", "offset", "span bytes", "ptr%16", "stride_bytes%16", "align"
+        "{:<8} {:<7} {:<5} {:<6} {:<24} {:<32} {:>6} {:>12} {:>6} {:>18} {:>5}",
+        "tensor", "role", "type", "order", "shape", "strides (elements)", "offset", "span bytes", "ptr%16", "stride_bytes%16", "align"
     );
     for tp in &plan.tensors {
-        let l = case.layouts.get(tp.tensor);
         let _ = writeln!(
             s,
-            "{:<3} {:<5} {:<22} {:<30} {:>6} {:>12} {:>9} {:>18} {:>5}",
-            tp.tensor.name(),
-            l.order_name(),
+            "{:<8} {:<7} {:<5} {:<6} {:<24} {:<32} {:>6} {:>12} {:>6} {:>18} {:>5}",
+            tp.name,
+            tp.role.name(),
+            tp.dtype.name(),
+            tp.layout.order_name(),
             format!("{:?}", tp.shape),
             format!("{:?}", tp.strides),
             tp.offset_bytes,

@@ -15,7 +15,6 @@ use super::{retire, Supervisor, SupervisorError, SANITIZER_EXIT_PATIENCE};
 use crate::case::{Case, Placement};
 use crate::finding::{Finding, Oracle};
 use crate::manifest::Manifest;
-use crate::oracle::alignment_of;
 use crate::plan::Plan;
 use crate::sanitizer::attribute::split;
 use crate::sanitizer::xml::{self, to_finding, FindingContext};
@@ -46,7 +45,7 @@ impl Supervisor {
         for &tool in &pass.tools {
             self.end_process();
             let tool_cases: Vec<Case> = cases.iter().map(|c| case_for_tool(c, tool)).collect();
-            let largest = tool_cases.iter().flat_map(|c| Plan::new(c).tensors).map(|t| t.span_bytes).max().unwrap_or(0);
+            let largest = tool_cases.iter().filter_map(|c| Plan::new(c, manifest).ok()).flat_map(|p| p.tensors).map(|t| t.span_bytes).max().unwrap_or(0);
             self.tool = Some((tool, padding_for(largest)));
             // The GPU reference kernel would run under the tool too, for nothing: under a
             // sanitizer the CPU reference judges values (and no determinism rerun).
@@ -130,12 +129,13 @@ fn merge_records(
     };
     for (k, ((idx, native), records)) in ran.into_iter().zip(per_case).enumerate() {
         let case = &cases[idx];
-        let plan = Plan::new(case);
+        let (plan, contract) = crate::plan::plan_and_judge(case, manifest);
         let label = kernel_label(manifest, case);
+        let alignment = plan.alignments();
         let ctx = FindingContext {
             kernel: &label,
-            alignment: alignment_of(&plan),
-            inside_contract: manifest.contract.check(case, &plan).is_inside(),
+            alignment: &alignment,
+            inside_contract: contract.is_inside(),
             table: native.allocations.as_ref(),
             tool: oracle_of(tool),
         };
@@ -219,7 +219,7 @@ mod tests {
             location: None,
             count,
             cuda_error: None,
-            alignment: [16; 4],
+            alignment: crate::testing::alignment([16; 4]),
             inside_contract: true,
             detail: "d".into(),
             source: None,
@@ -253,7 +253,7 @@ mod tests {
 
     #[test]
     fn memcheck_sees_exact_placement() {
-        let c = Case::example("k");
+        let c = crate::testing::example();
         assert_eq!(case_for_tool(&c, Tool::Memcheck).placement, Placement::Exact);
         assert_eq!(case_for_tool(&c, Tool::Racecheck).placement, c.placement);
     }

@@ -29,7 +29,6 @@ use crate::finding::{FindingKind, Oracle};
 use crate::gpu::GpuInfo;
 use crate::manifest::Manifest;
 use crate::oracle::Judged;
-use crate::plan::Plan;
 use crate::sanitizer::{Sanitizer, Tool};
 use crate::worker::{kernel_label, Outcome, ReferenceUsed, RunOptions, StageTimes, Verdict, WorkerEvent, WorkerRequest, EXIT_STICKY};
 
@@ -417,8 +416,7 @@ impl Supervisor {
     }
 
     fn synthesize(&self, case: &Case, manifest: &Manifest, kind: FindingKind, oracle: Oracle, detail: String) -> Verdict {
-        let plan = Plan::new(case);
-        let contract = manifest.contract.check(case, &plan);
+        let (plan, contract) = crate::plan::plan_and_judge(case, manifest);
         let label = kernel_label(manifest, case);
         let j = Judged { case, plan: &plan, kernel: &label, inside_contract: contract.is_inside() };
         Verdict {

@@ -1,9 +1,11 @@
 //! The engine: runs one case on the GPU from start to verdict, inside a worker process.
 //!
-//! [`Engine::run_case`] is the pipeline of DESIGN.md in order: plan → contract → generate inputs
-//! → build the arena image → compile (cached) → fp64 reference → launch → synchronise →
-//! classify → download → oracles. It keeps loaded modules and manifests across cases, so a
-//! long-lived worker pays NVRTC and module loading once per configuration.
+//! [`Engine::run_case`] is the pipeline (README, "The pipeline") in order: plan → contract →
+//! generate inputs → build the arena image → compile (cached) → upload → fp64 reference →
+//! launch → synchronise → classify → download → oracles → determinism. It keeps loaded modules
+//! and manifests across cases, so a long-lived worker pays NVRTC and module loading once per
+//! configuration. The GPU references (the `attention_f64` kernel, a user's reference kernel)
+//! live in the `reference` module next to this one.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -15,8 +17,8 @@ use crate::arena::device::DeviceArena;
 use crate::arena::layout::AllocationTable;
 use thiserror::Error;
 
-use crate::arena::{buffer_values, HostImage};
-use crate::case::{Case, TensorId};
+use crate::arena::HostImage;
+use crate::case::Case;
 use crate::compile::{request_for, CompileError, Compiler};
 use crate::coverage::{self, Coverage};
 use crate::data;
@@ -26,8 +28,7 @@ use crate::gpu::{CudaStatus, Gpu, GpuError, GpuInfo};
 use crate::launch::{self, LaunchRejection, Module};
 use crate::manifest::{Manifest, ManifestError, ResolvedLaunch};
 use crate::oracle::{self, Judged};
-use crate::plan::{ContractVerdict, Plan};
-use crate::reference::{CpuF64, CpuSamePrecision, RefOutput, Reference};
+use crate::plan::{check_contract, ContractVerdict, Plan};
 use crate::sanitizer::marker::{Marker, MarkerError};
 use crate::sanitizer::Tool;
 
@@ -93,7 +94,17 @@ pub enum EngineError {
     /// The sanitizer's case markers cannot be set up or written.
     #[error(transparent)]
     Marker(#[from] MarkerError),
-    /// The GPU reference kernel cannot run this case.
+    /// The case does not plan for its kernel (a seed edited by hand, or saved for another
+    /// version of the manifest).
+    #[error("the case does not fit {kernel}")]
+    Case {
+        /// The kernel.
+        kernel: String,
+        /// Why.
+        #[source]
+        source: crate::error::CaseError,
+    },
+    /// A GPU reference (the built-in op's kernel, or the user's) cannot run this case.
     #[error("{0}")]
     Reference(String),
     /// A CUDA call around the kernel (upload, coverage counters) failed.
@@ -216,12 +227,12 @@ pub struct Engine {
     /// The last case's allocations, kept when running under a sanitizer.
     allocations: Option<AllocationTable>,
     modules: HashMap<String, Module>,
-    gpu: Gpu,
+    pub(super) gpu: Gpu,
     compiler: Compiler,
     manifests: HashMap<PathBuf, Manifest>,
     /// Which loaded module serves a configuration: skips hashing sources per case.
     module_keys: HashMap<ModuleMemo, String>,
-    reference_manifest: Option<PathBuf>,
+    pub(super) reference_manifest: Option<PathBuf>,
 }
 
 /// What a case's verdict holds besides its outcome, filled in as the case moves through the
@@ -265,14 +276,14 @@ fn micros(t: Instant) -> u64 {
 }
 
 /// A case ready to run: everything [`Engine::run_case`] computed on the host.
-struct Prepared<'a> {
-    manifest: Manifest,
-    plan: Plan,
+pub(super) struct Prepared<'a> {
+    pub(super) manifest: Manifest,
+    pub(super) plan: Plan,
     label: String,
     resolved: ResolvedLaunch,
-    inputs: data::Inputs,
-    image: HostImage,
-    case: &'a Case,
+    pub(super) inputs: data::Inputs,
+    pub(super) image: HostImage,
+    pub(super) case: &'a Case,
 }
 
 impl Prepared<'_> {
@@ -286,16 +297,7 @@ impl Engine {
     pub fn new(ordinal: usize, reference_manifest: Option<PathBuf>) -> Result<Engine, EngineError> {
         let gpu = Gpu::open(ordinal)?;
         let compiler = Compiler::new(None)?;
-        Ok(Engine {
-            marker: None,
-            allocations: None,
-            gpu,
-            compiler,
-            manifests: HashMap::new(),
-            modules: HashMap::new(),
-            module_keys: HashMap::new(),
-            reference_manifest,
-        })
+        Ok(Engine { marker: None, allocations: None, gpu, compiler, manifests: HashMap::new(), modules: HashMap::new(), module_keys: HashMap::new(), reference_manifest })
     }
 
     /// What GPU this engine runs on.
@@ -303,7 +305,7 @@ impl Engine {
         &self.gpu.info
     }
 
-    fn manifest(&mut self, path: &Path) -> Result<Manifest, EngineError> {
+    pub(super) fn manifest(&mut self, path: &Path) -> Result<Manifest, EngineError> {
         if let Some(m) = self.manifests.get(path) {
             return Ok(m.clone());
         }
@@ -314,13 +316,15 @@ impl Engine {
 
     /// The loaded module of a manifest configuration; `coverage` compiles its `CF_COVER(id)`
     /// points in (a separate module and cache entry).
-    fn module(&mut self, manifest: &Manifest, case: &Case, coverage: bool) -> Result<&mut Module, EngineError> {
+    pub(super) fn module(&mut self, manifest: &Manifest, case: &Case, coverage: bool) -> Result<&mut Module, EngineError> {
         let memo = (manifest.path.clone(), case.params.iter().map(|(k, v)| (k.clone(), *v)).collect(), case.dtype, coverage);
         if let Some(key) = self.module_keys.get(&memo) {
             return Ok(self.modules.get_mut(key).expect("memoised modules stay loaded"));
         }
-        let extra: BTreeMap<String, String> =
-            if coverage { [(coverage::COVERAGE_DEFINE.to_string(), "1".to_string())].into() } else { BTreeMap::new() };
+        let mut extra: BTreeMap<String, String> = BTreeMap::new();
+        if coverage {
+            extra.insert(coverage::COVERAGE_DEFINE.to_string(), "1".to_string());
+        }
         let req = request_for(manifest, &case.params, case.dtype, self.gpu.info.arch, &extra);
         let compiled = self.compiler.compile(&req)?;
         if !self.modules.contains_key(&compiled.key) {
@@ -378,14 +382,14 @@ impl Engine {
         reserved.map_err(|rejection| p.failed(vec![rejection_finding(&judged, &rejection)], false))?;
 
         let t = Instant::now();
-        let arena = DeviceArena::upload(&prep.image).map_err(|s| p.error(upload_failure(&s, &prep.image, case), launch::is_sticky(&s)))?;
+        let arena = DeviceArena::upload(&prep.image).map_err(|s| p.error(upload_failure(&s, &prep.image, &prep.plan), launch::is_sticky(&s)))?;
         p.times.upload_us = micros(t);
         if opts.sanitizer.is_some() {
             self.allocations = Some(arena.table(&prep.image, &prep.plan));
         }
 
         let t = Instant::now();
-        let (references, used) = self.references(case, &prep.plan, &prep.inputs, &prep.image, &arena, opts.reference).map_err(|e| p.error(e, true))?;
+        let (references, used) = self.references(&prep, &arena, opts.reference).map_err(|e| p.error(e, true))?;
         p.times.reference_us = micros(t);
 
         let t = Instant::now();
@@ -400,11 +404,11 @@ impl Engine {
         let after = first.map_err(|(f, sticky)| p.failed(vec![f], sticky))?;
         // Read before a determinism run adds its own counts.
         p.coverage = if opts.coverage { module.coverage().ok().flatten() } else { None };
-        p.digest = Some(output_digest(case, &prep.plan, &prep.image, &after));
+        p.digest = Some(output_digest(&prep.plan, &prep.image, &after));
 
         let t = Instant::now();
         let mut findings = oracle::check_memory(&judged, &prep.image, &after);
-        findings.extend(oracle::check_values(&judged, &prep.image, &after, &prep.resolved.buffers, &references.0, &references.1));
+        findings.extend(oracle::check_values(&judged, &prep.image, &after, &references));
         p.times.judge_us = micros(t);
         if opts.determinism {
             self.determinism(&prep, &judged, &arena, &after, opts, &mut findings, p)?;
@@ -418,31 +422,28 @@ impl Engine {
     fn prepare<'c>(&mut self, case: &'c Case, manifest_path: &Path, p: &mut Progress) -> Result<Prepared<'c>, Verdict> {
         let manifest = self.manifest(manifest_path).map_err(|e| p.error(e, false))?;
         manifest.check_params(&case.params).map_err(|e| p.error(e, false))?;
-        let plan = Plan::new(case);
-        p.contract = Some(manifest.contract.check(case, &plan));
+        let plan = Plan::new(case, &manifest).map_err(|source| p.error(EngineError::Case { kernel: manifest.name.clone(), source }, false))?;
+        p.contract = Some(check_contract(&manifest, case, &plan));
         let label = kernel_label(&manifest, case);
-        let resolved = manifest.resolve(case, &plan).map_err(|e| p.error(e, false))?;
-        let inputs = data::generate(case);
-        let image = HostImage::build(case, &plan, &inputs, &resolved.buffers);
+        let resolved = manifest.resolve(&plan.vars).map_err(|e| p.error(e, false))?;
+        let inputs = data::generate(case, &plan, &manifest);
+        let image = HostImage::build(case, &plan, &inputs);
         Ok(Prepared { manifest, plan, label, resolved, inputs, image, case })
     }
 
-    /// The determinism run: `o` rewritten with its sentinel, the kernel launched again, and the
-    /// two outputs compared bit for bit.
+    /// The determinism run: every written tensor rewritten with its initial contents, the
+    /// kernel launched again, and every judged output compared bit for bit.
     #[allow(clippy::too_many_arguments)]
     fn determinism(&mut self, prep: &Prepared<'_>, judged: &Judged<'_>, arena: &DeviceArena, after: &[Vec<u8>], opts: &RunOptions, findings: &mut Vec<Finding>, p: &mut Progress) -> Result<(), Verdict> {
         let t = Instant::now();
-        let o = TensorId::O.index();
-        let again = match arena.write(&prep.image, o) {
+        let again = match rewrite_written(prep, arena) {
             Err(s) => Err(failed_after_launch(judged, &s)),
-            Ok(()) => rerun_output(self.module(&prep.manifest, prep.case, opts.coverage).expect("compiled above"), &prep.resolved, arena, &prep.image, judged),
+            Ok(()) => rerun_outputs(self.module(&prep.manifest, prep.case, opts.coverage).expect("compiled above"), &prep.resolved, arena, &prep.image, judged),
         };
         p.times.kernel_us += micros(t);
         match again {
             Ok(second) => {
-                let first_o = prep.image.data(o, &after[o]);
-                let second_o = prep.image.data(o, &second);
-                findings.extend(oracle::check_determinism(judged, first_o, second_o));
+                findings.extend(oracle::check_determinism(judged, &prep.image, after, &second));
                 Ok(())
             }
             Err((f, sticky)) => {
@@ -451,70 +452,16 @@ impl Engine {
             }
         }
     }
+}
 
-    /// The fp64 and same-precision references, from the GPU kernel when it can take the case.
-    fn references(
-        &mut self,
-        case: &Case,
-        plan: &Plan,
-        inputs: &data::Inputs,
-        image: &HostImage,
-        arena: &DeviceArena,
-        choice: ReferenceChoice,
-    ) -> Result<((RefOutput, RefOutput), ReferenceUsed), EngineError> {
-        if choice == ReferenceChoice::Gpu {
-            if let Some(path) = self.reference_manifest.clone() {
-                let manifest = self.manifest(&path)?;
-                let mut ref_case = case.clone();
-                ref_case.params = manifest.default_params();
-                if manifest.contract.check(&ref_case, plan).is_inside() {
-                    return self.gpu_reference(&manifest, &ref_case, plan, image, arena).map(|r| (r, ReferenceUsed::Gpu));
-                }
-            }
-        }
-        Ok(((CpuF64.forward(case, inputs), CpuSamePrecision.forward(case, inputs)), ReferenceUsed::Cpu))
-    }
-
-    fn gpu_reference(&mut self, manifest: &Manifest, case: &Case, plan: &Plan, image: &HostImage, arena: &DeviceArena) -> Result<(RefOutput, RefOutput), EngineError> {
-        let reference = |m: String| EngineError::Reference(m);
-        let resolved = manifest.resolve(case, plan)?;
-        // The reference reads q, k, v from the case's arena and writes its own dense buffers.
-        let buf_image = HostImage::buffers_only(case, &resolved.buffers);
-        let buf_arena = DeviceArena::upload(&buf_image).map_err(|s| reference(format!("reference buffer allocation failed: {s}")))?;
-        let gpu_info = self.gpu.info.clone();
-        let module = self.module(manifest, case, false)?;
-        module.reserve_shared(resolved.shared_bytes, &gpu_info).map_err(|r| reference(format!("reference kernel: {r}")))?;
-        // A view with the case's tensors first and the reference's buffers after, as `launch`
-        // expects; it owns nothing, so its allocation list is emptied before it drops.
-        let n_tensors = crate::arena::buffer_slot(0);
-        let mut view = DeviceArena { allocs: arena.allocs[..n_tensors].to_vec() };
-        view.allocs.extend_from_slice(&buf_arena.allocs);
-        let mut view_layout = image.layout.allocs[..n_tensors].to_vec();
-        view_layout.extend_from_slice(&buf_image.layout.allocs);
-        let view_image = HostImage {
-            layout: crate::arena::ArenaLayout { allocs: view_layout },
-            bytes: Vec::new(),
-            data_uninit: Vec::new(),
-            held: Vec::new(),
-        };
-        let result = launch::launch(module, &resolved, &view, &view_image)
-            .map_err(|r| reference(format!("reference kernel launch: {r}")))
-            .and_then(|()| crate::gpu::synchronize().map_err(|s| reference(format!("reference kernel failed: {s}"))));
-        view.allocs.clear();
-        result?;
-        let downloads = buf_arena.download(&buf_image).map_err(|s| reference(s.to_string()))?;
-        let values = |name: &str| -> Result<Vec<f64>, EngineError> {
-            let b = resolved.buffers.iter().position(|b| b.name == name).ok_or_else(|| reference(format!("reference manifest has no buffer `{name}`")))?;
-            Ok(buffer_values(resolved.buffers[b].dtype, buf_image.data(b, &downloads[b])))
-        };
-        let lse = values("ref_lse")?;
-        Ok((RefOutput { o: values("ref_o")?, lse: lse.clone() }, RefOutput { o: values("ref_o_lowp")?, lse }))
-    }
+/// Writes every tensor the kernel may write back to its initial contents.
+fn rewrite_written(prep: &Prepared<'_>, arena: &DeviceArena) -> Result<(), CudaStatus> {
+    prep.plan.tensors.iter().filter(|t| t.role.is_written()).try_for_each(|t| arena.write(&prep.image, t.index))
 }
 
 /// Why a case could not be uploaded; out of memory names what the case needs and, for a case
 /// past 2³¹ elements, how a kernel's contract opts out of them.
-fn upload_failure(s: &CudaStatus, image: &HostImage, case: &Case) -> EngineError {
+fn upload_failure(s: &CudaStatus, image: &HostImage, plan: &Plan) -> EngineError {
     // CUDA_ERROR_OUT_OF_MEMORY
     if s.code != 2 {
         return EngineError::Cuda { what: "uploading the case", status: s.clone() };
@@ -522,20 +469,21 @@ fn upload_failure(s: &CudaStatus, image: &HostImage, case: &Case) -> EngineError
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     let free = cudarc::driver::result::mem_get_info().map(|(free, _)| format!("{:.1} GiB", gib(free as u64))).unwrap_or_else(|_| "unknown".into());
     let mut msg = format!("uploading the case failed: {s}: it needs {:.1} GiB of GPU memory, {free} is free", gib(image.layout.total_bytes()));
-    if crate::generate::reaches_past_int32(case) {
+    if plan.reaches_past_int32() {
         msg.push_str("; it is a case past 2^31 elements (a 4-8 GiB stride gap): run on a GPU with more memory, or declare `max_element_offset = 2147483647` in the kernel's [contract] if it indexes in 32 bits");
     }
     EngineError::OutOfMemory(msg)
 }
 
-/// The digest of `o`'s element bits in logical order (see [`Verdict::output_digest`]).
-fn output_digest(case: &Case, plan: &Plan, image: &HostImage, after: &[Vec<u8>]) -> String {
+/// The digest of every judged output's element bits in logical order (see
+/// [`Verdict::output_digest`]).
+fn output_digest(plan: &Plan, image: &HostImage, after: &[Vec<u8>]) -> String {
     use sha2::{Digest, Sha256};
-    let o = TensorId::O.index();
-    let bits = data::read_strided_bits(image.data(o, &after[o]), plan.tensor(TensorId::O), case.dtype);
     let mut h = Sha256::new();
-    for b in bits {
-        h.update(b.to_le_bytes());
+    for tp in plan.tensors.iter().filter(|t| t.role.is_judged()) {
+        for b in data::read_strided_bits(image.data(tp.index, &after[tp.index]), tp) {
+            h.update(b.to_le_bytes());
+        }
     }
     h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
@@ -552,13 +500,18 @@ fn run_once(module: &Module, resolved: &ResolvedLaunch, arena: &DeviceArena, ima
     arena.download(image).map_err(|s| failed_after_launch(j, &s))
 }
 
-/// The determinism run: launches again and downloads only `o`, the one allocation it compares
-/// (the inputs' redzones and gaps were judged after the first run, and for a case whose stride
-/// gaps span gigabytes a second whole download would double its cost).
+/// The determinism run: launches again and downloads only the judged outputs, the allocations it
+/// compares (the others were judged after the first run, and for a case whose stride gaps span
+/// gigabytes a second whole download would double its cost). The others come back empty.
 #[allow(clippy::result_large_err)]
-fn rerun_output(module: &Module, resolved: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<Vec<u8>, (Finding, bool)> {
+fn rerun_outputs(module: &Module, resolved: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<Vec<Vec<u8>>, (Finding, bool)> {
     launch_and_wait(module, resolved, arena, image, j)?;
-    arena.download_one(image, TensorId::O.index()).map_err(|s| failed_after_launch(j, &s))
+    j.plan
+        .tensors
+        .iter()
+        .map(|t| if t.role.is_judged() { arena.download_one(image, t.index) } else { Ok(Vec::new()) })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|s| failed_after_launch(j, &s))
 }
 
 #[allow(clippy::result_large_err)]

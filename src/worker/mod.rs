@@ -7,6 +7,7 @@
 //! `sticky: true` the worker exits with [`EXIT_STICKY`] so the next case gets a fresh context.
 
 pub mod engine;
+mod reference;
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;

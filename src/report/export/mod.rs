@@ -161,7 +161,6 @@ pub(crate) mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::case::TensorId;
     use crate::finding::{Finding, FindingKind, Location, Oracle, SourceLocation};
     use crate::shard::Shard;
 
@@ -170,14 +169,14 @@ pub(crate) mod tests {
             kind,
             oracle,
             kernel: kernel.into(),
-            tensor: Some(TensorId::K),
+            tensor: Some("k".into()),
             location: Some(Location::RedzoneAfter { bytes_past_end: 4 }),
             count: 1,
             cuda_error: None,
             source: source.map(|(file, line)| SourceLocation { file: file.into(), line, function: None }),
             access_size: Some(4),
             sanitizer_kind: oracle.is_sanitizer().then(|| "invalid_global_read_out_of_bounds".into()),
-            alignment: [16, 16, 16, 16],
+            alignment: crate::testing::alignment([16, 16, 16, 16]),
             inside_contract: true,
             detail: "read 4 bytes <past> k's end & \"more\" | pipes".into(),
         }

@@ -610,7 +610,7 @@ mod tests {
         let mut cell = crate::sweep::Cell { pass: 2, fail: 1, ..Default::default() };
         cell.signatures.insert("a".into(), 1);
         let row = Row { config: "k".into(), cells: BTreeMap::from([("q+8".to_string(), cell.clone()), ("aligned".to_string(), crate::sweep::Cell { pass: 3, ..Default::default() })]) };
-        let classes = [InputClass::Aligned, InputClass::QOffset(8)];
+        let classes = [InputClass::Aligned, InputClass::Offset("q".into(), 8)];
         let twin = MatrixRow::from_row(&row, &classes, true);
         assert_eq!(twin.alignment_dependent(), row.alignment_dependent(&classes));
         assert!(twin.alignment_dependent());

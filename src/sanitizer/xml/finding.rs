@@ -4,7 +4,7 @@
 //! [`AllocationTable`], so a sanitizer finding names a tensor and a [`Location`] the way the
 //! crate's own oracles do.
 
-use crate::arena::{AllocationTable, Holder, Located};
+use crate::arena::{AllocationTable, Located};
 use crate::finding::{Finding, FindingKind, Location, Oracle};
 
 use super::record::{Frame, RaceAccess, Record, RecordKind};
@@ -14,8 +14,8 @@ use super::record::{Frame, RaceAccess, Record, RecordKind};
 pub struct FindingContext<'a> {
     /// Kernel label for findings (`name[BLOCK_M=64]`).
     pub kernel: &'a str,
-    /// Alignment of q, k, v, o in the case (see [`crate::oracle::alignment_of`]).
-    pub alignment: [u64; 4],
+    /// Alignment of the tensors the case laid out (see [`crate::plan::Plan::alignments`]).
+    pub alignment: &'a [(String, u64)],
     /// Whether the case is inside the kernel's contract.
     pub inside_contract: bool,
     /// The case's allocations, to map addresses to tensors; `None` when unknown.
@@ -50,10 +50,7 @@ pub fn to_finding(record: &Record, ctx: &FindingContext<'_>) -> Finding {
     let global = record.memory_space().is_none_or(|s| s.contains("global"));
     let located = record.address.filter(|_| global).and_then(|a| ctx.table.and_then(|t| t.locate(a)));
     let (tensor, location) = match &located {
-        Some(l) => match l.holder {
-            Holder::Tensor(t) => (Some(t), Some(l.location.clone())),
-            Holder::Buffer(_) => (None, None),
-        },
+        Some(l) => (Some(l.holder.clone()), Some(l.location.clone())),
         None => (None, None),
     };
     let user = record.user_frame();
@@ -77,7 +74,7 @@ pub fn to_finding(record: &Record, ctx: &FindingContext<'_>) -> Finding {
         source: user.and_then(Frame::source_location),
         access_size: record.size,
         sanitizer_kind: Some(record.tool_kind()),
-        alignment: ctx.alignment,
+        alignment: ctx.alignment.to_vec(),
         inside_contract: ctx.inside_contract,
         detail,
     }
@@ -110,7 +107,7 @@ fn detail(record: &Record, located: Option<&Located>, user: Option<&Frame>) -> S
         detail = format!("{} record", record.kind);
     }
     match (located, record.address) {
-        (Some(l), _) => detail.push_str(&format!(" at {}: {}", l.holder.name(), location_phrase(&l.location))),
+        (Some(l), _) => detail.push_str(&format!(" at {}: {}", l.holder, location_phrase(&l.location))),
         (None, Some(a)) => detail.push_str(&format!(" at address {a:#x}")),
         (None, None) => {}
     }
@@ -180,14 +177,15 @@ mod tests {
     use super::super::testing::parsed;
     use super::*;
     use crate::arena::ArenaLayout;
-    use crate::case::{Case, TensorId};
+    use crate::testing;
     use crate::plan::Plan;
 
-    /// q, k, v, o of `Case::example` at well-separated device addresses, as the arena test does.
+    /// q, k, v, o of the attention example at well-separated device addresses, as the arena test
+    /// does.
     fn table() -> AllocationTable {
-        let case = Case::example("k");
-        let plan = Plan::new(&case);
-        let arena = ArenaLayout::new(&case, &plan, &[("lse".into(), 64)]);
+        let case = testing::example();
+        let plan = Plan::new(&case, &testing::attention()).unwrap();
+        let arena = ArenaLayout::new(&case, &plan);
         let mut base = 0x7f22_bc80_0000u64;
         let mut entries = Vec::new();
         for a in &arena.allocs {
@@ -197,22 +195,23 @@ mod tests {
         AllocationTable { entries, plans: plan.tensors.clone() }
     }
 
-    fn ctx(table: Option<&AllocationTable>, tool: Oracle) -> FindingContext<'_> {
-        FindingContext { kernel: "probe[BLOCK_M=64]", alignment: [16, 16, 16, 16], inside_contract: true, table, tool }
+    fn ctx<'a>(table: Option<&'a AllocationTable>, alignment: &'a [(String, u64)], tool: Oracle) -> FindingContext<'a> {
+        FindingContext { kernel: "probe[BLOCK_M=64]", alignment, inside_contract: true, table, tool }
     }
 
     #[test]
     fn an_overrun_maps_to_the_tensor_it_ran_past() {
         let table = table();
-        let (kbase, k) = &table.entries[TensorId::K.index()];
+        let al = testing::alignment([16; 4]);
+        let (kbase, k) = &table.entries[1];
         let last_byte = kbase + k.data_offset + k.span_bytes - 1;
         let p = parsed("memcheck-oob.xml");
         let mut r = p.findings().next().unwrap().clone();
         r.address = Some(last_byte + 4);
         r.thread = Some([3, 0, 0]);
-        let f = to_finding(&r, &ctx(Some(&table), Oracle::Memcheck));
+        let f = to_finding(&r, &ctx(Some(&table), &al, Oracle::Memcheck));
         assert_eq!((f.kind, f.oracle), (FindingKind::SanitizerMemory, Oracle::Memcheck));
-        assert_eq!(f.tensor, Some(TensorId::K));
+        assert_eq!(f.tensor, Some("k".into()));
         assert_eq!(f.location, Some(Location::RedzoneAfter { bytes_past_end: 4 }));
         assert_eq!(
             f.detail,
@@ -231,21 +230,22 @@ mod tests {
         let mut r2 = r.clone();
         r2.address = Some(last_byte + 100);
         r2.thread = Some([27, 0, 0]);
-        assert_eq!(to_finding(&r2, &ctx(Some(&table), Oracle::Memcheck)).signature(), f.signature());
+        assert_eq!(to_finding(&r2, &ctx(Some(&table), &al, Oracle::Memcheck)).signature(), f.signature());
         r2.address = Some(kbase + k.data_offset);
-        assert_eq!(to_finding(&r2, &ctx(Some(&table), Oracle::Memcheck)).location, Some(Location::Element { index: [0; 4] }));
+        assert_eq!(to_finding(&r2, &ctx(Some(&table), &al, Oracle::Memcheck)).location, Some(Location::Element { index: vec![0; 4] }));
         // Alignment is part of the key, as for faults.
-        let mut c = ctx(Some(&table), Oracle::Memcheck);
-        c.alignment = [16, 4, 16, 16];
+        let mut c = ctx(Some(&table), &al, Oracle::Memcheck);
+        let unaligned_k = testing::alignment([16, 4, 16, 16]);
+        c.alignment = &unaligned_k;
         assert!(to_finding(&r, &c).signature().as_str().ends_with("/unaligned:k"));
-        // A manifest buffer is named in the detail but is no tensor.
-        let (lbase, l) = &table.entries[4];
-        r2.address = Some(lbase + l.data_offset + l.span_bytes);
-        let fb = to_finding(&r2, &ctx(Some(&table), Oracle::Memcheck));
-        assert_eq!((fb.tensor, fb.location.as_ref()), (None, None));
-        assert!(fb.detail.contains("at lse: 1 bytes past its last byte"), "{}", fb.detail);
+        // Every allocation is a named tensor: one byte past o is o's.
+        let (obase, o) = &table.entries[3];
+        r2.address = Some(obase + o.data_offset + o.span_bytes);
+        let fo = to_finding(&r2, &ctx(Some(&table), &al, Oracle::Memcheck));
+        assert_eq!((fo.tensor.as_deref(), fo.location.as_ref()), (Some("o"), Some(&Location::RedzoneAfter { bytes_past_end: 1 })));
+        assert!(fo.detail.contains("at o: 1 bytes past its last byte"), "{}", fo.detail);
         // Without a table the address is reported as is.
-        let fa = to_finding(&r, &ctx(None, Oracle::Memcheck));
+        let fa = to_finding(&r, &ctx(None, &al, Oracle::Memcheck));
         assert_eq!(fa.tensor, None);
         assert!(fa.detail.contains(&format!("at address {:#x}", last_byte + 4)), "{}", fa.detail);
     }
@@ -253,9 +253,10 @@ mod tests {
     #[test]
     fn races_barriers_uninit_and_api_records_become_findings() {
         let table = table();
+        let al = testing::alignment([16; 4]);
         let race = &parsed("racecheck-race.xml").records[0];
-        let f = to_finding(race, &ctx(Some(&table), Oracle::Racecheck));
-        assert_eq!((f.kind, f.oracle, f.tensor, f.count), (FindingKind::Race, Oracle::Racecheck, None, 256));
+        let f = to_finding(race, &ctx(Some(&table), &al, Oracle::Racecheck));
+        assert_eq!((f.kind, f.oracle, f.tensor.clone(), f.count), (FindingKind::Race, Oracle::Racecheck, None, 256));
         assert_eq!(f.source.as_ref().map(|s| s.line), Some(22));
         assert_eq!(
             f.detail,
@@ -264,18 +265,18 @@ mod tests {
         assert_eq!(f.signature().as_str(), "race/racecheck/probe[BLOCK_M=64]/-/race_shared_write_read/sanitizer_probe.cu:22/-/aligned");
 
         let sync = &parsed("synccheck-sync.xml").records[0];
-        let f = to_finding(sync, &ctx(Some(&table), Oracle::Synccheck));
-        assert_eq!((f.kind, f.tensor), (FindingKind::BarrierError, None));
+        let f = to_finding(sync, &ctx(Some(&table), &al, Oracle::Synccheck));
+        assert_eq!((f.kind, f.tensor.clone()), (FindingKind::BarrierError, None));
         assert_eq!(f.source.as_ref().map(|s| (s.line, s.function.as_deref())), Some((33, Some("bad_syncwarp"))));
         assert!(f.detail.starts_with("Barrier error (Invalid arguments), sanitizer_probe.cu:33 in bad_syncwarp (via sm_30_intrinsics.hpp:110 in __syncwarp), thread ("), "{}", f.detail);
 
         let uninit = &parsed("initcheck-uninit.xml").records[0];
-        let f = to_finding(uninit, &ctx(None, Oracle::Initcheck));
+        let f = to_finding(uninit, &ctx(None, &al, Oracle::Initcheck));
         assert_eq!((f.kind, f.oracle, f.access_size), (FindingKind::UninitializedRead, Oracle::Initcheck, Some(4)));
         assert!(f.signature().as_str().contains("/uninitialized_global_read/sanitizer_probe.cu:28/4B/"));
 
         let api = &parsed("memcheck-oob.xml").records[0];
-        let f = to_finding(api, &ctx(None, Oracle::Memcheck));
+        let f = to_finding(api, &ctx(None, &al, Oracle::Memcheck));
         assert_eq!((f.kind, f.oracle), (FindingKind::SanitizerApi, Oracle::Memcheck));
         assert_eq!(f.cuda_error.as_deref(), Some("cudaErrorInvalidValue (1)"));
         assert_eq!(f.source, None);
