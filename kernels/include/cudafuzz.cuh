@@ -17,16 +17,18 @@
 //                               every floating tensor is double.
 //   NAME=VALUE                  every tunable of the manifest's [params] (one value per build) and
 //                               every fixed define of its [defines] (e.g. BUG_VEC_LOAD_Q=1).
+//   CUDAFUZZ_REFERENCE=1        in both builds of a user reference kernel.
 //
-// Tensor conventions the harness guarantees:
-//   q [B, Hq, Sq, D], k and v [B, Hkv, Sk, D], o [B, Hq, Sq, D]. Each tensor is a base pointer
-//   plus explicit element strides (stride_b, stride_h, stride_s, stride_d, as long long); strides
-//   can be anything (permuted orders, padding, stride_d != 1) and base pointers may be offset by
-//   any byte count, so a kernel that assumes alignment or contiguity must say so in its manifest's
-//   [contract] (min_align, layouts), and the harness tests whether it was right.
-//   GQA: the kv head of query head h is h / (Hq / Hkv).
-//   Causal masking is bottom-right aligned: query i attends key j iff j <= i + Sk - Sq. A query
-//   row with no allowed key outputs 0 (and its log-sum-exp is -inf).
+// What the harness guarantees (the manifest's [[tensors]] roster, kernels/README.md):
+//   every tensor is a base pointer plus the element strides the manifest passes; a tensor whose
+//   layout is not `fixed` may be permuted, padded (row gaps), broadcast (stride 0) where allowed,
+//   and offset by any byte count its `align` allows, so a kernel that assumes alignment or
+//   contiguity must say so in its manifest, and the harness tests whether it was right.
+//   Outputs start as the manifest's `init` says (a NaN sentinel by default).
+// Conventions of the attention kernels in kernels/attention and kernels/testing:
+//   q [B, Hq, Sq, D], k and v [B, Hkv, Sk, D], o [B, Hq, Sq, D]; GQA: the kv head of query head h
+//   is h / (Hq / Hkv); causal masking is bottom-right aligned: query i attends key j iff
+//   j <= i + Sk - Sq, and a query row with no allowed key outputs 0 (its log-sum-exp is -inf).
 #pragma once
 
 #if !defined(CUDAFUZZ)

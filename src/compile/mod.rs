@@ -517,6 +517,27 @@ pub fn build_all(manifests: &[Manifest], archs: &[Arch], compiler: &Compiler) ->
                 }
             }
         }
+        if let crate::manifest::ReferenceSpec::Kernel(k) = &m.reference {
+            out.extend(build_reference(m, k, archs, compiler));
+        }
+    }
+    out
+}
+
+/// A user reference kernel's builds: the gold (every floating tensor double) and the baseline
+/// at each of the kernel's dtypes, with the kernel's default params.
+fn build_reference(m: &Manifest, k: &crate::manifest::ReferenceKernel, archs: &[Arch], compiler: &Compiler) -> Vec<BuildOutcome> {
+    let params = m.default_params();
+    let runs = std::iter::once((true, Dtype::F64)).chain(m.dtypes.iter().map(|&d| (false, d)));
+    let mut out = Vec::new();
+    for (gold, dtype) in runs {
+        let rm = crate::reference::kernel_manifest(m, k, gold);
+        for &arch in archs {
+            let req = request_for(&rm, &params, dtype, arch, &BTreeMap::new());
+            let result = compiler.compile(&req).map(|c| (c.cubin.len(), c.from_cache)).map_err(std::sync::Arc::new);
+            let manifest = format!("{} (reference {})", m.name, if gold { "gold" } else { "baseline" });
+            out.push(BuildOutcome { manifest, params: params.clone(), dtype, arch, result });
+        }
     }
     out
 }

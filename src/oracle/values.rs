@@ -31,6 +31,11 @@ fn check_output(j: &Judged<'_>, image: &HostImage, after: &[Vec<u8>], e: &Expect
             continue;
         }
         let x = data::from_bits(b, tp.dtype);
+        // A finite gold value past the output type's range is infinite once stored: the kernel's
+        // infinity of that sign is right there, not a leak.
+        if r.is_finite() && x.is_infinite() && x == data::round_to(r, tp.dtype) {
+            continue;
+        }
         if r.is_finite() {
             if !x.is_finite() {
                 nonfinite += 1;

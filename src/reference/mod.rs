@@ -14,7 +14,8 @@
 pub mod attention;
 
 use crate::data::Inputs;
-use crate::manifest::{BuiltinOp, Manifest, ReferenceKernel, ReferenceSpec};
+use crate::case::Dtype;
+use crate::manifest::{BuiltinOp, DtypeSpec, LayoutFreedom, Manifest, ReferenceKernel, ReferenceSpec};
 use crate::plan::Plan;
 
 use attention::{Attention, AttentionInputs, CpuF64, CpuSamePrecision, RefOutput, Reference, LSE_REL};
@@ -158,4 +159,29 @@ pub fn kernel_expected(k: &ReferenceKernel, plan: &Plan, runs: Vec<(usize, Vec<f
         })
         .collect();
     RefOutputs { expected }
+}
+
+/// The manifest a reference run compiles and launches: the kernel's roster with every tensor
+/// dense and fixed at offset 0, floating tensors f64 in the gold run, the reference's source,
+/// entry, options and launch, and `CUDAFUZZ_REFERENCE=1`.
+pub fn kernel_manifest(m: &Manifest, k: &ReferenceKernel, gold: bool) -> Manifest {
+    let mut rm = m.clone();
+    rm.path = std::path::PathBuf::from(format!("{}#reference-{}", m.path.display(), if gold { "gold" } else { "baseline" }));
+    rm.source = k.source.clone();
+    rm.entry = k.entry.clone();
+    rm.options = k.options.clone();
+    rm.launch = k.launch.clone();
+    rm.reference = ReferenceSpec::None;
+    rm.defines.insert("CUDAFUZZ_REFERENCE".into(), 1);
+    if gold {
+        rm.dtypes = vec![Dtype::F64];
+    }
+    for t in &mut rm.tensors {
+        t.layout = LayoutFreedom::Fixed;
+        t.broadcast = false;
+        if gold && t.dtype.resolve(Dtype::F64).is_float() {
+            t.dtype = DtypeSpec::Fixed(Dtype::F64);
+        }
+    }
+    rm
 }

@@ -13,10 +13,10 @@ use crate::arena::{sentinel_bits, ArenaLayout, HostImage};
 use crate::case::{Case, Dtype, Placement, Scalar, TensorLayout};
 use crate::data::{self, Inputs};
 use crate::launch;
-use crate::manifest::{BuiltinOp, DtypeSpec, LayoutFreedom, Manifest, ReferenceKernel, ReferenceSpec, Role};
+use crate::manifest::{BuiltinOp, ReferenceKernel, ReferenceSpec, Role};
 use crate::plan::{check_contract, Plan};
 use crate::reference::attention::RefOutput;
-use crate::reference::{attention_expected, attention_geometry, cpu_reference, kernel_expected, RefOutputs};
+use crate::reference::{attention_expected, attention_geometry, cpu_reference, kernel_expected, kernel_manifest, RefOutputs};
 
 use super::engine::{Engine, EngineError, Prepared, ReferenceChoice, ReferenceUsed};
 
@@ -117,7 +117,7 @@ impl Engine {
     /// One run of a reference kernel; the judged outputs' values in roster order.
     fn run_reference(&mut self, prep: &Prepared<'_>, k: &ReferenceKernel, gold: bool) -> Result<Vec<Vec<f64>>, EngineError> {
         let reference = |m: String| EngineError::Reference(m);
-        let rm = reference_manifest(&prep.manifest, k, gold);
+        let rm = kernel_manifest(&prep.manifest, k, gold);
         let mut rc = prep.case.clone();
         rc.kernel = rm.path.display().to_string();
         rc.dtype = if gold { Dtype::F64 } else { prep.case.dtype };
@@ -149,29 +149,4 @@ impl Engine {
         }
         Ok(out)
     }
-}
-
-/// The manifest a reference run compiles and launches: the kernel's roster with every tensor
-/// dense and fixed at offset 0, floating tensors f64 in the gold run, the reference's source,
-/// entry, options and launch, and `CUDAFUZZ_REFERENCE=1`.
-pub fn reference_manifest(m: &Manifest, k: &ReferenceKernel, gold: bool) -> Manifest {
-    let mut rm = m.clone();
-    rm.path = std::path::PathBuf::from(format!("{}#reference-{}", m.path.display(), if gold { "gold" } else { "baseline" }));
-    rm.source = k.source.clone();
-    rm.entry = k.entry.clone();
-    rm.options = k.options.clone();
-    rm.launch = k.launch.clone();
-    rm.reference = ReferenceSpec::None;
-    rm.defines.insert("CUDAFUZZ_REFERENCE".into(), 1);
-    if gold {
-        rm.dtypes = vec![Dtype::F64];
-    }
-    for t in &mut rm.tensors {
-        t.layout = LayoutFreedom::Fixed;
-        t.broadcast = false;
-        if gold && t.dtype.resolve(Dtype::F64).is_float() {
-            t.dtype = DtypeSpec::Fixed(Dtype::F64);
-        }
-    }
-    rm
 }
