@@ -30,8 +30,9 @@ use super::relations::{attach, int_of, Form, Relation};
 pub const OFFSETS_ALIGNED: &[u32] = &[16, 32, 48, 64];
 /// Offsets that are multiples of 2, 4 or 8 but not 16: the misaligned-vector-load class.
 pub const OFFSETS_MISALIGNED: &[u32] = &[8, 4, 2, 6, 12, 24, 40, 10, 14];
-/// Offsets that are not even 2-byte aligned: outside every 16-bit kernel's contract.
-pub const OFFSETS_ODD: &[u32] = &[1, 3, 5, 7, 9];
+/// Odd offsets, every odd residue mod 16 (what a 1-byte type allows; outside every 16-bit
+/// kernel's contract).
+pub const OFFSETS_ODD: &[u32] = &[1, 3, 5, 7, 9, 11, 13, 15];
 /// Padding drawn per order position (zero twice as often).
 pub const PADS: [u64; 6] = [0, 0, 1, 3, 8, 16];
 /// Group sizes tried first for a dim that must be a multiple of another (GQA's heads_q).
