@@ -76,14 +76,16 @@ impl Inputs {
 /// per innermost row, `nan`, `inf`. A tensor with several classes picks one per element.
 /// Integer tensors draw uniformly from their manifest range (default: a small symmetric range).
 pub fn generate(case: &Case, plan: &Plan, m: &Manifest) -> Inputs {
-    let env = Env::new(&plan.vars);
+    // Only integer tensors with a value range need expressions evaluated.
+    let env = std::cell::OnceCell::new();
+    let env = || env.get_or_init(|| Env::new(&plan.vars));
     let values = plan
         .tensors
         .iter()
         .map(|tp| {
             let drawn = tp.role == crate::manifest::Role::Input || tp.init == Init::Drawn;
             drawn.then(|| {
-                let range = m.tensors.get(tp.index).and_then(|t| t.range.as_ref()).and_then(|[lo, hi]| Some((env.int(lo).ok()?, env.int(hi).ok()?)));
+                let range = m.tensors.get(tp.index).and_then(|t| t.range.as_ref()).and_then(|[lo, hi]| Some((env().int(lo).ok()?, env().int(hi).ok()?)));
                 generate_tensor(case.seed, tp, &tp.layout.values, range)
             })
         })

@@ -157,24 +157,26 @@ fn vars_of(case: &Case, m: &Manifest) -> Vars {
 /// nearest value that satisfies its relations.
 fn draw_dim(u: &mut Unstructured<'_>, ctx: &DecodeContext, d: &DimSpec, case: &Case) -> Result<u64> {
     let m = &ctx.manifest;
-    let env = Env::new(&vars_of(case, m));
     let rels = ctx.relations_of(&d.name);
+    // Environments cost more than the rest of a draw: built only for a dim with relations.
+    let env = std::cell::OnceCell::new();
+    let env = || env.get_or_init(|| Env::new(&vars_of(case, m)));
     let (mut lo, mut hi, step) = if ctx.constrained { (d.range[0], d.range[1], d.multiple.max(1)) } else { (1, d.max, 1) };
     let cap = if ctx.constrained { d.cap.max(lo) } else { d.cap };
     for r in &rels {
         match &r.form {
             Form::Equal(e) => {
-                if let Some(v) = int_of(&env, e).filter(|&v| v >= 1 && v as u64 <= d.max) {
+                if let Some(v) = int_of(env(), e).filter(|&v| v >= 1 && v as u64 <= d.max) {
                     return Ok(v as u64);
                 }
             }
             Form::AtMost(e, strict) => {
-                if let Some(v) = int_of(&env, e) {
+                if let Some(v) = int_of(env(), e) {
                     hi = hi.min((v - *strict as i64).max(1) as u64);
                 }
             }
             Form::AtLeast(e, strict) => {
-                if let Some(v) = int_of(&env, e) {
+                if let Some(v) = int_of(env(), e) {
                     lo = lo.max((v + *strict as i64).max(1) as u64);
                 }
             }
@@ -190,14 +192,16 @@ fn draw_dim(u: &mut Unstructured<'_>, ctx: &DecodeContext, d: &DimSpec, case: &C
     }
     let last = first + (top.min(cap.max(first)) - first) / step * step;
     let multiple_of = rels.iter().find_map(|r| match &r.form {
-        Form::MultipleOf(e) => int_of(&env, e).filter(|&v| v >= 1).map(|v| v as u64),
+        Form::MultipleOf(e) => int_of(env(), e).filter(|&v| v >= 1).map(|v| v as u64),
         _ => None,
     });
     let divides = rels.iter().find_map(|r| match &r.form {
-        Form::Divides(e) => int_of(&env, e).filter(|&v| v >= 1).map(|v| v as u64),
+        Form::Divides(e) => int_of(env(), e).filter(|&v| v >= 1).map(|v| v as u64),
         _ => None,
     });
-    let ok = |x: u64| satisfies(&rels, case, m, &d.name, x);
+    // One environment for every candidate: only this dim's value changes between them.
+    let with_x = std::cell::RefCell::new(None);
+    let ok = |x: u64| rels.is_empty() || satisfies(&rels, with_x.borrow_mut().get_or_insert_with(|| Env::new(&vars_of(case, m))), &d.name, x);
     let x = if let Some(e) = multiple_of {
         let unit = lcm(e, step);
         let from_table = u.int_in_range(0..=3u8)? < 3;
@@ -218,15 +222,14 @@ fn draw_dim(u: &mut Unstructured<'_>, ctx: &DecodeContext, d: &DimSpec, case: &C
     Ok(nearest(x, first, top, step, ok))
 }
 
-/// Whether `x` for dim `name` satisfies every relation attached to it.
-fn satisfies(rels: &[&Relation], case: &Case, m: &Manifest, name: &str, x: u64) -> bool {
+/// Whether `x` for dim `name` satisfies every relation attached to it; `env` holds the case's
+/// other values.
+fn satisfies(rels: &[&Relation], env: &mut Env, name: &str, x: u64) -> bool {
     if rels.is_empty() {
         return true;
     }
-    let mut vars = vars_of(case, m);
-    vars.dims.insert(name.to_string(), x);
-    let with_x = Env::new(&vars);
-    rels.iter().all(|r| with_x.boolean(&r.text).unwrap_or(false))
+    env.set_int(name, x);
+    rels.iter().all(|r| env.boolean(&r.text).unwrap_or(false))
 }
 
 /// `x` if it satisfies `ok`, else the nearest value in `[first, top]` on the step grid that

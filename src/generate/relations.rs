@@ -156,14 +156,13 @@ pub fn repair(c: &mut Case, m: &Manifest, from: usize) {
         if mine.is_empty() {
             continue;
         }
-        let holds = |c: &Case, v: u64| {
-            let mut dims = c.dims.clone();
-            dims.insert(d.name.clone(), v);
-            let env = Env::new(&Vars { dims, params: c.params.clone(), defines: m.defines.clone(), ..Vars::default() });
+        let mut env = Env::new(&Vars { dims: c.dims.clone(), params: c.params.clone(), defines: m.defines.clone(), ..Vars::default() });
+        let mut holds = |v: u64| {
+            env.set_int(&d.name, v);
             mine.iter().all(|r| env.boolean(r).unwrap_or(false))
         };
         let current = c.dim(&d.name);
-        if let Some(v) = (1..=current.min(d.range[0].max(1) + 4096)).find(|&v| holds(c, v)) {
+        if let Some(v) = (1..=current.min(d.range[0].max(1) + 4096)).find(|&v| holds(v)) {
             c.dims.insert(d.name.clone(), v);
         }
     }

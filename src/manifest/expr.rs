@@ -14,7 +14,9 @@
 //! is a call of a function named `q.stride` and `q.numel` a variable, as written; the unit test
 //! `dotted_identifiers_are_plain_variables` pins that behaviour.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 use evalexpr::{
     build_operator_tree, Context, ContextWithMutableFunctions, ContextWithMutableVariables,
@@ -104,9 +106,42 @@ fn int(v: u64) -> Value {
     Value::Int(v.min(i64::MAX as u64) as i64)
 }
 
+/// Parse trees of the expressions seen on this thread: a manifest's few expressions are
+/// evaluated for every case, and tokenizing them again each time cost more than the rest of
+/// planning a case.
+fn parsed(expr: &str) -> Result<Rc<Node>, EvalexprError> {
+    thread_local! {
+        static TREES: RefCell<HashMap<String, Rc<Node>>> = RefCell::new(HashMap::new());
+    }
+    if let Some(node) = TREES.with(|t| t.borrow().get(expr).cloned()) {
+        return Ok(node);
+    }
+    let node = Rc::new(build_operator_tree::<DefaultNumericTypes>(expr)?);
+    TREES.with(|t| {
+        let mut trees = t.borrow_mut();
+        // Expressions come from manifests, so few are distinct; the bound is for a caller that
+        // evaluates generated text.
+        if trees.len() >= 4096 {
+            trees.clear();
+        }
+        trees.insert(expr.to_string(), node.clone());
+    });
+    Ok(node)
+}
+
 impl Env {
     /// The environment of one case's values.
     pub fn new(vars: &Vars) -> Env {
+        Env::build(vars, true)
+    }
+
+    /// The environment of one case's dims, scalars, params and defines, without its tensors:
+    /// what a scalar choice (`1 / sqrt(head_dim)`) may name, at a fraction of the cost.
+    pub fn without_tensors(vars: &Vars) -> Env {
+        Env::build(vars, false)
+    }
+
+    fn build(vars: &Vars, with_tensors: bool) -> Env {
         let mut ctx = HashMapContext::<DefaultNumericTypes>::new();
         // Builtins off: only the listed functions exist (and cannot fail to exist).
         ctx.set_builtin_functions_disabled(true).expect("a hash map context can disable builtins");
@@ -131,7 +166,7 @@ impl Env {
         }
         set(&mut ctx, "elem_bytes".into(), int(vars.elem_bytes as u64));
         let mut functions: Vec<String> = FUNCTIONS.iter().map(|s| s.to_string()).collect();
-        for t in &vars.tensors {
+        for t in vars.tensors.iter().filter(|_| with_tensors) {
             let numel = t.shape.iter().fold(1u64, |a, &n| a.saturating_mul(n));
             set(&mut ctx, format!("{}.offset_bytes", t.name), int(t.offset_bytes));
             set(&mut ctx, format!("{}.numel", t.name), int(numel));
@@ -168,6 +203,15 @@ impl Env {
         Env { ctx, names, functions }
     }
 
+    /// Sets (or adds) the integer variable `name`: an environment reused for candidates that
+    /// differ in one dim.
+    pub fn set_int(&mut self, name: &str, v: u64) {
+        if self.ctx.get_value(name).is_none() {
+            self.names.push(name.to_string());
+        }
+        self.ctx.set_value(name.to_string(), int(v)).expect("a hash map context is mutable");
+    }
+
     /// Every variable name, for error messages.
     pub fn known(&self) -> String {
         let mut names = self.names.clone();
@@ -185,12 +229,11 @@ impl Env {
     }
 
     /// Parses `expr` and checks that it names only known variables and functions.
-    pub fn parse(&self, expr: &str) -> Result<Node, ExprFailure> {
+    pub fn parse(&self, expr: &str) -> Result<Rc<Node>, ExprFailure> {
         if expr.trim().is_empty() {
             return Err(ExprFailure::new("empty expression", "; write e.g. \"1\" or a dim's name"));
         }
-        let node = build_operator_tree::<DefaultNumericTypes>(expr)
-            .map_err(|e| ExprFailure::new(format!("cannot parse ({})", describe(&e)), ""))?;
+        let node = parsed(expr).map_err(|e| ExprFailure::new(format!("cannot parse ({})", describe(&e)), ""))?;
         for name in node.iter_variable_identifiers() {
             if !self.has_variable(name) {
                 let close = self.suggest(name);

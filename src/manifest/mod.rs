@@ -484,7 +484,7 @@ impl Manifest {
     pub fn default_scalar(&self, s: &ScalarSpec, vars: &Vars) -> Scalar {
         match s.choices.first() {
             Some(ScalarChoice::Value(v)) => *v,
-            Some(ScalarChoice::Expr(e)) => expr::Env::new(vars).float(e).map(Scalar::Float).unwrap_or(Scalar::Float(1.0)),
+            Some(ScalarChoice::Expr(e)) => expr::Env::without_tensors(vars).float(e).map(Scalar::Float).unwrap_or(Scalar::Float(1.0)),
             None => match (s.ty, s.range) {
                 (ScalarType::Bool, _) => Scalar::Bool(false),
                 (ScalarType::Int, r) => Scalar::Int(r.map(|[lo, _]| lo as i64).unwrap_or(0)),
@@ -498,7 +498,7 @@ impl Manifest {
         match c {
             ScalarChoice::Value(v) => Some(coerce(s.ty, *v)),
             ScalarChoice::Expr(e) => {
-                let x = expr::Env::new(vars).float(e).ok()?;
+                let x = expr::Env::without_tensors(vars).float(e).ok()?;
                 Some(coerce(s.ty, Scalar::Float(x)))
             }
         }

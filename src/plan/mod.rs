@@ -187,14 +187,6 @@ impl Plan {
             }
             vars.dims.insert(d.name.clone(), v);
         }
-        let env = Env::new(&vars);
-        for rel in &m.requires {
-            match env.boolean(rel) {
-                Ok(true) => {}
-                Ok(false) => return Err(bad("dims".into(), format!("`{rel}` does not hold ({})", dims_text(&vars.dims)))),
-                Err(f) => return Err(bad("dims".into(), format!("`{rel}`: {}", f.problem))),
-            }
-        }
         if let Some(name) = case.scalars.keys().find(|n| m.scalar(n).is_none()) {
             return Err(bad(format!("scalars.{name}"), format!("{} has no scalar `{name}`", m.name)));
         }
@@ -210,14 +202,24 @@ impl Plan {
             }
             vars.scalars.insert(s.name.clone(), v);
         }
+        // Built only when a relation or a shape expression needs it: most shapes name dims, and
+        // an environment costs more than the rest of the plan.
+        let env = std::cell::OnceCell::new();
+        let env = || env.get_or_init(|| Env::new(&vars));
+        for rel in &m.requires {
+            match env().boolean(rel) {
+                Ok(true) => {}
+                Ok(false) => return Err(bad("dims".into(), format!("`{rel}` does not hold ({})", dims_text(&vars.dims)))),
+                Err(f) => return Err(bad("dims".into(), format!("`{rel}`: {}", f.problem))),
+            }
+        }
         if let Some(name) = case.tensors.keys().find(|n| m.tensor(n).is_none()) {
             let declared: Vec<&str> = m.tensors.iter().map(|t| t.name.as_str()).collect();
             return Err(bad(format!("tensors.{name}"), format!("{} has no tensor `{name}` (its tensors: {})", m.name, declared.join(", "))));
         }
-        let shape_env = Env::new(&vars);
         let mut tensors = Vec::with_capacity(m.tensors.len());
         for index in 0..m.tensors.len() {
-            tensors.push(plan_tensor(case, m, index, &vars, &shape_env)?);
+            tensors.push(plan_tensor(case, m, index, &vars, &env)?);
         }
         vars.tensors = tensors.iter().map(TensorPlan::vars).collect();
         Ok(Plan { tensors, vars })
@@ -255,7 +257,7 @@ fn dims_text(dims: &BTreeMap<String, u64>) -> String {
 }
 
 /// One tensor of the roster for a case.
-fn plan_tensor(case: &Case, m: &Manifest, index: usize, vars: &Vars, env: &Env) -> Result<TensorPlan, CaseError> {
+fn plan_tensor<'e>(case: &Case, m: &Manifest, index: usize, vars: &Vars, env: &dyn Fn() -> &'e Env) -> Result<TensorPlan, CaseError> {
     let t = &m.tensors[index];
     let field = |f: &str| format!("tensors.{}.{f}", t.name);
     let bad = |f: &str, problem: String| CaseError::Invalid { field: field(f), problem };
@@ -263,7 +265,7 @@ fn plan_tensor(case: &Case, m: &Manifest, index: usize, vars: &Vars, env: &Env) 
     for (i, e) in t.shape.iter().enumerate() {
         let v = match t.dim_name(i).and_then(|d| vars.dims.get(d)) {
             Some(&v) => v,
-            None => env.size(e, u64::MAX, "extent").map_err(|f| bad(&format!("shape[{i}]"), format!("\"{e}\": {}", f.problem)))?,
+            None => env().size(e, u64::MAX, "extent").map_err(|f| bad(&format!("shape[{i}]"), format!("\"{e}\": {}", f.problem)))?,
         };
         if v == 0 {
             return Err(bad(&format!("shape[{i}]"), format!("\"{e}\" evaluates to 0 for this case")));
