@@ -26,7 +26,7 @@ pub mod generate;
 pub mod finding;
 pub mod gate;
 pub mod gpu;
-// pub mod infer;
+pub mod infer;
 pub mod launch;
 pub mod manifest;
 pub mod minimize;

@@ -16,7 +16,7 @@ use serde::Serialize;
 use crate::campaign::generated_case;
 use crate::case::Case;
 use crate::finding::Finding;
-use crate::generate::reaches_past_int32;
+use crate::generate::{align_rows, reaches_past_int32};
 use crate::manifest::{cartesian, Manifest};
 use crate::supervisor::{Pool, Slot, SupervisorError};
 use crate::worker::{Outcome, RunOptions};
@@ -106,7 +106,7 @@ impl InputClass {
         let mut c = case.clone();
         let drawn: Vec<String> = m.tensors.iter().filter(|t| t.layout_is_drawn()).map(|t| t.name.clone()).collect();
         for t in &drawn {
-            align_tensor(&mut c, m, t, 0);
+            align_rows(&mut c, m, t, 16, 0);
         }
         match self {
             InputClass::Aligned => {}
@@ -118,7 +118,7 @@ impl InputClass {
                 }
             }
             InputClass::Offset(t, bytes) => c.layout_mut(t).offset_bytes = *bytes,
-            InputClass::PitchPlusOne(t) => align_tensor(&mut c, m, t, 1),
+            InputClass::PitchPlusOne(t) => align_rows(&mut c, m, t, 16, 1),
             InputClass::Tail => {
                 for d in &m.dims {
                     let v = c.dim(&d.name);
@@ -133,7 +133,7 @@ impl InputClass {
             }
             InputClass::Strided => {
                 for t in &drawn {
-                    align_tensor(&mut c, m, t, 8);
+                    align_rows(&mut c, m, t, 16, 8);
                 }
             }
             InputClass::Flag(f) => {
@@ -156,25 +156,6 @@ impl fmt::Display for InputClass {
             InputClass::Flag(name) => f.write_str(name),
         }
     }
-}
-
-/// Offset 0, no padding except on the innermost position of the order, where the extent is
-/// rounded up to a multiple of 16 bytes and then `extra` elements are added: every stride but the
-/// innermost is then a multiple of 16 bytes when `extra` is a multiple of 16 bytes' worth of
-/// elements.
-fn align_tensor(case: &mut Case, m: &Manifest, t: &str, extra: u64) {
-    let Ok(plan) = crate::plan::Plan::new(case, m) else { return };
-    let Some(tp) = plan.tensor(t) else { return };
-    let per_16 = (16 / tp.elem_bytes.max(1)).max(1) as u64;
-    let rank = tp.rank();
-    let layout = case.layout_mut(t);
-    let order = layout.order_of(rank);
-    let extent = tp.shape[order[rank - 1]];
-    layout.offset_bytes = 0;
-    layout.broadcast.clear();
-    let mut pad = vec![0u64; rank];
-    pad[rank - 1] = extent.div_ceil(per_16) * per_16 - extent + extra;
-    layout.pad = if pad.iter().all(|&p| p == 0) { Vec::new() } else { pad };
 }
 
 /// A `NAME=v1,v2,...` item that does not parse.

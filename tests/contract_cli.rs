@@ -26,8 +26,24 @@ fn without_a_gpu_contract_prints_the_probe_plan_and_exits_3() {
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert_eq!(o.status.code(), Some(exit::NO_GPU), "{out}{err}");
     assert!(err.contains("NO GPU") && err.contains("no probe was run"), "{err}");
-    assert!(out.contains("probe plan for fa_s512: 93 probes in 34 families, 2 base cases, 188 cases in all"), "{out}");
-    for family in ["q base offset", "o row pitch (stride_s)", "k largest element offset", "head_dim", "seq_k", "dtype", "causal", "heads_q:heads_kv"] {
+    assert!(out.contains("probe plan for fa_s512: 110 probes in 39 families, 2 base cases, 222 cases in all"), "{out}");
+    assert!(out.contains("base case: f16 batch=1 head_dim=64 heads_kv=1 heads_q=1 seq_k=1 seq_q=1 scale=0.125"), "{out}");
+    // Per tensor (offset, pitch, padding, strides, orders, broadcast, 2^31) and per dim.
+    for family in [
+        "q base offset",
+        "o row pitch",
+        "v stride(1) (seq_k padded)",
+        "k innermost stride",
+        "o order",
+        "q broadcast",
+        "k largest element offset",
+        "batch",
+        "heads_q",
+        "head_dim",
+        "seq_k",
+        "dtype",
+        "causal",
+    ] {
         assert!(out.lines().any(|l| l.trim_start().starts_with(family)), "{family} missing:\n{out}");
     }
     assert!(!dir.path().join("contract").exists(), "no seed without a run");

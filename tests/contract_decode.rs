@@ -4,9 +4,11 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use cudafuzz::case::{Case, Dtype, TensorId};
 use cudafuzz::campaign::generated_case;
+use cudafuzz::case::{Case, Dtype, Scalar};
+use cudafuzz::generate::DecodeContext;
 use cudafuzz::manifest::Manifest;
+use cudafuzz::plan::admits;
 
 fn manifest(rel: &str) -> Manifest {
     Manifest::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap()
@@ -14,10 +16,15 @@ fn manifest(rel: &str) -> Manifest {
 
 /// The first `n` cases of a campaign with seed 0, and how many lie inside the contract.
 fn campaign(m: &Manifest, outside_contract: bool, n: u64) -> (Vec<Case>, u64) {
-    let ctx = if outside_contract { m.decode_context().unconstrained() } else { m.decode_context() };
+    let ctx = if outside_contract { DecodeContext::new(m).unconstrained() } else { DecodeContext::new(m) };
     let cases: Vec<Case> = (0..n).map(|i| m.bind(generated_case(&ctx, 0, i))).collect();
-    let inside = cases.iter().filter(|c| m.contract.admits(c)).count() as u64;
+    let inside = cases.iter().filter(|c| admits(m, c)).count() as u64;
     (cases, inside)
+}
+
+/// The tensors whose layout a case chooses.
+fn drawn(m: &Manifest) -> Vec<String> {
+    m.tensors.iter().filter(|t| t.layout_is_drawn()).map(|t| t.name.clone()).collect()
 }
 
 #[test]
@@ -26,10 +33,10 @@ fn fa_s512_cases_land_inside_its_contract() {
     let (cases, inside) = campaign(&m, false, 1000);
     eprintln!("fa_s512: {inside} of 1000 generated cases inside its contract");
     assert!(inside >= 900, "only {inside} of 1000 inside");
-    // Still the bug class it exists to find: 2/4/8-byte offsets are inside its min_align 2.
-    let misaligned = cases.iter().filter(|c| TensorId::ALL.iter().any(|&t| c.layouts.get(t).offset_bytes % 16 != 0)).count();
+    // Still the bug class it exists to find: 2/4/8-byte offsets are inside its align = 2.
+    let misaligned = cases.iter().filter(|c| drawn(&m).iter().any(|t| c.layout(t).offset_bytes % 16 != 0)).count();
     assert!(misaligned > 300, "{misaligned} cases with a misaligned base");
-    assert!(cases.iter().any(|c| c.seq_q == 512) && cases.iter().any(|c| c.seq_k == 1));
+    assert!(cases.iter().any(|c| c.dim("seq_q") == 512) && cases.iter().any(|c| c.dim("seq_k") == 1));
     // --outside-contract draws from the whole space, as before.
     let (_, inside_free) = campaign(&m, true, 1000);
     assert!(inside_free < 100, "{inside_free} of 1000 inside without the contract");
@@ -63,16 +70,16 @@ fn flash_fwd_cases_still_span_every_parameter_dtype_layout_and_offset() {
         assert_eq!(seen, values.iter().copied().collect(), "{name}");
     }
     let dtypes: BTreeSet<Dtype> = cases.iter().map(|c| c.dtype).collect();
-    assert_eq!(dtypes, m.contract.dtypes.iter().copied().collect());
-    let orders: BTreeSet<String> = cases.iter().map(|c| c.layouts.k.order_name()).collect();
-    assert_eq!(orders.len(), 6, "every order, stride_d != 1 included: {orders:?}");
-    assert!(cases.iter().any(|c| c.layouts.v.pad != [0; 4]), "padded layouts");
-    let residues: BTreeSet<u32> = cases.iter().map(|c| c.layouts.q.offset_bytes % 16).collect();
+    assert_eq!(dtypes, m.dtypes.iter().copied().collect());
+    let orders: BTreeSet<Vec<usize>> = cases.iter().map(|c| c.layout("k").order_of(4)).collect();
+    assert_eq!(orders.len(), 6, "every order, a non-unit innermost stride included: {orders:?}");
+    assert!(cases.iter().any(|c| c.layout("v").pad.iter().any(|&p| p != 0)), "padded layouts");
+    let residues: BTreeSet<u32> = cases.iter().map(|c| c.layout("q").offset_bytes % 16).collect();
     assert!(residues.is_superset(&[0, 2, 4, 6, 8].into()), "{residues:?}");
-    assert!(cases.iter().any(|c| c.head_dim % 8 != 0) && cases.iter().any(|c| c.head_dim == 256));
-    assert!(cases.iter().any(|c| c.causal) && cases.iter().any(|c| c.heads_q > c.heads_kv));
+    assert!(cases.iter().any(|c| c.dim("head_dim") % 8 != 0) && cases.iter().any(|c| c.dim("head_dim") == 256));
+    assert!(cases.iter().any(|c| c.scalar("causal") == Some(Scalar::Bool(true))) && cases.iter().any(|c| c.dim("heads_q") > c.dim("heads_kv")));
     for tile in [63, 64, 65, 127, 128, 129] {
-        assert!(cases.iter().any(|c| c.seq_k == tile), "seq_k {tile}");
+        assert!(cases.iter().any(|c| c.dim("seq_k") == tile), "seq_k {tile}");
     }
 }
 
@@ -81,24 +88,24 @@ fn flash_fwd_cases_still_span_every_parameter_dtype_layout_and_offset() {
 /// stay rare.
 #[test]
 fn campaigns_schedule_cases_past_int32_early_and_rarely() {
-    use cudafuzz::generate::reaches_past_int32;
     use cudafuzz::campaign::{campaign_case, PAST_INT32_AT, PAST_INT32_EVERY};
+    use cudafuzz::generate::reaches_past_int32;
     for rel in ["kernels/attention/flash_fwd.toml", "kernels/mutants/int32_offset.toml", "kernels/attention/fa_s512.toml"] {
         let m = manifest(rel);
-        let ctx = m.decode_context();
+        let ctx = DecodeContext::new(&m);
         let n = 2 * PAST_INT32_EVERY;
-        let past: Vec<u64> = (0..n).filter(|&i| reaches_past_int32(&m.bind(campaign_case(&ctx, 0, i)))).collect();
+        let past: Vec<u64> = (0..n).filter(|&i| reaches_past_int32(&m.bind(campaign_case(&ctx, 0, i)), &m)).collect();
         eprintln!("{}: cases past 2^31 among the first {n}: {past:?}", m.name);
         for at in [PAST_INT32_AT, PAST_INT32_AT + PAST_INT32_EVERY] {
             assert!(past.contains(&at), "{}: case #{at} is not past 2^31", m.name);
             let case = m.bind(campaign_case(&ctx, 0, at));
-            assert!(m.contract.admits(&case), "{}: {}", m.name, case.summary());
+            assert!(admits(&m, &case), "{}: {}", m.name, case.summary());
         }
         assert!(past.len() <= 8, "{}: {} cases past 2^31 in {n}", m.name, past.len());
     }
     // A kernel that declares 32-bit indexing is never given one.
     let mut m = manifest("kernels/attention/flash_fwd.toml");
     m.contract.max_element_offset = Some((1 << 31) - 1);
-    let ctx = m.decode_context();
-    assert!(!(0..2 * PAST_INT32_EVERY).any(|i| reaches_past_int32(&m.bind(campaign_case(&ctx, 0, i)))));
+    let ctx = DecodeContext::new(&m);
+    assert!(!(0..2 * PAST_INT32_EVERY).any(|i| reaches_past_int32(&m.bind(campaign_case(&ctx, 0, i)), &m)));
 }

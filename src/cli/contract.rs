@@ -1,5 +1,5 @@
 //! `cudafuzz contract`: infers the preconditions a kernel really needs ([`crate::infer`]) by
-//! running probes outside and at the edges of its declared contract.
+//! running probes, per tensor and per dim, outside and at the edges of its declared contract.
 
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -22,7 +22,8 @@ pub(super) struct ContractArgs {
     /// Kernel (name or manifest path) whose real preconditions to infer.
     #[arg(long)]
     kernel: String,
-    /// Replicas per probe (other data seeds, batch and heads 2), so a flaky outcome shows.
+    /// Replicas per probe (other data seeds; every third with its outer dims doubled), so a
+    /// flaky outcome shows.
     #[arg(long, default_value_t = DEFAULT_CASES_PER_PROBE)]
     cases_per_probe: usize,
     /// Also write the probes' results and the preconditions as JSON here.
@@ -51,7 +52,7 @@ pub(super) fn contract_command(a: ContractArgs) -> Result<i32> {
         true => run_all(&mut pool, &m, &opts, limit, &plan.probes.iter().map(|p| p.cases.clone()).collect::<Vec<_>>())?,
         false => Vec::new(),
     };
-    let mut inference = summarise(&plan, &base[0], &outcomes);
+    let mut inference = summarise(&m, &plan, &base[0], &outcomes);
     save_examples(&mut inference, &cfg.out.join("contract"))?;
     print!("{}", render_table(&inference));
     print!("{}", render_preconditions(&inference));
@@ -87,7 +88,8 @@ fn run_all(pool: &mut Pool, m: &Manifest, opts: &RunOptions, limit: std::time::D
     Ok(out)
 }
 
-/// Saves each precondition's minimal failing case as a seed under `dir`.
+/// Saves each precondition's minimal failing case as a seed under `dir` (`corpus::save` names
+/// it by its content and never overwrites another seed).
 fn save_examples(inference: &mut Inference, dir: &Path) -> Result<()> {
     for p in &mut inference.preconditions {
         let Some(example) = &p.example else { continue };

@@ -9,7 +9,7 @@
 mod bench;
 mod build;
 mod case;
-// mod contract;
+mod contract;
 mod fuzz;
 mod gate;
 mod minimize;
@@ -73,7 +73,7 @@ enum Command {
     /// Infer the preconditions a kernel really needs: probes that vary one property at a time
     /// outside and at the edges of its declared contract, summarised as sentences ("q base must
     /// be 16-byte aligned"), each with a minimal failing case saved under OUT/contract/.
-    Contract(ContractArgsPending),
+    Contract(contract::ContractArgs),
     /// compute-sanitizer utilities: `parse FILE.xml [--json]`.
     #[command(subcommand)]
     Sanitizer(sanitizer::SanitizerCommand),
@@ -335,7 +335,7 @@ fn run(args: RawArgs) -> Result<i32> {
         Command::Sweep(s) => sweep::sweep(s),
         Command::Sanitizer(c) => sanitizer::sanitizer_command(c),
         Command::Minimize(a) => minimize::minimize_command(a),
-        Command::Contract(_a) => Err(fail(exit::SETUP, "CONTRACT-PENDING")),
+        Command::Contract(a) => contract::contract_command(a),
         Command::Gate(a) => gate::gate_command(a),
         Command::Report(c) => report_cmd::report_command(c),
         Command::Worker { gpu, reference } => Ok(worker::main(gpu, reference)),
@@ -439,10 +439,3 @@ fn no_gpu(e: SupervisorError) -> anyhow::Error {
     }
 }
 
-/// PENDING: replaced when the contract command is ported.
-#[derive(Debug, Args)]
-pub(super) struct ContractArgsPending {
-    /// Kernel.
-    #[arg(long)]
-    kernel: String,
-}

@@ -17,6 +17,7 @@ pub use decode::{
 
 use crate::case::Case;
 use crate::manifest::Manifest;
+use crate::plan::Plan;
 
 /// A small, valid case for the kernel of `m`: every dim at the low end of its range (relations
 /// kept), scalars at their first choice, the first element type, default params, every tensor
@@ -29,4 +30,31 @@ pub fn example(m: &Manifest) -> Case {
     case.scalars = vars.scalars;
     relations::repair(&mut case, m, 0);
     case
+}
+
+/// Lays tensor `t` of `case` out in its current order at offset 0, unbroadcast, with no padding
+/// except on the innermost position of the order, where the extent is rounded up to a multiple
+/// of `align` bytes and then `extra` elements are added. Every stride but the innermost is then a
+/// multiple of `align` bytes when `extra` is a multiple of `align` bytes' worth of elements.
+/// A tensor of rank below 2 has no row to pad (its one dimension is outermost) and only loses
+/// its offset and broadcast; a case that does not plan is left as it is.
+///
+/// Shared by the sweep's input classes (`align = 16`) and contract inference's base case.
+pub fn align_rows(case: &mut Case, m: &Manifest, t: &str, align: u64, extra: u64) {
+    let Ok(plan) = Plan::new(case, m) else { return };
+    let Some(tp) = plan.tensor(t) else { return };
+    let per = (align / tp.elem_bytes.max(1) as u64).max(1);
+    let rank = tp.rank();
+    let layout = case.layout_mut(t);
+    layout.offset_bytes = 0;
+    layout.broadcast.clear();
+    if rank < 2 {
+        layout.pad.clear();
+        return;
+    }
+    let order = layout.order_of(rank);
+    let extent = tp.shape[order[rank - 1]];
+    let mut pad = vec![0u64; rank];
+    pad[rank - 1] = extent.div_ceil(per) * per - extent + extra;
+    layout.pad = if pad.iter().all(|&p| p == 0) { Vec::new() } else { pad };
 }

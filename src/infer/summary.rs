@@ -1,12 +1,13 @@
 //! From probe outcomes to preconditions: pure functions over a [`ProbePlan`] and the
-//! [`Outcome`] of each replica, and their rendering as text.
+//! [`Outcome`] of each replica (the text is [`super::render`]'s).
 //!
 //! For each family the values that passed (the base's own value among them) and the values
 //! that failed are collected; a numeric family's failures are explained by the simplest rule
 //! that separates them ([`numeric_rule`]: a minimum, a maximum, a power-of-two multiple), a named
 //! family's by the names that failed. One family gives at most one [`Precondition`]; families of
 //! one kind with the same sentence are then merged across tensors ("q, k, v, o base must be
-//! 16-byte aligned").
+//! 16-byte aligned"), which is why a tensor family's sentence names dimensions by position
+//! (`stride(1)`) rather than by the dims of one tensor.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -15,8 +16,9 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::{Family, Probe, ProbePlan, Value};
-use crate::case::{Case, TensorId};
+use crate::case::Case;
 use crate::finding::Finding;
+use crate::manifest::Manifest;
 use crate::minimize::size;
 use crate::worker::Outcome;
 
@@ -66,8 +68,8 @@ pub struct Example {
 pub struct Precondition {
     /// The kind of property, e.g. `base offset`, `head_dim`.
     pub property: String,
-    /// The tensors it concerns (empty for case-wide properties).
-    pub tensors: Vec<TensorId>,
+    /// The tensors it concerns, in roster order (empty for case-wide properties).
+    pub tensors: Vec<String>,
     /// The precondition, e.g. `q, k, v, o base must be 16-byte aligned`.
     pub sentence: String,
     /// The values that failed and what they failed with.
@@ -111,9 +113,10 @@ impl Inference {
     }
 }
 
-/// Summarises a plan's outcomes: `base` holds the base replicas' outcomes, `outcomes[i]` those
-/// of `plan.probes[i]` (probes without outcomes, e.g. after an interruption, are left out).
-pub fn summarise(plan: &ProbePlan, base: &[Outcome], outcomes: &[Vec<Outcome>]) -> Inference {
+/// Summarises a plan's outcomes for the kernel of `m`: `base` holds the base replicas'
+/// outcomes, `outcomes[i]` those of `plan.probes[i]` (probes without outcomes, e.g. after an
+/// interruption, are left out).
+pub fn summarise(m: &Manifest, plan: &ProbePlan, base: &[Outcome], outcomes: &[Vec<Outcome>]) -> Inference {
     let ran: Vec<(&Probe, &[Outcome])> = plan.probes.iter().zip(outcomes).map(|(p, o)| (p, o.as_slice())).collect();
     let mut inference = Inference {
         kernel: plan.kernel.clone(),
@@ -131,22 +134,22 @@ pub fn summarise(plan: &ProbePlan, base: &[Outcome], outcomes: &[Vec<Outcome>]) 
     let mut found = Vec::new();
     let mut relaxed = BTreeMap::new();
     for family in plan.families() {
-        let stats = family_stats(family, &ran);
-        if let Some(f) = precondition(family, &family.measure(&plan.base), &plan.base, &stats) {
+        let stats = family_stats(m, family, &ran);
+        if let Some(f) = precondition(m, family, &plan.base, &stats) {
             found.push(f);
         }
         for (value, s) in &stats {
             if s.fail == 0 && s.pass > 0 && !s.declared_inside {
-                relaxed.entry((family.kind(), family.describe(value))).or_insert_with(Vec::new).extend(family.tensor());
+                relaxed.entry((family.kind(), family.describe(value))).or_insert_with(Vec::new).extend(family.tensor().map(str::to_string));
             }
         }
     }
-    inference.preconditions = merge(found);
+    inference.preconditions = merge(m, found);
     inference.relaxations = relaxed
         .into_iter()
         .map(|((kind, value), tensors)| match tensors.is_empty() {
             true => format!("{kind} {value} passes although the declared contract excludes it"),
-            false => format!("{} {kind} {value} passes although the declared contract excludes it", names(&tensors)),
+            false => format!("{} {kind} {value} passes although the declared contract excludes it", list(&tensors)),
         })
         .collect();
     inference
@@ -199,7 +202,7 @@ fn causes(o: &Outcome) -> Vec<String> {
 
 /// `CUDA error 716 (misaligned_address)`, or `unwritten_output in o (sentinel)`.
 fn cause(f: &Finding) -> String {
-    match (&f.cuda_error, f.tensor) {
+    match (&f.cuda_error, &f.tensor) {
         (Some(e), _) => format!("CUDA error {} ({})", cuda_code(e), f.kind),
         (None, Some(t)) => format!("{} in {t} ({})", f.kind, f.oracle),
         (None, None) => format!("{} ({})", f.kind, f.oracle),
@@ -237,7 +240,7 @@ impl ValueStats<'_> {
     }
 }
 
-fn family_stats<'a>(family: &Family, ran: &[(&'a Probe, &'a [Outcome])]) -> BTreeMap<Value, ValueStats<'a>> {
+fn family_stats<'a>(m: &Manifest, family: &Family, ran: &[(&'a Probe, &'a [Outcome])]) -> BTreeMap<Value, ValueStats<'a>> {
     let mut stats: BTreeMap<Value, ValueStats<'a>> = BTreeMap::new();
     for (probe, outcomes) in ran.iter().filter(|(p, _)| &p.family == family) {
         let s = stats.entry(probe.value.clone()).or_insert(ValueStats {
@@ -257,7 +260,7 @@ fn family_stats<'a>(family: &Family, ran: &[(&'a Probe, &'a [Outcome])]) -> BTre
             s.fail += 1;
             s.causes.extend(causes(outcome));
             s.signature_sets.insert(signatures(outcome));
-            if s.example.is_none_or(|(c, _)| size(case) < size(c)) {
+            if s.example.is_none_or(|(c, _)| size(case, m) < size(c, m)) {
                 s.example = Some((case, outcome));
             }
         }
@@ -269,7 +272,7 @@ fn family_stats<'a>(family: &Family, ran: &[(&'a Probe, &'a [Outcome])]) -> BTre
 struct Found {
     family: Family,
     predicate: String,
-    tensors: Vec<TensorId>,
+    tensors: Vec<String>,
     failing: BTreeSet<Value>,
     causes: BTreeSet<String>,
     declared: bool,
@@ -277,18 +280,18 @@ struct Found {
     example: Option<Example>,
 }
 
-fn precondition(family: &Family, base_value: &Value, base: &Case, stats: &BTreeMap<Value, ValueStats<'_>>) -> Option<Found> {
+fn precondition(m: &Manifest, family: &Family, base: &Case, stats: &BTreeMap<Value, ValueStats<'_>>) -> Option<Found> {
     let failing: BTreeSet<Value> = stats.iter().filter(|(_, s)| s.fail > 0).map(|(v, _)| v.clone()).collect();
     if failing.is_empty() {
         return None;
     }
     let mut passing: BTreeSet<Value> = stats.iter().filter(|(_, s)| s.fail == 0 && s.pass > 0).map(|(v, _)| v.clone()).collect();
-    passing.insert(base_value.clone());
+    passing.insert(family.measure(base, m));
     let bad: Vec<&ValueStats<'_>> = stats.values().filter(|s| s.fail > 0).collect();
     let example = bad
         .iter()
         .filter_map(|s| s.example)
-        .min_by_key(|(c, _)| size(c))
+        .min_by_key(|(c, _)| size(c, m))
         .map(|(case, outcome)| Example {
             case: case.clone(),
             finding: match outcome {
@@ -302,8 +305,8 @@ fn precondition(family: &Family, base_value: &Value, base: &Case, stats: &BTreeM
         });
     Some(Found {
         family: family.clone(),
-        predicate: predicate(family, &passing, &failing, base.dtype.size() as i64),
-        tensors: family.tensor().into_iter().collect(),
+        predicate: predicate(family, &passing, &failing, elem_bytes(m, family, base)),
+        tensors: family.tensor().map(str::to_string).into_iter().collect(),
         failing,
         causes: bad.iter().flat_map(|s| s.causes.iter().cloned()).collect(),
         declared: bad.iter().all(|s| !s.declared_inside),
@@ -357,26 +360,32 @@ fn list(values: impl IntoIterator<Item = impl ToString>) -> String {
 fn predicate(family: &Family, passing: &BTreeSet<Value>, failing: &BTreeSet<Value>, elem: i64) -> String {
     let rule = numeric_rule(&nums(passing), &nums(failing));
     let only_multiple = rule.min.is_none() && rule.max.is_none() && rule.unexplained.is_empty();
+    let every_value_fails = passing.len() == 1;
     match (family, rule.multiple) {
         (Family::Offset(_), Some(m)) if only_multiple => format!("base must be {m}-byte aligned"),
-        (Family::Pitch(_), Some(m)) if only_multiple => format!("stride_s must be a multiple of {m} bytes ({} elements)", (m / elem).max(1)),
+        (Family::Pitch(_), Some(m)) if only_multiple => format!("row pitch must be a multiple of {m} bytes ({} elements)", (m / elem).max(1)),
         (Family::Offset(_), _) => format!("base {}", numeric_clauses("offset (bytes)", &rule)),
-        (Family::Pitch(_), _) => format!("row pitch (stride_s, bytes) {}", numeric_clauses("", &rule).trim_start()),
-        (Family::Padding(_, d), _) => format!("stride_{} must be dense (no padding of the {} extent)", super::outer_letter(*d), d.letter()),
+        (Family::Pitch(_), _) => numeric_clauses("row pitch (bytes)", &rule),
+        (Family::Padding { dim, outer, .. }, _) => format!("stride({outer}) must be dense (no padding of dimension {dim})"),
         (Family::ElementOffset(_), _) => {
             "element offsets must stay below 2^31: the kernel indexes in 32 bits (declare max_element_offset = 2147483647)".into()
         }
-        (Family::InnerStride(_), _) if passing.len() == 1 => "stride_d must be 1".into(),
-        (Family::Order(_), _) if passing.len() == 1 => format!("must be in {} order", list(passing)),
+        (Family::InnerStride(_), _) if every_value_fails => "innermost stride must be 1".into(),
+        (Family::Order(_), _) if every_value_fails => format!("must be in order {}", list(passing)),
         (Family::InnerStride(_) | Family::Order(_), _) => format!("must not be in order {}", list(failing)),
-        (Family::Dtype, _) if passing.len() == 1 => format!("dtype must be {}", list(passing)),
+        (Family::Broadcast(_), _) if every_value_fails => "cannot be broadcast".into(),
+        (Family::Broadcast(_), _) => format!("cannot be broadcast over {}", list(failing)),
+        (Family::Dtype, _) if every_value_fails => format!("dtype must be {}", list(passing)),
         (Family::Dtype, _) => format!("dtype must be one of {}", list(passing)),
-        (Family::Causal, _) if failing.contains(&Value::Name("causal".into())) => "causal masking is not supported".into(),
-        (Family::Causal, _) => "causal masking needs seq_q = seq_k".into(),
-        (Family::Gqa, _) if passing.len() == 1 => "heads_q must equal heads_kv (no GQA or MQA)".into(),
-        (Family::Gqa, _) => format!("heads_q:heads_kv must not be {}", list(failing.iter().map(|v| format!("{v}:1")))),
+        (Family::Flag(name), _) => format!("{name} = {} is not supported", list(failing)),
         (other, _) => numeric_clauses(&other.to_string(), &rule),
     }
+}
+
+/// The element size of the tensor a family is about (the case's element size for the others).
+fn elem_bytes(m: &Manifest, family: &Family, base: &Case) -> i64 {
+    let tensor = family.tensor().and_then(|t| m.tensor(t));
+    tensor.map_or(base.dtype, |t| t.dtype.resolve(base.dtype)).size() as i64
 }
 
 /// `head_dim must be ≥ 8, ≤ 256 and a multiple of 8`, `seq_k must be 512`.
@@ -402,7 +411,7 @@ fn numeric_clauses(name: &str, rule: &NumRule) -> String {
 }
 
 /// Merges preconditions of one kind with the same predicate across tensors.
-fn merge(found: Vec<Found>) -> Vec<Precondition> {
+fn merge(m: &Manifest, found: Vec<Found>) -> Vec<Precondition> {
     let mut groups: Vec<Found> = Vec::new();
     for f in found {
         match groups.iter_mut().find(|g| g.family.kind() == f.family.kind() && g.predicate == f.predicate) {
@@ -412,18 +421,18 @@ fn merge(found: Vec<Found>) -> Vec<Precondition> {
                 g.causes.extend(f.causes);
                 g.declared &= f.declared;
                 g.consistent &= f.consistent;
-                if f.example.as_ref().is_some_and(|e| g.example.as_ref().is_none_or(|x| size(&e.case) < size(&x.case))) {
+                if f.example.as_ref().is_some_and(|e| g.example.as_ref().is_none_or(|x| size(&e.case, m) < size(&x.case, m))) {
                     g.example = f.example;
                 }
             }
             None => groups.push(f),
         }
     }
-    groups.into_iter().map(finish).collect()
+    groups.into_iter().map(|g| finish(m, g)).collect()
 }
 
-fn finish(mut g: Found) -> Precondition {
-    g.tensors.sort();
+fn finish(m: &Manifest, mut g: Found) -> Precondition {
+    g.tensors.sort_by_key(|t| m.tensor_index(t));
     g.tensors.dedup();
     let failing: Vec<Value> = g.failing.into_iter().collect();
     let causes: Vec<String> = g.causes.into_iter().collect();
@@ -433,7 +442,7 @@ fn finish(mut g: Found) -> Precondition {
     }
     Precondition {
         property: g.family.kind(),
-        sentence: if g.tensors.is_empty() { g.predicate } else { format!("{} {}", names(&g.tensors), g.predicate) },
+        sentence: if g.tensors.is_empty() { g.predicate } else { format!("{} {}", list(&g.tensors), g.predicate) },
         tensors: g.tensors,
         evidence,
         declared: g.declared,
@@ -443,78 +452,3 @@ fn finish(mut g: Found) -> Precondition {
     }
 }
 
-fn names(tensors: &[TensorId]) -> String {
-    list(tensors.iter().map(|t| t.name()))
-}
-
-/// The probe plan in words: how many probes, which families and values.
-pub fn render_plan(plan: &ProbePlan) -> String {
-    let families = plan.families();
-    let mut s = format!(
-        "probe plan for {}: {} probes in {} families, {} base cases, {} cases in all\nbase case: {}\n",
-        plan.kernel,
-        plan.probes.len(),
-        families.len(),
-        plan.base_cases.len(),
-        plan.total_cases(),
-        plan.base.summary()
-    );
-    for family in families {
-        let probes: Vec<&Probe> = plan.probes.iter().filter(|p| &p.family == family).collect();
-        let inside = probes.iter().filter(|p| p.declared_inside).count();
-        let values = list(probes.iter().map(|p| family.describe(&p.value)));
-        let _ = writeln!(s, "  {:<30} {values}  ({inside} of {} inside the declared contract)", family.to_string(), probes.len());
-    }
-    s
-}
-
-/// One line per probe: family, value, declared side, result over the replicas, first signature.
-pub fn render_table(inference: &Inference) -> String {
-    let mut s = format!("{:<28} {:<14} {:<8} {:<10} first signature\n", "probe", "value", "declared", "result");
-    for r in &inference.rows {
-        let result = match r.verdict() {
-            "pass" => "pass".to_string(),
-            v => format!("{v} {}/{}", r.fail + r.error, r.pass + r.fail + r.error),
-        };
-        let first = r.signatures.keys().next().map(String::as_str).unwrap_or("");
-        let declared = if r.declared_inside { "inside" } else { "outside" };
-        let _ = writeln!(s, "{:<28} {:<14} {:<8} {:<10} {first}", r.family, r.value, declared, result);
-    }
-    s.push_str("result: pass, or FAIL/mixed with failed/run replicas; declared: the probe's side of the manifest's contract\n");
-    s
-}
-
-/// The preconditions, one per line with evidence, example and seed; then the relaxations.
-pub fn render_preconditions(inference: &Inference) -> String {
-    if let Some(why) = &inference.base_failure {
-        return format!(
-            "{}: the base case fails inside the declared contract ({why}): {}\nno precondition can be inferred from a failing base; fuzz or minimise that case first\n",
-            inference.kernel, inference.base
-        );
-    }
-    let mut s = format!(
-        "{}: {} preconditions from {} probes ({} cases), {} not declared by the manifest's contract\n",
-        inference.kernel,
-        inference.preconditions.len(),
-        inference.probes,
-        inference.cases,
-        inference.undeclared()
-    );
-    for p in &inference.preconditions {
-        let mark = if p.declared { "declared" } else { "NOT DECLARED: the contract allows these cases" };
-        let _ = writeln!(s, "  - {}  [{mark}]\n      {}", p.sentence, p.evidence);
-        if let Some(e) = &p.example {
-            let _ = writeln!(s, "      minimal failing case: {}", e.case.summary());
-        }
-        if let Some(path) = &p.seed {
-            let _ = writeln!(s, "      seed: {}", path.display());
-        }
-    }
-    if !inference.relaxations.is_empty() {
-        s.push_str("passing cases the declared contract excludes:\n");
-        for r in &inference.relaxations {
-            let _ = writeln!(s, "  - {r}");
-        }
-    }
-    s
-}
