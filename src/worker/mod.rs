@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::case::Case;
 use crate::gpu::GpuInfo;
 pub use engine::{kernel_label, Engine, EngineError, Outcome, ReferenceChoice, ReferenceUsed, RunOptions, StageTimes, Verdict};
+pub use reference::{reference_case, reference_manifest};
 
 /// Exit status of a worker that stopped because its CUDA context is poisoned.
 pub const EXIT_STICKY: i32 = 86;

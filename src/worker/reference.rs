@@ -118,11 +118,7 @@ impl Engine {
     fn run_reference(&mut self, prep: &Prepared<'_>, k: &ReferenceKernel, gold: bool) -> Result<Vec<Vec<f64>>, EngineError> {
         let reference = |m: String| EngineError::Reference(m);
         let rm = reference_manifest(&prep.manifest, k, gold);
-        let mut rc = prep.case.clone();
-        rc.kernel = rm.path.display().to_string();
-        rc.dtype = if gold { Dtype::F64 } else { prep.case.dtype };
-        rc.tensors.clear();
-        rc.placement = Placement::Guarded;
+        let rc = reference_case(prep.case, &rm, gold);
         let rplan = Plan::new(&rc, &rm).map_err(|e| reference(format!("the reference kernel's plan: {}", crate::error::chain(&e))))?;
         let resolved = rm.resolve(&rplan.vars)?;
         let image = HostImage::build(&rc, &rplan, &prep.inputs);
@@ -149,6 +145,19 @@ impl Engine {
         }
         Ok(out)
     }
+}
+
+/// The case a reference run plans against `reference_manifest(.., gold)`: the kernel's case
+/// with the element type f64 (gold) or the case's own (baseline), every tensor dense at offset
+/// 0 and guarded placement; the values it reads are the case's generated ones, whatever the
+/// layouts.
+pub fn reference_case(case: &Case, rm: &Manifest, gold: bool) -> Case {
+    let mut rc = case.clone();
+    rc.kernel = rm.path.display().to_string();
+    rc.dtype = if gold { Dtype::F64 } else { case.dtype };
+    rc.tensors.clear();
+    rc.placement = Placement::Guarded;
+    rc
 }
 
 /// The manifest a reference run compiles and launches: the kernel's roster with every tensor
