@@ -19,7 +19,7 @@ pub mod config;
 pub mod corpus;
 pub mod coverage;
 pub mod data;
-// pub mod emit;
+pub mod emit;
 pub mod error;
 pub mod exit;
 pub mod generate;

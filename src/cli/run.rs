@@ -94,6 +94,58 @@ pub(super) fn repro(r: ReproArgs) -> Result<i32> {
 
 /// `repro --emit`: writes the standalone repro (never over an existing file without `--force`)
 /// and prints how to build and run it.
-fn emit_repro(_r: &ReproArgs, _cfg: &EngineConfig, _kind: EmitArg, _seed: &Seed, _manifest: &Manifest) -> Result<i32> {
-    Err(fail(exit::SETUP, "EMIT-PENDING"))
+fn emit_repro(r: &ReproArgs, cfg: &EngineConfig, kind: EmitArg, seed: &Seed, manifest: &Manifest) -> Result<i32> {
+    use crate::emit::{emit, EmitKind, SeedInfo};
+    let kind = match kind {
+        EmitArg::Cu => EmitKind::Cu,
+        EmitArg::Python => EmitKind::Python,
+    };
+    let output = r.output.clone().unwrap_or_else(|| r.seed.with_extension(kind.extension()));
+    let to_stdout = output.as_os_str() == "-";
+    let file_name = match output.file_name() {
+        Some(n) if !to_stdout => n.to_string_lossy().into_owned(),
+        _ => format!("repro.{}", kind.extension()),
+    };
+    let tool = match cfg.sanitize.as_deref() {
+        None => None,
+        Some([t]) => Some(*t),
+        Some(_) => {
+            let list = r.engine.sanitize.as_deref().unwrap_or_default();
+            return Err(fail(exit::USAGE, format!("--sanitize {list}: --emit lays a repro out for one tool; name one")));
+        }
+    };
+    let mut info = SeedInfo::from_seed(&r.seed, seed, &file_name);
+    info.sanitizer = tool;
+    let case = manifest.bind(seed.case.clone());
+    let emitted = emit(kind, &case, manifest, &info).map_err(|e| fail(exit::USAGE, format!("{}: {}", r.seed.display(), chain(e))))?;
+    if to_stdout {
+        print!("{}", emitted.text);
+        return Ok(exit::OK);
+    }
+    let written = if r.force {
+        std::fs::write(&output, &emitted.text)
+    } else {
+        use std::io::Write as _;
+        std::fs::OpenOptions::new().write(true).create_new(true).open(&output).and_then(|mut f| f.write_all(emitted.text.as_bytes()))
+    };
+    match written {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(fail(exit::USAGE, format!("{} exists; pass --force to overwrite it, or -o another file", output.display())))
+        }
+        Err(e) => return Err(fail(exit::SETUP, format!("cannot write {}: {e}", output.display()))),
+    }
+    println!("wrote {} ({} bytes): {} {}", output.display(), emitted.text.len(), manifest.name, case.summary());
+    if let Some(f) = &seed.finding {
+        println!("saved finding: {f}");
+    }
+    let dir = output.parent().filter(|d| !d.as_os_str().is_empty());
+    match dir {
+        Some(d) => println!("build and run (in {}):", d.display()),
+        None => println!("build and run:"),
+    }
+    for c in &emitted.commands {
+        println!("  {c}");
+    }
+    Ok(exit::OK)
 }

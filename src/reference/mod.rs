@@ -185,3 +185,16 @@ pub fn kernel_manifest(m: &Manifest, k: &ReferenceKernel, gold: bool) -> Manifes
     }
     rm
 }
+
+/// The case a reference run plans against [`kernel_manifest`]`(.., gold)`: the kernel's case
+/// with the element type f64 (gold) or the case's own (baseline), every tensor dense at offset
+/// 0 and guarded placement; the values it reads are the case's generated ones, whatever the
+/// layouts.
+pub fn reference_case(case: &crate::case::Case, rm: &Manifest, gold: bool) -> crate::case::Case {
+    let mut rc = case.clone();
+    rc.kernel = rm.path.display().to_string();
+    rc.dtype = if gold { Dtype::F64 } else { case.dtype };
+    rc.tensors.clear();
+    rc.placement = crate::case::Placement::Guarded;
+    rc
+}

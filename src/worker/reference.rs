@@ -10,13 +10,13 @@
 
 use crate::arena::device::DeviceArena;
 use crate::arena::{sentinel_bits, ArenaLayout, HostImage};
-use crate::case::{Case, Dtype, Placement, Scalar, TensorLayout};
+use crate::case::{Case, Scalar, TensorLayout};
 use crate::data::{self, Inputs};
 use crate::launch;
 use crate::manifest::{BuiltinOp, ReferenceKernel, ReferenceSpec, Role};
 use crate::plan::{check_contract, Plan};
 use crate::reference::attention::RefOutput;
-use crate::reference::{attention_expected, attention_geometry, cpu_reference, kernel_expected, kernel_manifest, RefOutputs};
+use crate::reference::{attention_expected, attention_geometry, cpu_reference, kernel_expected, kernel_manifest, reference_case, RefOutputs};
 
 use super::engine::{Engine, EngineError, Prepared, ReferenceChoice, ReferenceUsed};
 
@@ -118,11 +118,7 @@ impl Engine {
     fn run_reference(&mut self, prep: &Prepared<'_>, k: &ReferenceKernel, gold: bool) -> Result<Vec<Vec<f64>>, EngineError> {
         let reference = |m: String| EngineError::Reference(m);
         let rm = kernel_manifest(&prep.manifest, k, gold);
-        let mut rc = prep.case.clone();
-        rc.kernel = rm.path.display().to_string();
-        rc.dtype = if gold { Dtype::F64 } else { prep.case.dtype };
-        rc.tensors.clear();
-        rc.placement = Placement::Guarded;
+        let rc = reference_case(prep.case, &rm, gold);
         let rplan = Plan::new(&rc, &rm).map_err(|e| reference(format!("the reference kernel's plan: {}", crate::error::chain(&e))))?;
         let resolved = rm.resolve(&rplan.vars)?;
         let image = HostImage::build(&rc, &rplan, &prep.inputs);
