@@ -95,20 +95,24 @@ if want contract; then
 fi
 
 if want emit; then
+  # A silu_and_mul finding and a clean example case as standalone repros: the .cu built with
+  # nvcc and the Python script, each running the user reference kernel itself.
   e="$logs/emit"; mkdir -p "$e"
   timeout 120 $bin fuzz --kernel kernels/mutants/silu_mul_unchecked_vec.toml --cases 2000 --stop-after 1 --escalate none --seed 1 --out "$e/out" > "$e/fuzz.log" 2>&1
-  seed=$(ls "$e"/out/seeds/*.json 2>/dev/null | head -n1)
-  if [ -n "$seed" ] && $bin repro "$seed" --emit cu > "$e/repro.cu" 2> "$e/emit.err"; then
-    inc=$(python3 -c "import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], 'cu13', 'include'))" 2>/dev/null)
-    nvcc -arch=sm_90 -o "$e/repro" "$e/repro.cu" -lcuda -lnvrtc > "$e/nvcc.log" 2>&1; st=$?
-    if [ $st = 0 ]; then timeout 120 "$e/repro" > "$e/run.log" 2>&1; rst=$?; else rst=-; fi
-    row "emit cu: silu mutant seed, nvcc, run (exit 1)" "$([ "$rst" = 1 ] && echo ok || echo FAIL)" "nvcc rc=$st run rc=$rst $(grep -m1 -iE 'misaligned|FAIL|finding' "$e/run.log" | cut -c1-80)"
-    $bin fuzz --kernel silu_and_mul --cases 1 --seed 3 --out "$e/clean" > /dev/null 2>&1
-    $bin case example --kernel silu_and_mul > "$e/clean.json"
-    $bin repro "$e/clean.json" --emit cu > "$e/clean.cu" 2>> "$e/emit.err" && nvcc -arch=sm_90 -o "$e/clean" "$e/clean.cu" -lcuda -lnvrtc >> "$e/nvcc.log" 2>&1 \
-      && { timeout 120 "$e/clean" > "$e/clean-run.log" 2>&1; rst=$?; } || rst=-
-    row "emit cu: silu_and_mul example case passes (exit 0)" "$([ "$rst" = 0 ] && echo ok || echo FAIL)" "run rc=$rst $(tail -n1 "$e/clean-run.log" 2>/dev/null | cut -c1-80)"
-  else
-    row "emit cu: silu mutant seed" FAIL "no seed or emit failed: $(head -c 200 "$e/emit.err" 2>/dev/null)"
-  fi
+  cp "$(ls "$e"/out/seeds/*.json 2>/dev/null | head -n1)" "$e/bug.json" 2>/dev/null
+  $bin case example --kernel silu_and_mul > "$e/clean.json"
+  for n in bug clean; do
+    want_st=$([ $n = bug ] && echo 1 || echo 0)
+    if [ -f "$e/$n.json" ] && $bin repro "$e/$n.json" --emit cu -o "$e/$n.cu" > "$e/emit-$n.log" 2>&1 \
+       && nvcc -arch=native -lineinfo -o "$e/$n" "$e/$n.cu" > "$e/nvcc-$n.log" 2>&1; then
+      timeout 120 "$e/$n" > "$e/run-$n.log" 2>&1; st=$?
+      row "emit cu silu $n (exit $want_st)" "$([ $st = $want_st ] && echo ok || echo FAIL)" "rc=$st $(grep -m1 -iE 'RESULT|CUDA error|fail' "$e/run-$n.log" | cut -c1-80)"
+    else
+      row "emit cu silu $n" FAIL "see emit/emit-$n.log, emit/nvcc-$n.log"
+    fi
+    if $bin repro "$e/$n.json" --emit python -o "$e/$n.py" >> "$e/emit-$n.log" 2>&1; then
+      (cd "$e" && PYTHONUNBUFFERED=1 timeout 120 python3 $n.py) > "$e/py-$n.log" 2>&1; st=$?
+      row "emit python silu $n (exit $want_st)" "$([ $st = $want_st ] && echo ok || echo FAIL)" "rc=$st $(grep -m1 -iE 'RESULT|CUDA error|fail' "$e/py-$n.log" | cut -c1-80)"
+    fi
+  done
 fi
