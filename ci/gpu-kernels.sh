@@ -128,7 +128,7 @@ if want int32-cost; then
   # One case whose k.stride_b passes 2^31 elements (4 GiB span, 14,464 elements): the mutant must
   # fail on it, flash_fwd must pass it; the same case without the padding gives the baseline.
   c=kernels/mutants/seeds/int32_offset_stride_b.json
-  python3 -c "import json,sys; s=json.load(open(sys.argv[1])); s['case']['layouts']['k']['pad']=[0,0,0,0]; json.dump(s,open(sys.argv[2],'w'))" "$c" "$logs/int32-nopad.json"
+  python3 -c "import json,sys; s=json.load(open(sys.argv[1])); s['case']['tensors'].setdefault('k',{})['pad']=[]; json.dump(s,open(sys.argv[2],'w'))" "$c" "$logs/int32-nopad.json"
   for spec in "mutant:$c:kernels/mutants/int32_offset.toml" "flash:$c:kernels/attention/flash_fwd.toml" "flash-nopad:$logs/int32-nopad.json:kernels/attention/flash_fwd.toml"; do
     IFS=: read -r name file kern <<< "$spec"
     t0=$(date +%s.%N)
@@ -326,9 +326,10 @@ d, n = sys.argv[1], int(sys.argv[2])
 base = json.load(open(f"{d}/base.json"))
 for i in range(n):
     s = json.loads(json.dumps(base)); c = s["case"]
-    c.update(seq_q=17 + 13 * i, seq_k=33 + 29 * i, head_dim=(16, 40, 64, 100)[i % 4], causal=bool(i % 2))
-    c["data"]["seed"] = 1000 + i
-    c["layouts"]["k"]["offset_bytes"] = (0, 2, 4, 8)[i % 4]
+    c["dims"].update(seq_q=17 + 13 * i, seq_k=33 + 29 * i, head_dim=(16, 40, 64, 100)[i % 4])
+    c["scalars"]["causal"] = bool(i % 2)
+    c["seed"] = 1000 + i
+    c.setdefault("tensors", {}).setdefault("k", {})["offset_bytes"] = (0, 2, 4, 8)[i % 4]
     json.dump(s, open(f"{d}/case-{i}.json", "w"), indent=1)
 PY
   cases=$(for i in $(seq 0 $((n - 1))); do echo "$d/case-$i.json"; done)
@@ -415,7 +416,7 @@ if want emit; then
   # oob_read_k at head_dim 40, emitted for memcheck (exact placement), is silent natively and
   # must be named by compute-sanitizer (exit 99, an invalid __global__ read).
   e="$logs/emit"; mkdir -p "$e"
-  setcase() {  # setcase IN OUT KEY=VALUE...: edit a seed's case (layouts.q.offset_bytes=8, head_dim=40)
+  setcase() {  # setcase IN OUT KEY=VALUE...: edit a seed's case (tensors.q.offset_bytes=8, dims.head_dim=40)
     python3 - "$@" <<'EOF'
 import json, sys
 seed = json.load(open(sys.argv[1]))
@@ -423,16 +424,16 @@ for kv in sys.argv[3:]:
     path, value = kv.split("=")
     node, keys = seed["case"], path.split(".")
     for k in keys[:-1]:
-        node = node[k]
+        node = node.setdefault(k, {})
     node[keys[-1]] = int(value)
 json.dump(seed, open(sys.argv[2], "w"), indent=1)
 EOF
   }
   $bin case example --kernel fa_s512 > "$e/fa.json"
-  setcase "$e/fa.json" "$e/fa_q0.json" layouts.q.offset_bytes=0
-  setcase "$e/fa.json" "$e/fa_q8.json" layouts.q.offset_bytes=8
+  setcase "$e/fa.json" "$e/fa_q0.json" tensors.q.offset_bytes=0
+  setcase "$e/fa.json" "$e/fa_q8.json" tensors.q.offset_bytes=8
   $bin case example --kernel oob_read_k > "$e/oob.json"
-  setcase "$e/oob.json" "$e/oob_d40.json" head_dim=40
+  setcase "$e/oob.json" "$e/oob_d40.json" dims.head_dim=40
   # Repros are written next to their seeds and built there, with the commands they print.
   build() {  # build NAME [--sanitize TOOL]: emit NAME.cu and NAME.py, nvcc NAME.cu
     local n=$1; shift
