@@ -209,7 +209,7 @@ if want coverage; then
       for cov in 1 0; do
         a="$logs/libfuzzer-$k-s$s-cov$cov"; mkdir -p "$a/corpus"
         t0=$(date +%s.%N)
-        CUDAFUZZ_KERNEL=kernels/mutants/$k.toml CUDAFUZZ_COVERAGE=$cov CUDAFUZZ_OUT="$a" timeout $(( ${COVERAGE_TIME:-40} + 20 )) .gpu/fuzz/attention \
+        CUDAFUZZ_KERNEL=kernels/mutants/$k.toml CUDAFUZZ_COVERAGE=$cov CUDAFUZZ_OUT="$a" timeout $(( ${COVERAGE_TIME:-40} + 20 )) .gpu/fuzz/kernel \
           -seed=$s -max_len=128 -len_control=0 -max_total_time=${COVERAGE_TIME:-40} -artifact_prefix="$a/" "$a/corpus" > "$a.log" 2>&1
         t1=$(date +%s.%N)
         crash=$(ls "$a"/crash-* 2>/dev/null | head -n1)
@@ -222,33 +222,33 @@ fi
 
 if want cargofuzz; then
   # Issue 6: a flash_fwd campaign of the cargo-fuzz target (resumes its corpus across calls).
-  a="$logs/libfuzzer-flash"; mkdir -p "$a" fuzz/corpus/attention
+  a="$logs/libfuzzer-flash"; mkdir -p "$a" fuzz/corpus/kernel
   t0=$(date +%s)
-  CUDAFUZZ_KERNEL=flash_fwd CUDAFUZZ_OUT="$a" timeout $(( ${CARGOFUZZ_TIME:-300} + 30 )) .gpu/fuzz/attention -max_len=128 -len_control=0 \
-    -max_total_time=${CARGOFUZZ_TIME:-300} -print_final_stats=1 -artifact_prefix="$a/" fuzz/corpus/attention > "$a.log" 2>&1; st=$?
-  row "cargo fuzz attention flash_fwd" "$([ $st = 0 ] && echo clean || echo "rc=$st")" "$(( $(date +%s) - t0 )) s, $(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$a.log" | grep -Eo '[0-9]+$') execs, corpus $(ls fuzz/corpus/attention | wc -l)"
-  [ -n "${OUT:-}" ] && tar czf "$OUT/attention-corpus.tgz" fuzz/corpus/attention
+  CUDAFUZZ_KERNEL=flash_fwd CUDAFUZZ_OUT="$a" timeout $(( ${CARGOFUZZ_TIME:-300} + 30 )) .gpu/fuzz/kernel -max_len=128 -len_control=0 \
+    -max_total_time=${CARGOFUZZ_TIME:-300} -print_final_stats=1 -artifact_prefix="$a/" fuzz/corpus/kernel > "$a.log" 2>&1; st=$?
+  row "cargo fuzz kernel flash_fwd" "$([ $st = 0 ] && echo clean || echo "rc=$st")" "$(( $(date +%s) - t0 )) s, $(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$a.log" | grep -Eo '[0-9]+$') execs, corpus $(ls fuzz/corpus/kernel | wc -l)"
+  [ -n "${OUT:-}" ] && tar czf "$OUT/kernel-corpus.tgz" fuzz/corpus/kernel
 fi
 
 # A campaign longer than one device call (10 minutes at most): `cargofuzz-start` detaches it
 # (setsid; it runs on while the machine is held, so follow with another call within its idle
 # time), `cargofuzz-wait` waits for it and reports. Its files stay in gpu-campaign/.
 if want cargofuzz-start; then
-  rm -rf gpu-campaign; mkdir -p gpu-campaign/artifacts fuzz/corpus/attention
-  CUDAFUZZ_KERNEL=flash_fwd CUDAFUZZ_OUT=gpu-campaign/cudafuzz setsid bash -c 't0=$(date +%s); timeout '$(( ${CARGOFUZZ_TIME:-600} + 60 ))' .gpu/fuzz/attention -max_len=128 -len_control=0 \
-    -max_total_time='${CARGOFUZZ_TIME:-600}' -print_final_stats=1 -artifact_prefix=gpu-campaign/artifacts/ fuzz/corpus/attention > gpu-campaign/libfuzzer.log 2>&1; \
+  rm -rf gpu-campaign; mkdir -p gpu-campaign/artifacts fuzz/corpus/kernel
+  CUDAFUZZ_KERNEL=flash_fwd CUDAFUZZ_OUT=gpu-campaign/cudafuzz setsid bash -c 't0=$(date +%s); timeout '$(( ${CARGOFUZZ_TIME:-600} + 60 ))' .gpu/fuzz/kernel -max_len=128 -len_control=0 \
+    -max_total_time='${CARGOFUZZ_TIME:-600}' -print_final_stats=1 -artifact_prefix=gpu-campaign/artifacts/ fuzz/corpus/kernel > gpu-campaign/libfuzzer.log 2>&1; \
     echo "$? $(( $(date +%s) - t0 ))" > gpu-campaign/status' < /dev/null > /dev/null 2>&1 &
-  row "cargo fuzz attention flash_fwd (detached)" "started" "${CARGOFUZZ_TIME:-600} s; collect with cargofuzz-wait"
+  row "cargo fuzz kernel flash_fwd (detached)" "started" "${CARGOFUZZ_TIME:-600} s; collect with cargofuzz-wait"
 fi
 
 if want cargofuzz-wait; then
   while [ -d gpu-campaign ] && [ ! -f gpu-campaign/status ]; do sleep 5; done
   if [ -f gpu-campaign/status ]; then
     read -r st secs < gpu-campaign/status
-    row "cargo fuzz attention flash_fwd" "$([ "$st" = 0 ] && [ -z "$(ls gpu-campaign/artifacts)" ] && echo clean || echo "rc=$st")" "$secs s, $(grep -Eo 'stat::number_of_executed_units: *[0-9]+' gpu-campaign/libfuzzer.log | grep -Eo '[0-9]+$') execs, corpus $(ls fuzz/corpus/attention | wc -l), artifacts $(ls gpu-campaign/artifacts | wc -l)"
+    row "cargo fuzz kernel flash_fwd" "$([ "$st" = 0 ] && [ -z "$(ls gpu-campaign/artifacts)" ] && echo clean || echo "rc=$st")" "$secs s, $(grep -Eo 'stat::number_of_executed_units: *[0-9]+' gpu-campaign/libfuzzer.log | grep -Eo '[0-9]+$') execs, corpus $(ls fuzz/corpus/kernel | wc -l), artifacts $(ls gpu-campaign/artifacts | wc -l)"
     cp gpu-campaign/libfuzzer.log "$logs/libfuzzer-flash-campaign.log"; cp -r gpu-campaign/artifacts "$logs/campaign-artifacts"
   else
-    row "cargo fuzz attention flash_fwd" "FAIL" "no detached campaign on this machine (run cargofuzz-start first, in a call less than its idle time before)"
+    row "cargo fuzz kernel flash_fwd" "FAIL" "no detached campaign on this machine (run cargofuzz-start first, in a call less than its idle time before)"
   fi
 fi
 

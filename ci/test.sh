@@ -30,18 +30,18 @@ done
 # The GPU target builds everywhere; without a GPU it must say so and exit 3 before running any
 # input (so libFuzzer saves no artifact), not pass silently. Run the binary itself: `cargo fuzz
 # run` turns every non-zero status of the target into its own status 1.
-RUSTC_BOOTSTRAP=1 cargo fuzz build -s none attention
-attention="fuzz/target/$(rustc -vV | sed -n 's/^host: //p')/release/attention"  # cargo fuzz builds for the host triple
-rm -rf target/attention-nogpu && mkdir -p target/attention-nogpu
+RUSTC_BOOTSTRAP=1 cargo fuzz build -s none kernel
+kernel="fuzz/target/$(rustc -vV | sed -n 's/^host: //p')/release/kernel"  # cargo fuzz builds for the host triple
+rm -rf target/kernel-nogpu && mkdir -p target/kernel-nogpu
 set +e
-"$attention" -runs=1 -artifact_prefix=target/attention-nogpu/ > target/attention-nogpu.log 2>&1
+"$kernel" -runs=1 -artifact_prefix=target/kernel-nogpu/ > target/kernel-nogpu.log 2>&1
 st=$?
 set -e
 if cudafuzz_gpu=$(nvidia-smi -L 2>/dev/null) && [ -n "$cudafuzz_gpu" ]; then
-  echo "attention target: GPU present ($cudafuzz_gpu); run it with ci/gpu-kernels.sh cargofuzz"
-elif [ $st -eq 3 ] && grep -q "no GPU" target/attention-nogpu.log && [ -z "$(ls target/attention-nogpu)" ]; then
-  echo "attention target: skipped: $(grep -m1 'no GPU' target/attention-nogpu.log)"
+  echo "kernel target: GPU present ($cudafuzz_gpu); run it with ci/gpu-kernels.sh cargofuzz"
+elif [ $st -eq 3 ] && grep -q "no GPU" target/kernel-nogpu.log && [ -z "$(ls target/kernel-nogpu)" ]; then
+  echo "kernel target: skipped: $(grep -m1 'no GPU' target/kernel-nogpu.log)"
 else
-  echo "attention target: expected exit 3 with a 'no GPU' message and no artifact, got $st:"; ls target/attention-nogpu; tail -n 20 target/attention-nogpu.log; exit 1
+  echo "kernel target: expected exit 3 with a 'no GPU' message and no artifact, got $st:"; ls target/kernel-nogpu; tail -n 20 target/kernel-nogpu.log; exit 1
 fi
 echo "== ci/test.sh: all green"

@@ -7,10 +7,14 @@ use std::process::{Command, Output};
 use cudafuzz::case::Case;
 use cudafuzz::corpus::Seed;
 use cudafuzz::exit;
+use cudafuzz::plan::{admits, Plan};
 
-/// The binary under test: `$CUDAFUZZ_BIN` (a staged copy on a GPU host), else cargo's.
-fn exe() -> PathBuf {
-    std::env::var_os("CUDAFUZZ_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cudafuzz")))
+mod common;
+use common::{attention_example_named, exe, manifest};
+
+/// The example case of simple_attn, naming its kernel the way a user's seed does.
+fn example() -> Case {
+    attention_example_named("kernels/testing/simple_attn.toml", "simple_attn")
 }
 
 fn cudafuzz(args: &[&str]) -> Output {
@@ -31,20 +35,43 @@ fn write_seed(dir: &tempfile::TempDir, name: &str, case: Case) -> PathBuf {
     p
 }
 
+/// The columns of a plan table row, a bracketed list (`[1, 2, 65, 64]`) counting as one.
+fn columns(row: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut depth = 0;
+    for word in row.split_whitespace() {
+        if depth > 0 {
+            let last = out.last_mut().expect("a list was opened");
+            last.push(' ');
+            last.push_str(word);
+        } else {
+            out.push(word.to_string());
+        }
+        depth += word.matches('[').count() as i32 - word.matches(']').count() as i32;
+    }
+    out
+}
+
 #[test]
 fn case_check_reports_q_residue_8() {
     let dir = tempfile::tempdir().unwrap();
-    let mut case = Case::example("simple_attn");
-    case.layouts.q.offset_bytes = 8;
+    let mut case = example();
+    case.layout_mut("q").offset_bytes = 8;
     let p = write_seed(&dir, "q8.json", case);
     let o = cudafuzz(&["case", "check", p.to_str().unwrap(), "--kernel", "kernels/testing/vec_load_q.toml"]);
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(exit::OK), "{out}{err}");
     let q_row = out.lines().find(|l| l.starts_with("q ")).expect("a row for q");
-    let cols: Vec<&str> = q_row.split_whitespace().collect();
-    // t, order, shape (4 tokens), strides (4 tokens), offset, span, ptr%16, ...
-    assert_eq!(cols[10], "8", "offset column: {q_row}");
-    assert_eq!(cols[12], "8", "ptr%16 column: {q_row}");
+    let cols = columns(q_row);
+    // tensor, role, type, order, shape, strides, offset, span bytes, ptr%16, stride_bytes%16, align
+    assert_eq!(cols.len(), 11, "{q_row}");
+    assert_eq!((cols[1].as_str(), cols[2].as_str()), ("input", "f16"), "{q_row}");
+    assert_eq!(cols[4], "[1, 2, 65, 64]", "shape column: {q_row}");
+    assert_eq!(cols[6], "8", "offset column: {q_row}");
+    assert_eq!(cols[8], "8", "ptr%16 column: {q_row}");
+    assert_eq!(cols[10], "8", "an 8-byte base with 16-byte-multiple pitches is 8-byte aligned: {q_row}");
+    let k_row = out.lines().find(|l| l.starts_with("k ")).expect("a row for k");
+    assert_eq!(columns(k_row)[8], "0", "k stays at offset 0: {k_row}");
     assert!(out.contains("contract of vec_load_q: inside"), "{out}");
 }
 
@@ -59,19 +86,37 @@ fn case_example_round_trips_through_check() {
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(exit::OK), "{out}{err}");
     assert!(out.contains("contract of simple_attn: inside"), "{out}");
+    // Another kernel's example names its own tensors (flash_fwd has an lse output).
+    let o = cudafuzz(&["case", "example", "--kernel", "flash_fwd"]);
+    assert_eq!(o.status.code(), Some(exit::OK));
+    std::fs::write(&p, &o.stdout).unwrap();
+    let o = cudafuzz(&["case", "check", p.to_str().unwrap()]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(exit::OK), "{out}{err}");
+    assert!(out.lines().any(|l| l.starts_with("lse ")) && out.contains("contract of flash_fwd: inside"), "{out}");
 }
 
 #[test]
 fn bad_inputs_exit_2_naming_file_and_field() {
     let dir = tempfile::tempdir().unwrap();
-    let mut v = serde_json::to_value(Seed::new(Case::example("simple_attn"))).unwrap();
-    v["case"]["layouts"]["k"]["pad"] = serde_json::json!([4, 0, 0, 0]);
+    let mut v = serde_json::to_value(Seed::new(example())).unwrap();
+    v["case"]["tensors"]["k"]["pad"] = serde_json::json!([4, 0, 0, 0]);
     let p = dir.path().join("padded.json");
     std::fs::write(&p, v.to_string()).unwrap();
     let o = cudafuzz(&["case", "check", p.to_str().unwrap()]);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(exit::USAGE), "{err}");
-    assert!(err.contains("padded.json") && err.contains("layouts.k.pad"), "{err}");
+    assert!(err.contains("padded.json") && err.contains("tensors.k.pad"), "{err}");
+
+    // A tensor the kernel does not declare is named with the ones it does.
+    let mut stray = serde_json::to_value(Seed::new(example())).unwrap();
+    stray["case"]["tensors"]["lse"]["offset_bytes"] = 0.into();
+    let p = dir.path().join("stray.json");
+    std::fs::write(&p, stray.to_string()).unwrap();
+    let o = cudafuzz(&["case", "check", p.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(exit::USAGE), "{err}");
+    assert!(err.contains("stray.json") && err.contains("tensors.lse") && err.contains("q, k, v, o"), "{err}");
 
     let p = dir.path().join("broken.json");
     std::fs::write(&p, "{\"format\": \"cudafuzz-seed\", \"version\": 1, \"case\": {").unwrap();
@@ -103,6 +148,55 @@ fn case_decode_turns_raw_bytes_into_a_seed() {
     let seed: Seed = serde_json::from_str(&out).unwrap();
     seed.case.validate().unwrap();
     assert!(seed.case.kernel.ends_with("simple_attn.toml"), "{}", seed.case.kernel);
+    // The decoder stays inside the kernel's contract, so the seed plans and is admitted.
+    let m = manifest("kernels/testing/simple_attn.toml");
+    let case = m.bind(seed.case);
+    Plan::new(&case, &m).unwrap_or_else(|e| panic!("{e}"));
+    assert!(admits(&m, &case), "{}", case.summary());
+}
+
+/// A seed of format 1 (the attention-only model) checks as it is, and `case migrate` rewrites
+/// it as a format-2 seed holding the same case, never over an existing file.
+#[test]
+fn format_1_seeds_check_and_migrate() {
+    let old = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/seeds-v1/oob_read_k.json");
+    let o = cudafuzz(&["case", "check", old]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(exit::OK), "{out}{err}");
+    // Format 1 drew the scale but accepted any; format 2 makes the drawn choices the contract,
+    // so this seed (scale 0.125 at head_dim 40) is judged but no longer inside it.
+    assert!(out.contains("head_dim=40") && out.contains("contract of oob_read_k: "), "{out}");
+    let dir = tempfile::tempdir().unwrap();
+    let new = dir.path().join("oob_read_k.v2.json");
+    let o = cudafuzz(&["case", "migrate", old, "-o", new.to_str().unwrap()]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(exit::OK), "{out}{err}");
+    let text_v2 = std::fs::read_to_string(&new).unwrap();
+    let raw: serde_json::Value = serde_json::from_str(&text_v2).unwrap();
+    assert_eq!((raw["version"].as_u64(), raw["case"]["version"].as_u64()), (Some(2), Some(2)), "{text_v2}");
+    assert_eq!(raw["case"]["dims"]["head_dim"], 40, "{text_v2}");
+    let (migrated, _) = cudafuzz::corpus::load(&new, None).unwrap();
+    let (read_old, _) = cudafuzz::corpus::load(std::path::Path::new(old), None).unwrap();
+    assert_eq!(migrated, read_old, "migrating on read and migrating the file agree");
+    let o = cudafuzz(&["case", "migrate", old, "-o", new.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(exit::USAGE), "{err}");
+    assert!(err.contains("exists"), "{err}");
+    assert_eq!(std::fs::read_to_string(&new).unwrap(), text_v2, "the existing file is left alone");
+}
+
+/// A seed file reads back the exact case it was written with: JSON numbers are parsed to the
+/// nearest f64, so a scale that is an f32 (`1 / sqrt(108)`) keeps every bit, and a case's
+/// content hash does not change when it is loaded.
+#[test]
+fn seed_files_keep_every_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut case = example();
+    case.scalars.insert("scale".into(), cudafuzz::case::Scalar::Float(0.09622504562139512));
+    let p = write_seed(&dir, "exact.json", case.clone());
+    let (seed, _) = cudafuzz::corpus::load(&p, None).unwrap();
+    assert_eq!(seed.case, case);
+    assert_eq!(cudafuzz::corpus::case_hash(&seed.case), cudafuzz::corpus::case_hash(&case));
 }
 
 #[test]
@@ -122,7 +216,7 @@ fn without_a_gpu_run_says_so_in_one_line_with_a_distinct_exit() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let p = write_seed(&dir, "c.json", Case::example("simple_attn"));
+    let p = write_seed(&dir, "c.json", example());
     let out_dir = dir.path().join("out");
     let o = cudafuzz(&["run", "--out", out_dir.to_str().unwrap(), p.to_str().unwrap()]);
     let (_, err) = text(&o);

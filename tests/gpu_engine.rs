@@ -8,14 +8,16 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudafuzz::case::{Case, TensorId};
+use cudafuzz::case::Case;
 use cudafuzz::finding::{FindingKind, Location, Oracle};
+use cudafuzz::generate::DecodeContext;
 use cudafuzz::manifest::Manifest;
+use cudafuzz::plan::admits;
 use cudafuzz::supervisor::{Supervisor, SupervisorConfig};
 use cudafuzz::worker::{Outcome, ReferenceChoice, RunOptions, Verdict};
 
 mod common;
-use common::{exe, root};
+use common::{attention_example, exe, root};
 
 /// `Some(reason)` when this machine cannot run GPU tests.
 fn no_gpu() -> Option<String> {
@@ -35,7 +37,7 @@ macro_rules! require_gpu {
 }
 
 fn manifest(rel: &str) -> Manifest {
-    Manifest::load(&root().join(rel)).unwrap_or_else(|e| panic!("{e}"))
+    common::manifest(rel)
 }
 
 fn supervisor(reference: bool) -> Supervisor {
@@ -51,10 +53,9 @@ fn supervisor(reference: bool) -> Supervisor {
     .unwrap()
 }
 
+/// The small attention example case for the kernel of `m` (default params, dense tensors).
 fn case_for(m: &Manifest) -> Case {
-    let mut c = Case::example(&m.path.display().to_string());
-    c.params = m.default_params();
-    c
+    attention_example(m)
 }
 
 fn run(sup: &mut Supervisor, m: &Manifest, case: &Case) -> Verdict {
@@ -77,7 +78,7 @@ fn misaligned_q_faults_with_716_every_time_and_the_worker_restarts() {
     let mut sup = supervisor(true);
     let aligned = case_for(&m);
     let mut shifted = aligned.clone();
-    shifted.layouts.q.offset_bytes = 8;
+    shifted.layout_mut("q").offset_bytes = 8;
     let mut faults = 0;
     for round in 0..20 {
         let v = run(&mut sup, &m, &aligned);
@@ -86,7 +87,7 @@ fn misaligned_q_faults_with_716_every_time_and_the_worker_restarts() {
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].kind, FindingKind::MisalignedAddress, "{f:?}");
         assert!(f[0].cuda_error.as_deref().unwrap_or("").contains("716"), "{f:?}");
-        assert_eq!(f[0].alignment[0], 8);
+        assert_eq!(f[0].alignment_of("q"), 8, "{f:?}");
         faults += 1;
     }
     assert_eq!(faults, 20);
@@ -103,7 +104,7 @@ fn out_of_bounds_write_is_caught_by_the_canary_without_a_sanitizer() {
     let f = findings(&run(&mut sup, &m, &case_for(&m)));
     let canary: Vec<_> = f.iter().filter(|f| f.kind == FindingKind::CanaryDamage).collect();
     assert!(!canary.is_empty(), "{f:?}");
-    assert!(canary.iter().all(|f| f.oracle == Oracle::Canary && f.tensor == Some(TensorId::O)), "{f:?}");
+    assert!(canary.iter().all(|f| f.oracle == Oracle::Canary && f.tensor.as_deref() == Some("o")), "{f:?}");
     assert!(
         canary.iter().any(|f| matches!(f.location, Some(Location::RedzoneAfter { bytes_past_end: 1..=4 }))),
         "the write just past o's last element must be located: {f:?}"
@@ -124,9 +125,10 @@ fn unwritten_last_row_is_caught_by_the_sentinel() {
     assert_eq!(unwritten.len(), 1, "{f:?}");
     let u = unwritten[0];
     assert_eq!(u.oracle, Oracle::Sentinel);
+    assert_eq!(u.tensor.as_deref(), Some("o"), "{u}");
     // One row (head_dim elements) per (batch, head).
-    assert_eq!(u.count, (case.batch * case.heads_q * case.head_dim) as u64);
-    assert_eq!(u.location, Some(Location::Element { index: [0, 0, case.seq_q - 1, 0] }));
+    assert_eq!(u.count, case.dim("batch") * case.dim("heads_q") * case.dim("head_dim"));
+    assert_eq!(u.location, Some(Location::Element { index: vec![0, 0, case.dim("seq_q") - 1, 0] }));
     eprintln!("skip_last_row: {u}");
 }
 
@@ -153,12 +155,12 @@ fn gpu_reference_agrees_with_the_cpu_reference() {
     require_gpu!();
     let m = manifest("kernels/testing/simple_attn.toml");
     let mut sup = supervisor(true);
-    let ctx = m.decode_context();
+    let ctx = DecodeContext::new(&m);
     let mut checked = 0;
     for i in 0..60u64 {
         let mut case = cudafuzz::campaign::generated_case(&ctx, 7, i);
         case.params = m.default_params();
-        if !m.contract.admits(&case) {
+        if !admits(&m, &case) {
             continue;
         }
         // The same case judged by each reference must pass under both.
@@ -181,13 +183,10 @@ fn correct_kernel_passes_generated_cases_inside_its_contract() {
     require_gpu!();
     let m = manifest("kernels/testing/simple_attn.toml");
     let mut sup = supervisor(true);
-    let ctx = m.decode_context();
+    let ctx = DecodeContext::new(&m);
     let (mut pass, mut outside) = (0, 0);
     for i in 0..300u64 {
-        let mut case = cudafuzz::campaign::generated_case(&ctx, 11, i);
-        for (k, v) in m.default_params() {
-            case.params.entry(k).or_insert(v);
-        }
+        let case = m.bind(cudafuzz::campaign::generated_case(&ctx, 11, i));
         let v = run(&mut sup, &m, &case);
         if !v.contract.is_inside() {
             outside += 1;
@@ -208,7 +207,7 @@ fn cli_run_prints_verdicts_and_exits_nonzero_on_a_finding() {
     let mut case = case_for(&m);
     let good = dir.path().join("good.json");
     std::fs::write(&good, cudafuzz::corpus::Seed::new(case.clone()).to_json()).unwrap();
-    case.layouts.q.offset_bytes = 8;
+    case.layout_mut("q").offset_bytes = 8;
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, cudafuzz::corpus::Seed::new(case).to_json()).unwrap();
     let out = std::process::Command::new(exe())
@@ -235,7 +234,7 @@ fn coverage_runs_report_the_kernel_paths_a_case_reached() {
     let limit = Duration::from_secs(20);
     let aligned = case_for(&m);
     let mut odd = aligned.clone();
-    odd.layouts.k.offset_bytes = 2; // k off the 16-byte path: its scalar load branch
+    odd.layout_mut("k").offset_bytes = 2; // k off the 16-byte path: its scalar load branch
     let a = sup.run(&aligned, &m, &opts, limit).unwrap();
     let b = sup.run(&odd, &m, &opts, limit).unwrap();
     assert_eq!((&a.outcome, &b.outcome), (&Outcome::Pass, &Outcome::Pass), "{a:?}\n{b:?}");

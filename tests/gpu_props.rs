@@ -15,16 +15,18 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudafuzz::generate::strategy::{cases, CaseLimits};
-use cudafuzz::case::{Case, Layouts};
+use cudafuzz::case::Case;
+use cudafuzz::generate::strategy::cases;
+use cudafuzz::generate::DecodeContext;
 use cudafuzz::manifest::Manifest;
+use cudafuzz::plan::admits;
 use cudafuzz::supervisor::{Supervisor, SupervisorConfig};
 use cudafuzz::worker::{Outcome, RunOptions, Verdict};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 
 mod common;
-use common::{exe, root};
+use common::{exe, relayout, root, small};
 
 fn no_gpu() -> Option<String> {
     cudafuzz::gpu::device_count().err().map(|e| e.to_string())
@@ -59,7 +61,7 @@ impl Gpu {
     }
 
     fn inside(&self, case: &Case) -> bool {
-        self.manifest.contract.admits(case)
+        admits(&self.manifest, case)
     }
 
     fn run(&self, case: &Case, determinism: bool) -> Result<Verdict, TestCaseError> {
@@ -70,11 +72,11 @@ impl Gpu {
             .map_err(|e| TestCaseError::fail(format!("the GPU run failed: {e}")))
     }
 
-    /// Cases of flash_fwd small enough for a few hundred GPU runs per test.
+    /// Cases of flash_fwd small enough for a few hundred GPU runs per test: every dim at most
+    /// 160, head_dim at most 128.
     fn cases(&self) -> impl Strategy<Value = Case> {
-        let limits = CaseLimits { max_seq: 160, max_head_dim: 128, ..CaseLimits::default() };
         let m = self.manifest.clone();
-        cases(self.manifest.decode_context(), limits).prop_map(move |c| m.bind(c))
+        cases(DecodeContext::new(&m), |c| c).prop_map(move |c| m.bind(small(&m, c, &|d| if d == "head_dim" { 128 } else { 160 })))
     }
 }
 
@@ -114,10 +116,10 @@ fn output_does_not_depend_on_layout_or_offset() {
     require_gpu!();
     let gpu = Gpu::new();
     let mut runner = TestRunner::new(config(64));
-    let other_layouts = cases(gpu.manifest.decode_context(), CaseLimits::default()).prop_map(|c| c.layouts);
-    let result = runner.run(&(gpu.cases(), other_layouts), |(case, layouts): (Case, Layouts)| {
-        let mut moved = case.clone();
-        moved.layouts = layouts;
+    // Other cases' layouts (orders, padding, offsets), on the first case's dims and values.
+    let other_layouts = gpu.cases();
+    let result = runner.run(&(gpu.cases(), other_layouts), |(case, other): (Case, Case)| {
+        let moved = relayout(&case, &other);
         prop_assume!(gpu.inside(&case) && gpu.inside(&moved));
         let a = gpu.run(&case, false)?;
         let b = gpu.run(&moved, false)?;

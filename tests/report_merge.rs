@@ -5,7 +5,6 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use cudafuzz::case::TensorId;
 use cudafuzz::exit;
 use cudafuzz::finding::{Finding, FindingKind, Location, Oracle, SourceLocation};
 use cudafuzz::report::export::{Campaign, Expectation, FindingEntry, GpuSummary, Observed, RunReport, SeedReplay, Step};
@@ -27,14 +26,14 @@ fn finding(kind: FindingKind, oracle: Oracle, line: Option<u32>) -> Finding {
         kind,
         oracle,
         kernel: "flash_fwd[BLOCK_M=64,BLOCK_N=64]".into(),
-        tensor: Some(TensorId::Q),
+        tensor: Some("q".into()),
         location: Some(Location::RedzoneAfter { bytes_past_end: 2 }),
         count: 1,
         cuda_error: None,
         source: line.map(|line| SourceLocation { file: "flash_fwd_kernel.cuh".into(), line, function: None }),
         access_size: Some(16),
         sanitizer_kind: oracle.is_sanitizer().then(|| "invalid_global_read_out_of_bounds".into()),
-        alignment: [16; 4],
+        alignment: ["q", "k", "v", "o"].map(|t| (t.to_string(), 16)).to_vec(),
         inside_contract: true,
         detail: "a 16-byte read 2 bytes past q's end".into(),
     }

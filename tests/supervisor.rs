@@ -1,6 +1,6 @@
 //! The supervisor against a scripted fake worker: hangs, crashes, sticky exits, the journal and
 //! Ctrl-C, all without a GPU. The fake speaks the real protocol (one JSON object per line) and
-//! picks its behaviour from the case's `seq_q`: 1 passes, 2 hangs after launching, 3 dies after
+//! picks its behaviour from the case's dim `seq_q`: 1 passes, 2 hangs after launching, 3 dies after
 //! launching, 4 reports a sticky fault and exits like a poisoned worker does.
 
 use std::path::{Path, PathBuf};
@@ -13,6 +13,9 @@ use cudafuzz::finding::{FindingKind, Oracle};
 use cudafuzz::manifest::Manifest;
 use cudafuzz::supervisor::{Pool, Slot, Supervisor, SupervisorConfig, SupervisorError};
 use cudafuzz::worker::{Outcome, RunOptions};
+
+mod common;
+use common::attention_example_named;
 
 const FAKE_WORKER: &str = r#"#!/usr/bin/env bash
 echo '{"event":"ready","gpu":{"ordinal":0,"name":"Fake GPU","arch":"sm_90","sm_count":1,"max_smem_optin":232448,"total_mem":1,"driver_version":13000}}'
@@ -52,9 +55,9 @@ fn setup() -> (tempfile::TempDir, Manifest, SupervisorConfig) {
     (dir, manifest, cfg)
 }
 
-fn case(seq_q: u32) -> Case {
-    let mut c = Case::example("simple_attn");
-    c.seq_q = seq_q;
+fn case(seq_q: u64) -> Case {
+    let mut c = attention_example_named("kernels/testing/simple_attn.toml", "simple_attn");
+    c.dims.insert("seq_q".into(), seq_q);
     c
 }
 
@@ -110,7 +113,7 @@ fn a_sticky_verdict_retires_the_worker_and_every_case_is_journalled_first() {
     assert_eq!(lines.len(), 10);
     for (i, pair) in lines.chunks(2).enumerate() {
         assert_eq!(pair[0]["id"], i as u64);
-        assert!(pair[0]["case"]["seq_q"].is_u64(), "{}", pair[0]);
+        assert!(pair[0]["case"]["dims"]["seq_q"].is_u64(), "{}", pair[0]);
         assert_eq!(pair[1]["id"], i as u64);
         assert!(pair[1]["outcome"].is_object() || pair[1]["outcome"].is_string(), "{}", pair[1]);
     }

@@ -10,7 +10,8 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     match parse(text) {
         Ok(parsed) => {
-            let ctx = FindingContext { kernel: "fuzz", alignment: [16; 4], inside_contract: true, table: None, tool: Oracle::Memcheck };
+            let alignment: Vec<(String, u64)> = ["q", "k", "v", "o"].iter().map(|t| (t.to_string(), 16)).collect();
+            let ctx = FindingContext { kernel: "fuzz", alignment: &alignment, inside_contract: true, table: None, tool: Oracle::Memcheck };
             for record in &parsed.records {
                 let _ = record.user_frame();
                 let finding = to_finding(record, &ctx);

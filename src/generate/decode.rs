@@ -521,7 +521,9 @@ pub fn past_int32_tensors(m: &Manifest, constrained: bool) -> Vec<String> {
 /// padded until the outermost stride is the first multiple of that dimension's stride at or past
 /// 2³¹. Index 1 of the outermost dimension then starts at the first offset a signed 32-bit index
 /// wraps on; every stride stays a multiple of the ones it was built from, so a contract's
-/// alignment still holds. Returns `false` when the tensor cannot take it.
+/// alignment still holds. A broadcast dimension has no stride to scale: the outermost one stops
+/// being broadcast, and the padding goes to the next dimension that is not. Returns `false` when
+/// the tensor cannot take it.
 pub fn offsets_past_int32(case: &mut Case, m: &Manifest, t: &str) -> bool {
     let Some(spec) = m.tensor(t) else { return false };
     let Some(dim) = spec.dim_name(0) else { return false };
@@ -530,6 +532,7 @@ pub fn offsets_past_int32(case: &mut Case, m: &Manifest, t: &str) -> bool {
     let tp = plan.tensor(t).expect("planned above");
     let rank = tp.rank();
     let layout = case.layout_mut(t);
+    layout.broadcast.retain(|&d| d != 0);
     let order = layout.order_of(rank);
     let pads: Vec<u64> = (0..rank).map(|i| layout.pad_at(i)).collect();
     let kept: Vec<(usize, u64)> = order.iter().copied().zip(pads).filter(|&(d, _)| d != 0).collect();
@@ -539,10 +542,13 @@ pub fn offsets_past_int32(case: &mut Case, m: &Manifest, t: &str) -> bool {
     new_pad.extend(kept.iter().map(|&(_, p)| p));
     layout.order = new_order;
     layout.pad = new_pad;
-    let next = layout.order[1];
+    // Padding a broadcast position changes no stride, and the broadcast positions between the
+    // outermost and this one add nothing to its stride: this one alone sets it.
+    let Some(pos) = (1..rank).find(|&i| !layout.broadcast.contains(&layout.order[i])) else { return false };
+    let next = layout.order[pos];
     let Some(st) = crate::case::strides(&tp.shape, layout) else { return false };
     let extent = INT32_OFFSET_LIMIT.div_ceil(st[next].max(1));
-    layout.pad[1] = extent.saturating_sub(tp.shape[next]);
+    layout.pad[pos] = extent.saturating_sub(tp.shape[next]);
     true
 }
 

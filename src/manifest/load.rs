@@ -23,9 +23,9 @@ use super::{
     Role, ScalarChoice, ScalarSpec, ScalarType, TensorSpec, MANIFEST_FORMAT,
 };
 
-const TOP_LEVEL_KEYS: [&str; 18] = [
+const TOP_LEVEL_KEYS: [&str; 17] = [
     "format", "name", "description", "source", "entry", "fuzz", "options", "dtypes", "defines", "params", "dims", "requires", "scalars", "tensors", "contract",
-    "reference", "launch", "timeout_ms",
+    "reference", "launch",
 ];
 
 /// The value classes an input draws from when its manifest does not say: every finite class.
@@ -287,6 +287,10 @@ impl Loader<'_> {
 
     fn check_top_level_keys(&self, table: &toml::Table) -> Result<(), ManifestError> {
         for key in table.keys() {
+            // Only the launch has a watchdog override; one at the top level would be ignored.
+            if key == "timeout_ms" {
+                return Err(self.invalid(key, "belongs to the launch; move it under [launch]".into()));
+            }
             if !TOP_LEVEL_KEYS.contains(&key.as_str()) {
                 return Err(self.invalid(key, format!("unknown key; remove it or use one of {}", TOP_LEVEL_KEYS.join(", "))));
             }
@@ -325,10 +329,26 @@ impl Loader<'_> {
         Ok((source, entry))
     }
 
+    /// `fuzz` (default `true`) and the extra NVRTC `options`.
     fn fuzz_and_options(&self, t: &mut toml::Table) -> Result<(bool, Vec<String>), ManifestError> {
         let fuzz = self.optional(t.remove("fuzz"), "fuzz")?.unwrap_or(true);
         let options: Vec<String> = self.optional(t.remove("options"), "options")?.unwrap_or_default();
+        self.check_options(&options, "options")?;
         Ok((fuzz, options))
+    }
+
+    /// Extra NVRTC options may not set the architecture (cudafuzz compiles each kernel for
+    /// every `--arch` it is asked for, and NVRTC would take the last one given) or be empty.
+    fn check_options(&self, options: &[String], field: &str) -> Result<(), ManifestError> {
+        for (i, o) in options.iter().enumerate() {
+            if ["-arch", "--gpu-architecture", "--gpu-name"].iter().any(|p| o.starts_with(p)) {
+                return Err(self.invalid(&format!("{field}[{i}]"), format!("{o:?} sets the architecture, which cudafuzz chooses per run (--arch); remove it")));
+            }
+            if o.trim().is_empty() {
+                return Err(self.invalid(&format!("{field}[{i}]"), "empty option; remove it".into()));
+            }
+        }
+        Ok(())
     }
 
     /// `dtypes`: the case element types, at least one, no duplicates, floating.
@@ -461,8 +481,17 @@ impl Loader<'_> {
                 if !(lo <= hi) || r.ty == ScalarType::Bool {
                     return Err(self.invalid(&format!("{field}.range"), format!("[{lo}, {hi}] is not a range of a number scalar")));
                 }
+                if r.ty == ScalarType::Int && (lo.fract() != 0.0 || hi.fract() != 0.0) {
+                    return Err(self.invalid(&format!("{field}.range"), format!("[{lo}, {hi}]: an int scalar's range has integer ends")));
+                }
             }
-            out.push(ScalarSpec { name, ty: r.ty, choices, weights: r.weights, range: r.range });
+            // Like the choices, an f32 scalar's range is held as the kernel receives it: the ends
+            // rounded to f32, so a value drawn at an end (and rounded the same way) lies inside.
+            let range = match r.ty {
+                ScalarType::F32 => r.range.map(|[lo, hi]| [lo as f32 as f64, hi as f32 as f64]),
+                _ => r.range,
+            };
+            out.push(ScalarSpec { name, ty: r.ty, choices, weights: r.weights, range });
         }
         Ok(out)
     }
@@ -640,6 +669,7 @@ impl Loader<'_> {
                 if !expr::is_identifier(&entry) {
                     return Err(self.invalid("reference.entry", format!("{entry:?} is not a C identifier")));
                 }
+                self.check_options(&raw.options, "reference.options")?;
                 let factor = raw.factor.unwrap_or(2.0);
                 if !(factor.is_finite() && factor >= 1.0) {
                     return Err(self.invalid("reference.factor", format!("{factor} must be a finite number >= 1 (2 is FlashAttention's rule)")));

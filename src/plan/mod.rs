@@ -87,8 +87,17 @@ impl TensorPlan {
     }
 
     /// Whether the tensor's elements fill its span with no gaps.
+    ///
+    /// Counted over stored elements: a broadcast dimension (stride 0) repeats its elements
+    /// instead of adding any, so `numel` would overcount them and could match a span that has
+    /// gaps.
     pub fn is_gapless(&self) -> bool {
-        self.numel * self.elem_bytes as u64 == self.span_bytes
+        self.stored_elements() * self.elem_bytes as u64 == self.span_bytes
+    }
+
+    /// Distinct elements in memory: `numel` without the repeats along broadcast dimensions.
+    pub fn stored_elements(&self) -> u64 {
+        self.shape.iter().zip(&self.strides).map(|(&n, &s)| if s == 0 { 1 } else { n }).product()
     }
 
     /// The tensor's rank.

@@ -1,6 +1,14 @@
-//! Helpers shared by the GPU test files.
+//! Helpers shared by the integration test files (each file is its own crate and uses a subset,
+//! hence the `dead_code` allowance).
+#![allow(dead_code)]
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
+
+use cudafuzz::case::{Case, Dtype, Scalar};
+use cudafuzz::manifest::expr::{Env, Vars};
+use cudafuzz::manifest::Manifest;
+use cudafuzz::plan::Plan;
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -17,4 +25,124 @@ pub fn exe() -> PathBuf {
         return cargo;
     }
     root().join(".gpu/bin/cudafuzz")
+}
+
+/// A manifest under the repository root, loaded (a test bug if it does not load).
+pub fn manifest(rel: &str) -> Manifest {
+    Manifest::load(&root().join(rel)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Every shipped manifest under `kernels/`, loaded.
+pub fn shipped() -> Vec<Manifest> {
+    cudafuzz::manifest::find_manifests(&root().join("kernels")).iter().map(|p| Manifest::load(p).unwrap_or_else(|e| panic!("{e}"))).collect()
+}
+
+/// The small attention case the attention-only model called its example, for a kernel whose
+/// manifest declares the attention roster (dims batch, heads_q, heads_kv, seq_q, seq_k,
+/// head_dim; scalars causal, scale): f16, batch 1, heads 2/1, seq 65 × 113, head_dim 64, not
+/// causal, scale 0.125, data seed 1, every tensor dense at offset 0, default params, the kernel
+/// named by its manifest's path.
+pub fn attention_example(m: &Manifest) -> Case {
+    let mut c = Case::new(&m.path.display().to_string(), Dtype::F16);
+    c.params = m.default_params();
+    for (d, v) in [("batch", 1), ("heads_q", 2), ("heads_kv", 1), ("seq_q", 65), ("seq_k", 113), ("head_dim", 64)] {
+        assert!(m.dim(d).is_some(), "{} has no dim {d}: not an attention manifest", m.name);
+        c.dims.insert(d.into(), v);
+    }
+    c.scalars.insert("causal".into(), Scalar::Bool(false));
+    c.scalars.insert("scale".into(), Scalar::Float(0.125));
+    c
+}
+
+/// [`attention_example`] of the shipped manifest `rel`, with its kernel named `kernel` as a
+/// seed file would (a shipped name or a manifest path).
+pub fn attention_example_named(rel: &str, kernel: &str) -> Case {
+    Case { kernel: kernel.to_string(), ..attention_example(&manifest(rel)) }
+}
+
+
+/// `c` made cheap enough for host-side property tests and short GPU runs: every dim above
+/// `limit(name)` folded into `range[0]..=limit` (values at or under the limit are kept, so the
+/// small boundary values the decoder favours still come up), the manifest's relations repaired,
+/// each scalar drawn from a choice re-evaluated for the new dims (`1 / sqrt(head_dim)` follows
+/// head_dim), and all padding dropped when a tensor would still reach past 2³¹ elements (the
+/// decoder's rare int32-overflow cases span gigabytes).
+pub fn small(m: &Manifest, mut c: Case, limit: &dyn Fn(&str) -> u64) -> Case {
+    let before = Plan::new(&c, m).ok();
+    let picked: Vec<(usize, usize)> = match &before {
+        Some(p) => m
+            .scalars
+            .iter()
+            .enumerate()
+            .filter_map(|(si, s)| s.choices.iter().position(|ch| m.choice_value(s, ch, &p.vars) == c.scalar(&s.name)).map(|ci| (si, ci)))
+            .collect(),
+        None => Vec::new(),
+    };
+    let held_before: Vec<bool> = relations(m).iter().map(|r| holds(m, &c, r)).collect();
+    for d in &m.dims {
+        let hi = limit(&d.name).max(d.range[0]);
+        let v = c.dim(&d.name);
+        if v <= hi {
+            continue;
+        }
+        let lo = d.range[0].clamp(1, hi);
+        let mut folded = lo + (v - lo) % (hi - lo + 1);
+        if d.multiple > 1 && v % d.multiple == 0 {
+            // Keep a value that honoured the dim's multiple a multiple.
+            folded -= folded % d.multiple;
+            if folded < lo {
+                folded += d.multiple;
+            }
+        }
+        c.dims.insert(d.name.clone(), folded);
+    }
+    // `repair` moves every related dim to its smallest satisfying value, which would turn every
+    // GQA case into MHA; only a relation the folding broke calls for it.
+    if relations(m).iter().zip(held_before).any(|(r, held)| held && !holds(m, &c, r)) {
+        cudafuzz::generate::relations::repair(&mut c, m, 0);
+    }
+    if let Ok(p) = Plan::new(&c, m) {
+        for (si, ci) in picked {
+            let s = &m.scalars[si];
+            if let Some(v) = m.choice_value(s, &s.choices[ci], &p.vars) {
+                c.scalars.insert(s.name.clone(), v);
+            }
+        }
+    }
+    if Plan::new(&c, m).map_or(true, |p| p.reaches_past_int32()) {
+        for l in c.tensors.values_mut() {
+            l.pad.clear();
+        }
+    }
+    c
+}
+
+/// The manifest's relations between dims: what makes a case well formed, then the contract's.
+fn relations(m: &Manifest) -> Vec<&String> {
+    m.requires.iter().chain(&m.contract.relations).collect()
+}
+
+/// Whether relation `rel` holds for the dims and params of `c`.
+fn holds(m: &Manifest, c: &Case, rel: &str) -> bool {
+    let mut params = m.default_params();
+    params.extend(c.params.clone());
+    let vars = Vars { dims: c.dims.clone(), params, defines: m.defines.clone(), elem_bytes: c.dtype.size(), ..Vars::default() };
+    Env::new(&vars).boolean(rel).unwrap_or(false)
+}
+
+/// `case` with the memory layout (order, padding, base offset) `other` gives each tensor, and
+/// `case`'s own dims, values, broadcast dims and placement: the same logical inputs, laid out
+/// differently (what layout metamorphism compares).
+pub fn relayout(case: &Case, other: &Case) -> Case {
+    let mut moved = case.clone();
+    let names: BTreeSet<String> = case.tensors.keys().chain(other.tensors.keys()).cloned().collect();
+    for name in names {
+        let from = other.layout(&name);
+        let l = moved.layout_mut(&name);
+        l.order = from.order;
+        l.pad = from.pad;
+        l.offset_bytes = from.offset_bytes;
+    }
+    moved.normalize_layouts();
+    moved
 }

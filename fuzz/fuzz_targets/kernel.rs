@@ -1,17 +1,18 @@
 //! GPU target: bytes → `Case` (the same `decode_case` as every other entry point) → the kernel
 //! on the GPU, in a cudafuzz worker process → any finding aborts the input, so libFuzzer saves
-//! it under `fuzz/artifacts/attention/`.
+//! it under `fuzz/artifacts/kernel/`.
 //!
-//! The kernel comes from `CUDAFUZZ_KERNEL` (a shipped name or a manifest path; default
-//! `flash_fwd`). Cases run in a worker process the supervisor restarts after a sticky CUDA error
+//! The kernel comes from `CUDAFUZZ_KERNEL` (a shipped name or a manifest path, any tensor kernel
+//! with a format-2 manifest; default `flash_fwd`): its manifest says what the bytes choose
+//! (dims, scalars, layouts and values of its named tensors). Cases run in a worker process the supervisor restarts after a sticky CUDA error
 //! or a hang, so neither ends the campaign. Kernel-path coverage (`CF_COVER(id)` points, see
 //! `kernels/include/cf_coverage.cuh`) is copied into libFuzzer's extra counters after every
 //! case; `CUDAFUZZ_COVERAGE=0` turns that off (the ablation in BENCHMARKS.md). The decoder keeps
-//! cases inside the kernel's declared contract (`Manifest::decode_context`), the same context
+//! cases inside the kernel's declared contract (`DecodeContext::new`), the same context
 //! `cudafuzz repro --kernel` decodes artifacts with; the few outside it are rejected (not added
 //! to the corpus) unless `CUDAFUZZ_OUTSIDE_CONTRACT=1`.
 //!
-//! Replay an artifact with `cargo fuzz run attention ARTIFACT` or
+//! Replay an artifact with `cargo fuzz run kernel ARTIFACT` (the same `CUDAFUZZ_KERNEL`) or
 //! `cudafuzz repro ARTIFACT --kernel <the same kernel>`.
 #![no_main]
 
@@ -20,10 +21,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use cudafuzz::generate::{decode_case, DecodeContext};
 use cudafuzz::corpus::{self, Seed};
 use cudafuzz::coverage::{self, Coverage};
+use cudafuzz::generate::{decode_case, DecodeContext};
 use cudafuzz::manifest::Manifest;
+use cudafuzz::plan::admits;
 use cudafuzz::registry;
 use cudafuzz::supervisor::{kernel_timeout, Supervisor, SupervisorConfig};
 use cudafuzz::worker::{Outcome, RunOptions};
@@ -65,7 +67,7 @@ fn flag(name: &str, default: bool) -> bool {
 /// artifact; a harness that cannot run is not the input's fault, so this leaves through `_exit`,
 /// which skips libFuzzer's exit hook. Before the first input (in `init`) the hook is not there yet.
 fn setup_failure(code: i32, msg: String) -> ! {
-    eprintln!("cudafuzz attention target: {msg}");
+    eprintln!("cudafuzz kernel target: {msg}");
     // SAFETY: _exit ends the process at once; stderr is unbuffered, so the message is out.
     unsafe { libc::_exit(code) }
 }
@@ -85,11 +87,11 @@ fn settings() -> &'static Settings {
         let spec = std::env::var("CUDAFUZZ_KERNEL").unwrap_or_else(|_| "flash_fwd".to_string());
         let manifest = registry::resolve(&spec).unwrap_or_else(|e| usage(format!("CUDAFUZZ_KERNEL={spec}: {e}")));
         let exe = registry::worker_exe().unwrap_or_else(|e| setup_failure(cudafuzz::exit::SETUP, e.to_string()));
-        let out = PathBuf::from(std::env::var("CUDAFUZZ_OUT").unwrap_or_else(|_| "fuzz/artifacts/attention-cudafuzz".to_string()));
+        let out = PathBuf::from(std::env::var("CUDAFUZZ_OUT").unwrap_or_else(|_| "fuzz/artifacts/kernel-cudafuzz".to_string()));
         std::fs::create_dir_all(&out).unwrap_or_else(|e| usage(format!("CUDAFUZZ_OUT: cannot create {}: {e}", out.display())));
         let settings = Settings { spec, manifest, exe, out, coverage: flag("CUDAFUZZ_COVERAGE", true), outside_contract: flag("CUDAFUZZ_OUTSIDE_CONTRACT", false) };
         eprintln!(
-            "cudafuzz attention target: kernel {} ({}), GPU coverage {}, outside-contract cases {}",
+            "cudafuzz kernel target: kernel {} ({}), GPU coverage {}, outside-contract cases {}",
             settings.manifest.name,
             settings.manifest.path.display(),
             if settings.coverage { "on" } else { "off (CUDAFUZZ_COVERAGE=0)" },
@@ -117,7 +119,7 @@ fn target() -> &'static Mutex<Target> {
         Mutex::new(Target {
             settings: s,
             supervisor,
-            ctx: s.manifest.decode_context(),
+            ctx: DecodeContext::new(&s.manifest),
             opts: RunOptions { determinism: true, coverage: s.coverage, ..RunOptions::default() },
             timeout,
             seeds: s.out.join("seeds"),
@@ -140,7 +142,7 @@ fuzz_target!(init: { settings(); }, |data: &[u8]| -> Corpus {
     let Ok(case) = decode_case(&mut arbitrary::Unstructured::new(data), &t.ctx) else { return Corpus::Reject };
     let manifest = &t.settings.manifest;
     let case = manifest.bind(case);
-    if !t.settings.outside_contract && !manifest.contract.admits(&case) {
+    if !t.settings.outside_contract && !admits(manifest, &case) {
         return Corpus::Reject;
     }
     let verdict = match t.supervisor.run(&case, manifest, &t.opts, t.timeout) {
