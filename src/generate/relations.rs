@@ -139,9 +139,10 @@ pub fn int_of(env: &Env, node: &Node) -> Option<i64> {
     }
 }
 
-/// Brings the dims from position `from` on back into their relations: each to the smallest
-/// value (from the low end of its range up to its current value) that satisfies the relations
-/// naming it and earlier dims. A dim that cannot be satisfied is left as it is.
+/// Brings the dims from position `from` on back into their relations: a dim whose relations
+/// (those naming it and earlier dims) no longer hold moves to the smallest value, from the low
+/// end of its range up to its current value, that satisfies them; a dim they still hold for
+/// keeps its value (a GQA ratio survives), and one that cannot be satisfied is left as it is.
 pub fn repair(c: &mut Case, m: &Manifest, from: usize) {
     let rels: Vec<&String> = m.requires.iter().chain(&m.contract.relations).collect();
     for d in m.dims.iter().skip(from) {
@@ -162,6 +163,9 @@ pub fn repair(c: &mut Case, m: &Manifest, from: usize) {
             mine.iter().all(|r| env.boolean(r).unwrap_or(false))
         };
         let current = c.dim(&d.name);
+        if holds(current) {
+            continue;
+        }
         if let Some(v) = (1..=current.min(d.range[0].max(1) + 4096)).find(|&v| holds(v)) {
             c.dims.insert(d.name.clone(), v);
         }

@@ -132,7 +132,8 @@ fn scalars(o: &mut String, c: &toml::Table) {
     } else {
         let _ = writeln!(o, "causal = {{ type = \"bool\", choices = [false] }}");
     }
-    let _ = writeln!(o, "scale = {{ type = \"f32\", choices = [\"1 / sqrt(head_dim)\", 1.0, 0.5], weights = [6, 1, 1] }}");
+    // Format 1 drew the scale from these three values but accepted any: the range keeps that.
+    let _ = writeln!(o, "scale = {{ type = \"f32\", choices = [\"1 / sqrt(head_dim)\", 1.0, 0.5], weights = [6, 1, 1], range = [-1e6, 1e6] }}");
 }
 
 fn contract(o: &mut String, c: &toml::Table) {

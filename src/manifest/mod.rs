@@ -109,7 +109,8 @@ pub struct ScalarSpec {
     pub choices: Vec<ScalarChoice>,
     /// Relative weights of the choices (empty: equal).
     pub weights: Vec<u32>,
-    /// The contract's inclusive range, for numbers without choices.
+    /// The contract's inclusive range: drawn from when there are no choices, and accepted
+    /// beside them when there are (choices drawn, any value in the range allowed).
     pub range: Option<[f64; 2]>,
 }
 

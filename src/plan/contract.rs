@@ -95,22 +95,27 @@ fn dims(m: &Manifest, plan: &Plan, reasons: &mut Vec<String>) {
     }
 }
 
+/// A scalar is inside the contract when it is one of its choices or lies in its range (a
+/// manifest may give both: choices are what cases draw, the range what the kernel accepts).
 fn scalars(m: &Manifest, plan: &Plan, reasons: &mut Vec<String>) {
     for s in &m.scalars {
         let Some(v) = plan.scalar(&s.name) else { continue };
-        if !s.choices.is_empty() {
-            let allowed: Vec<Scalar> = s.choices.iter().filter_map(|c| m.choice_value(s, c, &plan.vars)).collect();
-            let same = |a: &Scalar| match s.ty {
-                ScalarType::F32 => (a.as_f64() - v.as_f64()).abs() <= 1e-6 * v.as_f64().abs().max(1e-30),
-                _ => a.as_i64() == v.as_i64(),
-            };
-            if !allowed.iter().any(same) {
-                reasons.push(format!("{} = {v} is not one of {}", s.name, allowed.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")));
-            }
-        } else if let Some([lo, hi]) = s.range {
-            if v.as_f64() < lo || v.as_f64() > hi {
+        let in_range = s.range.map(|[lo, hi]| v.as_f64() >= lo && v.as_f64() <= hi);
+        if s.choices.is_empty() {
+            if in_range == Some(false) {
+                let [lo, hi] = s.range.unwrap_or_default();
                 reasons.push(format!("{} = {v} is outside {lo}..={hi}", s.name));
             }
+            continue;
+        }
+        let allowed: Vec<Scalar> = s.choices.iter().filter_map(|c| m.choice_value(s, c, &plan.vars)).collect();
+        let same = |a: &Scalar| match s.ty {
+            ScalarType::F32 => (a.as_f64() - v.as_f64()).abs() <= 1e-6 * v.as_f64().abs().max(1e-30),
+            _ => a.as_i64() == v.as_i64(),
+        };
+        if !allowed.iter().any(same) && in_range != Some(true) {
+            let range = s.range.map(|[lo, hi]| format!(" nor in {lo}..={hi}")).unwrap_or_default();
+            reasons.push(format!("{} = {v} is not one of {}{range}", s.name, allowed.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")));
         }
     }
 }
