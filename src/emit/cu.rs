@@ -112,14 +112,21 @@ pub(super) fn render(p: &Prepared, seed: &SeedInfo) -> String {
     o
 }
 
-/// The C++ name a program's entry point is launched by: the kernel's own, a reference run's
-/// renamed one inside its namespace.
-fn entry_expr(g: &Program) -> String {
+/// The C++ name a program's entry point is launched by: the kernel's own (inside
+/// [`KERNEL_NAMESPACE`] when reference runs are compiled beside it), a reference run's renamed
+/// one inside its namespace.
+fn entry_expr(g: &Program, with_references: bool) -> String {
     match g.role {
+        ProgramRole::Kernel if with_references => format!("{KERNEL_NAMESPACE}::{}", g.entry),
         ProgramRole::Kernel => g.entry.clone(),
         role => format!("{}::{}", namespace(role), renamed_entry(g)),
     }
 }
+
+/// The namespace of the kernel's copy of the source when reference runs are compiled beside
+/// it: every copy in a namespace of its own, so that a call such as `cf_d(__half)` in one copy
+/// does not also find, through the argument's global namespace, the same helper of another.
+const KERNEL_NAMESPACE: &str = "cfr_kernel";
 
 /// The namespace a reference run's copy of the source is compiled in.
 fn namespace(role: ProgramRole) -> String {
@@ -145,17 +152,33 @@ fn kernel_sections(o: &mut String, p: &Prepared, file_name: &str) {
     o.push_str("// ======== the kernel, compiled as the harness compiles it (defines first) ========\n");
     o.push_str("#if !defined(CF_REPRO_HOST_ONLY)\n");
     let k = p.kernel();
+    let wrapped = p.programs.len() > 1;
+    if wrapped {
+        for inc in &k.source.kept_includes {
+            let _ = writeln!(o, "{inc}");
+        }
+    }
     for (name, v) in &k.defines {
         let _ = writeln!(o, "#define {name} {v}");
     }
+    if wrapped {
+        let _ = writeln!(o, "namespace {KERNEL_NAMESPACE} {{");
+    }
     push_text(o, &k.source.text);
+    if wrapped {
+        let _ = writeln!(o, "}}  // namespace {KERNEL_NAMESPACE}");
+    }
     undefine(o, k);
     for g in &p.programs[1..] {
         line_here(o, file_name);
         reference_section(o, g, &k.entry);
     }
     o.push_str("#else  // stand-ins for host-only compiler checks\n");
-    let _ = writeln!(o, "extern \"C\" void {}(void);", k.entry);
+    if p.programs.len() > 1 {
+        let _ = writeln!(o, "namespace {KERNEL_NAMESPACE} {{ extern \"C\" void {}(void); }}", k.entry);
+    } else {
+        let _ = writeln!(o, "extern \"C\" void {}(void);", k.entry);
+    }
     for g in &p.programs[1..] {
         let _ = writeln!(o, "namespace {} {{ extern \"C\" void {}(void); }}", namespace(g.role), renamed_entry(g));
     }
@@ -349,7 +372,7 @@ fn runs_and_blob(o: &mut String, p: &Prepared) {
 
 /// `cfr_entries`, `cfr_launches` and `cfr_args`: each program's entry, geometry and arguments.
 fn launches(o: &mut String, p: &Prepared) {
-    let entries: Vec<String> = p.programs.iter().map(|g| format!("(const void*){}", entry_expr(g))).collect();
+    let entries: Vec<String> = p.programs.iter().map(|g| format!("(const void*){}", entry_expr(g, p.programs.len() > 1))).collect();
     let _ = writeln!(o, "static const void* const cfr_entries[CFR_N_PROGRAMS] = {{{}}};", entries.join(", "));
     o.push_str("static const cfr_launch cfr_launches[CFR_N_PROGRAMS] = {\n");
     let mut first = 0usize;

@@ -117,13 +117,14 @@ pub fn attention_geometry(bind: &std::collections::BTreeMap<String, String>, pla
 /// The judged outputs of an attention case from its fp64 and same-precision results: `o` by
 /// the FlashAttention rule, `lse` (when bound) within [`LSE_REL`].
 pub fn attention_expected(m: &Manifest, plan: &Plan, bind: &std::collections::BTreeMap<String, String>, gold: RefOutput, lowp: &RefOutput) -> RefOutputs {
-    let dtype = plan.tensor(&bind["q"]).map(|t| t.dtype).unwrap_or(m.dtypes[0]);
+    let bound = |role: &str| bind.get(role).and_then(|n| plan.tensor(n));
+    let dtype = bound("q").map(|t| t.dtype).unwrap_or(m.dtypes[0]);
     let tol = attention::tolerance(dtype, &gold, lowp);
     let mut expected = Vec::new();
-    if let Some(o) = plan.tensor(&bind["o"]) {
+    if let Some(o) = bound("o") {
         expected.push(Expected { index: o.index, name: o.name.clone(), gold: gold.o, rule: Rule::Bound(tol) });
     }
-    if let Some(lse) = bind.get("lse").and_then(|n| plan.tensor(n)) {
+    if let Some(lse) = bound("lse") {
         expected.push(Expected { index: lse.index, name: lse.name.clone(), gold: gold.lse, rule: Rule::Relative(LSE_REL) });
     }
     RefOutputs { expected }
@@ -134,7 +135,7 @@ pub fn attention_expected(m: &Manifest, plan: &Plan, bind: &std::collections::BT
 pub fn cpu_reference(m: &Manifest, plan: &Plan, inputs: &Inputs) -> Option<RefOutputs> {
     let ReferenceSpec::Op { op: BuiltinOp::AttentionFwd, bind } = &m.reference else { return None };
     let a = attention_geometry(bind, plan)?;
-    let get = |role: &str| plan.tensor(&bind[role]).and_then(|t| inputs.get(t.index));
+    let get = |role: &str| bind.get(role).and_then(|n| plan.tensor(n)).and_then(|t| inputs.get(t.index));
     let view = AttentionInputs { q: get("q")?, k: get("k")?, v: get("v")? };
     let gold = CpuF64.forward(&a, &view);
     let lowp = CpuSamePrecision.forward(&a, &view);

@@ -58,7 +58,7 @@ impl Engine {
         // The reference reads the case's q, k, v where they are: the same layouts (its plan then
         // has their strides); the values it reads are the case's, whatever their classes.
         for role in ["q", "k", "v"] {
-            let layout = prep.plan.tensor(&bind[role]).map(|t| t.layout.clone()).unwrap_or_default();
+            let layout = bind.get(role).and_then(|n| prep.plan.tensor(n)).map(|t| t.layout.clone()).unwrap_or_default();
             rc.tensors.insert(role.into(), TensorLayout { values: TensorLayout::dense().values, ..layout });
         }
         let Ok(rplan) = Plan::new(&rc, &refm) else { return Ok(None) };
@@ -76,7 +76,9 @@ impl Engine {
         let mut view = DeviceArena { allocs: Vec::with_capacity(rplan.tensors.len()) };
         let mut layouts = Vec::with_capacity(rplan.tensors.len());
         for tp in &rplan.tensors {
-            match (tp.role, prep.plan.tensor(&bind[&tp.name]).filter(|_| tp.role == Role::Input)) {
+            // The reference's inputs are bound by role name (q, k, v); its outputs are its own.
+            let case_input = bind.get(&tp.name).and_then(|n| prep.plan.tensor(n)).filter(|_| tp.role == Role::Input);
+            match (tp.role, case_input) {
                 (Role::Input, Some(case_t)) => {
                     view.allocs.push(arena.allocs[case_t.index]);
                     layouts.push(prep.image.layout.allocs[case_t.index].clone());

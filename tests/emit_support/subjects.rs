@@ -218,8 +218,18 @@ pub fn row_scale() -> Subject {
     Subject { name: "row_scale", manifest: m, case, tool: None, _project: Some(Arc::new(dir)), wrong_at: vec![1, 2] }
 }
 
+/// The shipped silu_and_mul in f16 with padded rows: a user reference whose baseline run has the
+/// kernel's element type, so both copies of the shared header hold the same overloads
+/// (`cf_d(__half)`), which must not be ambiguous.
+pub fn silu_f16() -> Subject {
+    let m = manifest("kernels/activation/silu_and_mul.toml");
+    let mut case = case_of(&m, Dtype::F16, &[("tokens", 3), ("d", 16)], &[]);
+    *case.layout_mut("x") = TensorLayout { pad: vec![0, 2], offset_bytes: 2, ..TensorLayout::dense() };
+    Subject { name: "silu_f16", manifest: m, case, tool: None, _project: None, wrong_at: vec![1, 2] }
+}
+
 pub fn subjects() -> Vec<Subject> {
-    vec![fa_s512_misaligned(), simple_attn_strided(), mutant_unchecked_vec(), oob_read_k_memcheck(), attention_f64(), row_scale()]
+    vec![fa_s512_misaligned(), simple_attn_strided(), mutant_unchecked_vec(), oob_read_k_memcheck(), attention_f64(), row_scale(), silu_f16()]
 }
 
 pub fn seed_info(s: &Subject, file_name: &str) -> SeedInfo {
