@@ -39,16 +39,6 @@ trap 'row "stopped at the time limit" "-" ""; exit 124' TERM INT
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$logs/gpu.txt" 2>&1
 row gpu info "$(head -n1 "$logs/gpu.txt")"
 
-if want tests; then
-  for t in .gpu/tests/gpu_engine-* .gpu/tests/gpu_props-* .gpu/tests/gpu_sanitizer-*; do
-    [ -x "$t" ] || continue
-    name=$(basename "$t" | sed 's/-[0-9a-f]*$//')
-    start=$(date +%s)
-    timeout ${TEST_TIMEOUT:-300} "$t" --test-threads=1 > "$logs/test-$name.log" 2>&1; st=$?
-    row "test $name" "$([ $st = 0 ] && echo ok || echo FAIL)" "rc=$st $(grep -m1 '^test result' "$logs/test-$name.log" | cut -c1-60) $(( $(date +%s) - start )) s"
-  done
-fi
-
 if want clean; then
   for k in ${CLEAN_KERNELS:-fa_accum silu_and_mul simple_attn flash_fwd flash_fwd_hd64 flash_fwd_hd128}; do
     start=$(date +%s)
@@ -114,5 +104,15 @@ if want emit; then
       (cd "$e" && PYTHONUNBUFFERED=1 timeout 120 python3 $n.py) > "$e/py-$n.log" 2>&1; st=$?
       row "emit python silu $n (exit $want_st)" "$([ $st = $want_st ] && echo ok || echo FAIL)" "rc=$st $(grep -m1 -iE 'RESULT|CUDA error|fail' "$e/py-$n.log" | cut -c1-80)"
     fi
+  done
+fi
+
+if want tests; then
+  for t in .gpu/tests/gpu_engine-* .gpu/tests/gpu_props-* .gpu/tests/gpu_sanitizer-*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t" | sed 's/-[0-9a-f]*$//')
+    start=$(date +%s)
+    timeout ${TEST_TIMEOUT:-240} "$t" --test-threads=1 > "$logs/test-$name.log" 2>&1; st=$?
+    row "test $name" "$([ $st = 0 ] && echo ok || echo FAIL)" "rc=$st $(grep -m1 '^test result' "$logs/test-$name.log" | cut -c1-60) $(( $(date +%s) - start )) s"
   done
 fi
