@@ -108,6 +108,9 @@ if want emit; then
 fi
 
 if want tests; then
+  # Test executables resolve paths under the directory they were built in (gpu-pack's note).
+  build_root=$(cat .gpu/build-root 2>/dev/null)
+  if [ -n "$build_root" ] && [ "$build_root" != "$PWD" ] && [ ! -e "$build_root" ]; then mkdir -p "$(dirname "$build_root")" && ln -s "$PWD" "$build_root"; fi
   for t in .gpu/tests/gpu_engine-* .gpu/tests/gpu_props-* .gpu/tests/gpu_sanitizer-*; do
     [ -x "$t" ] || continue
     name=$(basename "$t" | sed 's/-[0-9a-f]*$//')
