@@ -127,7 +127,7 @@ if want bench; then
     rates=()
     for r in $(seq 1 ${BENCH_RUNS:-3}); do
       run_as 300 $w bench --sizes small --cases ${BENCH_CASES:-1000} --out "$logs/bench-$w-$r" > "$logs/bench-$w-$r.log" 2>&1
-      rate=$(grep -E '^small, gpu fp64 ref, no determinism run' "$logs/bench-$w-$r.log" | awk '{print $(NF-9)}')
+      rate=$(grep -m1 -E '^small, gpu fp64 ref, no determinism run' "$logs/bench-$w-$r.log" | awk '{print $(NF-9)}')
       rates+=("${rate:-0}")
     done
     med=$(printf '%s\n' "${rates[@]}" | sort -g | sed -n "$(( (${#rates[@]} + 1) / 2 ))p")
