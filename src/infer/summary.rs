@@ -305,7 +305,7 @@ fn precondition(m: &Manifest, family: &Family, base: &Case, stats: &BTreeMap<Val
         });
     Some(Found {
         family: family.clone(),
-        predicate: predicate(family, &passing, &failing, elem_bytes(m, family, base)),
+        predicate: relation_predicate(m, family, base, &passing, &failing).unwrap_or_else(|| predicate(family, &passing, &failing, elem_bytes(m, family, base))),
         tensors: family.tensor().map(str::to_string).into_iter().collect(),
         failing,
         causes: bad.iter().flat_map(|s| s.causes.iter().cloned()).collect(),
@@ -380,6 +380,28 @@ fn predicate(family: &Family, passing: &BTreeSet<Value>, failing: &BTreeSet<Valu
         (Family::Flag(name), _) => format!("{name} = {} is not supported", list(failing)),
         (other, _) => numeric_clauses(&other.to_string(), &rule),
     }
+}
+
+/// For a dim probed alone: a relation of the manifest (`requires` or the contract's) between it
+/// and other dims that holds, with the base case's other dims, at every passing value and at no
+/// failing one, e.g. `seq_k == seq_q must hold`: what the probes found is that relation, not
+/// one value.
+fn relation_predicate(m: &Manifest, family: &Family, base: &Case, passing: &BTreeSet<Value>, failing: &BTreeSet<Value>) -> Option<String> {
+    let Family::Dim(dim) = family else { return None };
+    let (pass, fail) = (nums(passing), nums(failing));
+    let holds = |rel: &str, v: i64| -> Option<bool> {
+        let mut vars = crate::manifest::Vars { dims: base.dims.clone(), params: base.params.clone(), defines: m.defines.clone(), ..Default::default() };
+        vars.dims.insert(dim.clone(), u64::try_from(v).ok()?);
+        crate::manifest::expr::Env::without_tensors(&vars).boolean(rel).ok()
+    };
+    m.requires.iter().chain(&m.contract.relations).find(|rel| {
+        let names = crate::manifest::expr::variables_in(rel);
+        names.iter().any(|n| n == dim)
+            && names.iter().any(|n| n != dim && m.dim(n).is_some())
+            && !fail.is_empty()
+            && pass.iter().all(|&v| holds(rel, v) == Some(true))
+            && fail.iter().all(|&v| holds(rel, v) == Some(false))
+    }).map(|rel| format!("`{rel}` must hold"))
 }
 
 /// The element size of the tensor a family is about (the case's element size for the others).

@@ -429,3 +429,19 @@ fn a_kernel_indexing_in_32_bits_is_told_to_declare_max_element_offset() {
     let inf = run(&m, &plan_probes(&m, 3).unwrap(), int32);
     assert_eq!(sentences(&inf), [(sentence, true)]);
 }
+
+/// fa_accum takes one sequence length (`seq_k == seq_q` in its contract): probing seq_k alone
+/// fails at every value but the base's, and the precondition is the relation, not that value.
+#[test]
+fn a_dim_tied_to_another_by_a_relation_is_reported_as_the_relation() {
+    let m = manifest("kernels/attention/fa_accum.toml");
+    let plan = plan_probes(&m, 2).unwrap();
+    let inf = run(&m, &plan, |m, c| {
+        if c.dim("seq_k") != c.dim("seq_q") {
+            fail(finding(m, c, FindingKind::NumericalError, Oracle::Reference, Some("o"), None))
+        } else {
+            Outcome::Pass
+        }
+    });
+    assert_eq!(sentences(&inf), [("`seq_k == seq_q` must hold", true)], "{:?}", inf.preconditions);
+}
