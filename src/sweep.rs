@@ -280,10 +280,11 @@ pub fn render(rows: &[Row], classes: &[InputClass]) -> String {
 /// Tries per repetition to draw a generated case that lies inside the contract.
 pub const DRAWS_PER_REPETITION: u64 = 1000;
 
-/// One cell of the matrix to run (see [`run_cell`]).
+/// One cell of the matrix to run (see [`run_cell`]): by `cudafuzz sweep`, and by the gate's
+/// sweep step through its backend.
 pub struct CellSpec<'a> {
     /// The kernel.
-    pub m: &'a Manifest,
+    pub manifest: &'a Manifest,
     /// The row's parameters (added to each generated case's).
     pub params: &'a BTreeMap<String, i64>,
     /// The column.
@@ -308,7 +309,7 @@ pub fn run_cell(
     timeout: Duration,
     on_fail: &mut OnFail<'_>,
 ) -> Result<Cell, SupervisorError> {
-    let (m, class) = (c.m, &c.class);
+    let (m, class) = (c.manifest, &c.class);
     let ctx = crate::generate::DecodeContext::new(m);
     let base = |rep: u64| {
         (0..DRAWS_PER_REPETITION).find_map(|t| {

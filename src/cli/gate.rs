@@ -12,7 +12,7 @@ use crate::campaign::{self, CampaignEvent, CampaignSpec, CaseStream, Escalator, 
 use crate::case::Case;
 use crate::config::EngineConfig;
 use crate::exit;
-use crate::gate::{self, Backend, CellJob, Found, FuzzJob, GateConfig, SanitizeJob, StepError, DEFAULT_BUDGET};
+use crate::gate::{self, Backend, Found, FuzzJob, GateConfig, SanitizeJob, StepError, DEFAULT_BUDGET};
 use crate::manifest::Manifest;
 use crate::report::export::{Campaign, GpuSummary, MatrixCell};
 use crate::sanitizer::{Sanitizer, Tool};
@@ -203,12 +203,11 @@ impl Backend for GpuBackend {
         verdict.map(|v| v.outcome).map_err(step_error)
     }
 
-    fn sweep_cell(&mut self, job: &CellJob<'_>, found: &mut dyn FnMut(Found)) -> Result<MatrixCell, StepError> {
+    fn sweep_cell(&mut self, job: &CellSpec<'_>, found: &mut dyn FnMut(Found)) -> Result<MatrixCell, StepError> {
         let (opts, limit) = (self.cfg.options(), self.cfg.timeout(job.manifest));
         self.pool()?;
         let GpuBackend { pool, keeper, .. } = self;
         let pool = pool.as_mut().expect("made above");
-        let spec = CellSpec { m: job.manifest, params: job.params, class: job.class.clone(), repeat: job.repeat, seed: job.seed, deadline: Some(job.deadline) };
         let mut keep = |case: &Case, findings: &[crate::finding::Finding]| -> Result<(), SupervisorError> {
             for f in findings {
                 if let Kept::New(seed) | Kept::Smaller(seed) = keeper.keep(job.manifest, case, f)? {
@@ -217,7 +216,7 @@ impl Backend for GpuBackend {
             }
             Ok(())
         };
-        let cell = run_cell(pool, &spec, &opts, limit, &mut keep).map_err(step_error)?;
+        let cell = run_cell(pool, job, &opts, limit, &mut keep).map_err(step_error)?;
         Ok(MatrixCell::from_cell(&cell))
     }
 

@@ -62,7 +62,7 @@ pub(super) fn sweep(s: SweepArgs) -> Result<i32> {
             let config = crate::gate::config_label(&m.name, params);
             let mut cells = BTreeMap::new();
             for class in &classes {
-                let job = CellSpec { m, params, class: class.clone(), repeat: s.repeat, seed: s.seed, deadline: None };
+                let job = CellSpec { manifest: m, params, class: class.clone(), repeat: s.repeat, seed: s.seed, deadline: None };
                 let cell = run_cell(&mut pool, &job, &opts, cfg.timeout(m), &mut |_, _| Ok(())).map_err(no_gpu)?;
                 eprintln!("{config} {class}: {} passed, {} failed, {} errors, {} skipped", cell.pass, cell.fail, cell.error, cell.skipped);
                 cells.insert(class.to_string(), cell);

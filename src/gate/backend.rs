@@ -2,7 +2,6 @@
 //! only plans and records; running cases is behind this trait so that the CLI can drive the
 //! supervisor and its workers while the tests script every step with a fake.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -14,7 +13,7 @@ use crate::manifest::Manifest;
 use crate::report::export::{Campaign, GpuSummary, MatrixCell};
 use crate::sanitizer::Tool;
 use crate::shard::Shard;
-use crate::sweep::InputClass;
+use crate::sweep::CellSpec;
 use crate::worker::Outcome;
 
 /// Why a backend could not do a step.
@@ -41,23 +40,6 @@ pub struct Found {
     pub finding: Finding,
     /// The seed saved for it (`None` when an earlier, smaller seed of the signature is kept).
     pub seed: Option<PathBuf>,
-}
-
-/// One sweep cell to run.
-#[derive(Clone, Debug)]
-pub struct CellJob<'a> {
-    /// The kernel.
-    pub manifest: &'a Manifest,
-    /// The row's parameters.
-    pub params: &'a BTreeMap<String, i64>,
-    /// The column.
-    pub class: InputClass,
-    /// Repetitions.
-    pub repeat: u64,
-    /// Generator seed.
-    pub seed: u64,
-    /// Stop handing out repetitions at this time.
-    pub deadline: Instant,
 }
 
 /// One fuzz campaign to run.
@@ -105,7 +87,7 @@ pub trait Backend {
     /// Runs one case natively, or under `tool`.
     fn run_case(&mut self, manifest: &Manifest, case: &Case, tool: Option<Tool>) -> Result<Outcome, StepError>;
     /// Runs one sweep cell; failing repetitions' findings go to `found`.
-    fn sweep_cell(&mut self, job: &CellJob<'_>, found: &mut dyn FnMut(Found)) -> Result<MatrixCell, StepError>;
+    fn sweep_cell(&mut self, job: &CellSpec<'_>, found: &mut dyn FnMut(Found)) -> Result<MatrixCell, StepError>;
     /// Runs a fuzz campaign; new findings go to `found`. The returned counts need no budget.
     fn fuzz(&mut self, job: &FuzzJob<'_>, found: &mut dyn FnMut(Found)) -> Result<Campaign, StepError>;
     /// Runs a sanitizer pass; findings go to `found`.

@@ -37,7 +37,7 @@ mod run;
 #[cfg(test)]
 mod testing;
 
-pub use backend::{Backend, CellJob, Found, FuzzJob, SanitizeJob, StepError};
+pub use backend::{Backend, Found, FuzzJob, SanitizeJob, StepError};
 pub use budget::{parse_budget, split, Budget, BudgetError};
 pub use config::{GateConfig, GateError, GateSettings, GatedKernel, SanitizerSpec, SeedExpect, SeedSet, SelfCheck, SweepExpect, SweepSpec};
 pub use plan::{config_label, GatePlan, PlannedKernel, PlannedSanitizer, PlannedSeed, PlannedSelfCheck, PlannedSweep};

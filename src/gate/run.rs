@@ -16,7 +16,8 @@ use crate::report::export::{
 use crate::shard::Shard;
 use crate::worker::Outcome;
 
-use super::backend::{Backend, CellJob, Found, FuzzJob, SanitizeJob, StepError};
+use super::backend::{Backend, Found, FuzzJob, SanitizeJob, StepError};
+use crate::sweep::CellSpec;
 use super::budget::Budget;
 use super::plan::{config_label, GatePlan, PlannedKernel, PlannedSanitizer, PlannedSeed, PlannedSweep};
 
@@ -329,7 +330,7 @@ impl GateRun<'_> {
             if !mine {
                 continue;
             }
-            let job = CellJob { manifest: &sw.manifest, params, class: class.clone(), repeat: sw.repeat, seed: self.seed, deadline };
+            let job = CellSpec { manifest: &sw.manifest, params, class: class.clone(), repeat: sw.repeat, seed: self.seed, deadline: Some(deadline) };
             let mut found = Vec::new();
             let result = self.backend.sweep_cell(&job, &mut |f| found.push(f));
             for f in found {
@@ -540,7 +541,7 @@ mod tests {
                 _ => Outcome::Pass,
             })
         }
-        fn sweep_cell(&mut self, job: &CellJob<'_>, _found: &mut dyn FnMut(Found)) -> Result<MatrixCell, StepError> {
+        fn sweep_cell(&mut self, job: &CellSpec<'_>, _found: &mut dyn FnMut(Found)) -> Result<MatrixCell, StepError> {
             self.calls.push(format!("cell {} {}", config_label(&job.manifest.name, job.params), job.class));
             Ok(MatrixCell { pass: job.repeat, ..MatrixCell::default() })
         }
