@@ -20,11 +20,11 @@
 use arbitrary::{Result, Unstructured};
 
 use crate::case::{Case, Scalar, TensorLayout, ValueClass, INT32_OFFSET_LIMIT, MAX_OFFSET_BYTES, MAX_PAD};
-use crate::manifest::expr::{Env, Vars};
+use crate::manifest::expr::Env;
 use crate::manifest::{DimSpec, Hint, LayoutFreedom, Manifest, Role, ScalarSpec, ScalarType, TensorSpec};
 use crate::plan::Plan;
 
-use super::relations::{attach, int_of, Form, Relation};
+use super::relations::{attach, dim_vars, int_of, Form, Relation};
 
 /// Offsets that are 16-byte aligned.
 pub const OFFSETS_ALIGNED: &[u32] = &[16, 32, 48, 64];
@@ -145,12 +145,6 @@ pub fn decode_case(u: &mut Unstructured<'_>, ctx: &DecodeContext) -> Result<Case
     Ok(case)
 }
 
-/// The values expressions see for the dims drawn so far.
-fn vars_of(case: &Case, m: &Manifest) -> Vars {
-    let mut params = m.default_params();
-    params.extend(case.params.clone());
-    Vars { dims: case.dims.clone(), params, defines: m.defines.clone(), elem_bytes: case.dtype.size(), ..Vars::default() }
-}
 
 /// One dim: assigned by an equality, or drawn three times in four from its boundary values
 /// (hints, param tile sizes ± 1, range edges) and otherwise uniformly, then moved to the
@@ -160,7 +154,7 @@ fn draw_dim(u: &mut Unstructured<'_>, ctx: &DecodeContext, d: &DimSpec, case: &C
     let rels = ctx.relations_of(&d.name);
     // Environments cost more than the rest of a draw: built only for a dim with relations.
     let env = std::cell::OnceCell::new();
-    let env = || env.get_or_init(|| Env::new(&vars_of(case, m)));
+    let env = || env.get_or_init(|| Env::new(&dim_vars(case, m)));
     let (mut lo, mut hi, step) = if ctx.constrained { (d.range[0], d.range[1], d.multiple.max(1)) } else { (1, d.max, 1) };
     let cap = if ctx.constrained { d.cap.max(lo) } else { d.cap };
     for r in &rels {
@@ -201,7 +195,7 @@ fn draw_dim(u: &mut Unstructured<'_>, ctx: &DecodeContext, d: &DimSpec, case: &C
     });
     // One environment for every candidate: only this dim's value changes between them.
     let with_x = std::cell::RefCell::new(None);
-    let ok = |x: u64| rels.is_empty() || satisfies(&rels, with_x.borrow_mut().get_or_insert_with(|| Env::new(&vars_of(case, m))), &d.name, x);
+    let ok = |x: u64| rels.is_empty() || satisfies(&rels, with_x.borrow_mut().get_or_insert_with(|| Env::new(&dim_vars(case, m))), &d.name, x);
     let x = if let Some(e) = multiple_of {
         let unit = lcm(e, step);
         let from_table = u.int_in_range(0..=3u8)? < 3;
@@ -293,7 +287,7 @@ fn draw_scalar(u: &mut Unstructured<'_>, ctx: &DecodeContext, s: &ScalarSpec, ca
     if s.ty == ScalarType::Bool && (s.choices.is_empty() || !ctx.constrained) {
         return Ok(Scalar::Bool(u.arbitrary::<bool>()?));
     }
-    let vars = vars_of(case, m);
+    let vars = dim_vars(case, m);
     if !s.choices.is_empty() {
         let weights: Vec<u32> = if s.weights.is_empty() { vec![1; s.choices.len()] } else { s.weights.clone() };
         let total: u32 = weights.iter().sum();

@@ -139,6 +139,14 @@ pub fn int_of(env: &Env, node: &Node) -> Option<i64> {
     }
 }
 
+/// The values a relation (or any expression without tensors) sees for a case: its dims so far,
+/// its params over the manifest's defaults, the defines and the element size.
+pub fn dim_vars(case: &Case, m: &Manifest) -> Vars {
+    let mut params = m.default_params();
+    params.extend(case.params.clone());
+    Vars { dims: case.dims.clone(), params, defines: m.defines.clone(), elem_bytes: case.dtype.size(), ..Vars::default() }
+}
+
 /// Brings the dims from position `from` on back into their relations: a dim whose relations
 /// (those naming it and earlier dims) no longer hold moves to the smallest value, from the low
 /// end of its range up to its current value, that satisfies them; a dim they still hold for
@@ -157,7 +165,7 @@ pub fn repair(c: &mut Case, m: &Manifest, from: usize) {
         if mine.is_empty() {
             continue;
         }
-        let mut env = Env::new(&Vars { dims: c.dims.clone(), params: c.params.clone(), defines: m.defines.clone(), ..Vars::default() });
+        let mut env = Env::new(&dim_vars(c, m));
         let mut holds = |v: u64| {
             env.set_int(&d.name, v);
             mine.iter().all(|r| env.boolean(r).unwrap_or(false))

@@ -390,7 +390,7 @@ fn relation_predicate(m: &Manifest, family: &Family, base: &Case, passing: &BTre
     let Family::Dim(dim) = family else { return None };
     let (pass, fail) = (nums(passing), nums(failing));
     let holds = |rel: &str, v: i64| -> Option<bool> {
-        let mut vars = crate::manifest::Vars { dims: base.dims.clone(), params: base.params.clone(), defines: m.defines.clone(), ..Default::default() };
+        let mut vars = crate::generate::relations::dim_vars(base, m);
         vars.dims.insert(dim.clone(), u64::try_from(v).ok()?);
         crate::manifest::expr::Env::without_tensors(&vars).boolean(rel).ok()
     };
