@@ -40,6 +40,10 @@ pub fn candidates(c: &Case, m: &Manifest) -> Vec<Case> {
         n.layout_mut(t).pad.clear();
         out.push(n);
     }
+    // Candidates are compared in normal form: an entry holding the default layout (which
+    // `layout_mut` inserts) is no change.
+    let mut same = c.clone();
+    same.normalize_layouts();
     let mut push = |f: &dyn Fn(&mut Case)| {
         let mut n = c.clone();
         f(&mut n);
@@ -51,7 +55,7 @@ pub fn candidates(c: &Case, m: &Manifest) -> Vec<Case> {
             }
         }
         n.normalize_layouts();
-        if !same_case(&n, c) {
+        if n != same {
             out.push(n);
         }
     };
@@ -83,12 +87,6 @@ pub fn candidates(c: &Case, m: &Manifest) -> Vec<Case> {
     }
     push(&|n| n.placement = crate::case::Placement::Guarded);
     out
-}
-
-fn same_case(a: &Case, b: &Case) -> bool {
-    let mut b = b.clone();
-    b.normalize_layouts();
-    *a == b
 }
 
 /// Smaller values to try for a dim: the low end of its range, 1, hints below it (each ± 1),

@@ -511,9 +511,7 @@ pub fn build_all(manifests: &[Manifest], archs: &[Arch], compiler: &Compiler) ->
         for params in m.param_combinations() {
             for &dtype in &m.dtypes {
                 for &arch in archs {
-                    let req = request_for(m, &params, dtype, arch, &BTreeMap::new());
-                    let result = compiler.compile(&req).map(|c| (c.cubin.len(), c.from_cache)).map_err(std::sync::Arc::new);
-                    out.push(BuildOutcome { manifest: m.name.clone(), params: params.clone(), dtype, arch, result });
+                    out.push(build_one(compiler, m, m.name.clone(), &params, dtype, arch));
                 }
             }
         }
@@ -524,6 +522,13 @@ pub fn build_all(manifests: &[Manifest], archs: &[Arch], compiler: &Compiler) ->
     out
 }
 
+/// One configuration of `m` compiled, reported under `label`.
+fn build_one(compiler: &Compiler, m: &Manifest, label: String, params: &BTreeMap<String, i64>, dtype: Dtype, arch: Arch) -> BuildOutcome {
+    let req = request_for(m, params, dtype, arch, &BTreeMap::new());
+    let result = compiler.compile(&req).map(|c| (c.cubin.len(), c.from_cache)).map_err(std::sync::Arc::new);
+    BuildOutcome { manifest: label, params: params.clone(), dtype, arch, result }
+}
+
 /// A user reference kernel's builds: the gold (every floating tensor double) and the baseline
 /// at each of the kernel's dtypes, with the kernel's default params.
 fn build_reference(m: &Manifest, k: &crate::manifest::ReferenceKernel, archs: &[Arch], compiler: &Compiler) -> Vec<BuildOutcome> {
@@ -532,11 +537,9 @@ fn build_reference(m: &Manifest, k: &crate::manifest::ReferenceKernel, archs: &[
     let mut out = Vec::new();
     for (gold, dtype) in runs {
         let rm = crate::reference::kernel_manifest(m, k, gold);
+        let label = format!("{} (reference {})", m.name, if gold { "gold" } else { "baseline" });
         for &arch in archs {
-            let req = request_for(&rm, &params, dtype, arch, &BTreeMap::new());
-            let result = compiler.compile(&req).map(|c| (c.cubin.len(), c.from_cache)).map_err(std::sync::Arc::new);
-            let manifest = format!("{} (reference {})", m.name, if gold { "gold" } else { "baseline" });
-            out.push(BuildOutcome { manifest, params: params.clone(), dtype, arch, result });
+            out.push(build_one(compiler, &rm, label.clone(), &params, dtype, arch));
         }
     }
     out
