@@ -19,12 +19,13 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > 
 gpu=$(head -n1 "$logs/gpu.txt")
 row "gpu" info "$gpu"
 
-# 1. The GPU test suite (every test executable; GPU tests print 'skipped:' without a GPU).
+# 1. The GPU test suite: every test executable, the GPU tests (#[ignore = "needs a GPU"])
+#    included; under CUDAFUZZ_REQUIRE_GPU=1 a GPU test that opens no GPU fails, never skips.
 #    GPU_CHECK_TESTS=0 leaves it out (smoke campaigns only) and says so in the table.
 if [ "${GPU_CHECK_TESTS:-1}" = 0 ]; then
   echo "test suite not run: GPU_CHECK_TESTS=0" > "$logs/tests.log"; st=skipped
 else
-  $run_tests --test-threads=1 --nocapture > "$logs/tests.log" 2>&1; st=$?
+  CUDAFUZZ_REQUIRE_GPU=1 $run_tests --include-ignored --test-threads=1 --nocapture > "$logs/tests.log" 2>&1; st=$?
 fi
 passed=$(grep '^test result' "$logs/tests.log" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
 failed=$(grep '^test result' "$logs/tests.log" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')

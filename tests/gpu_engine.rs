@@ -1,7 +1,8 @@
 //! GPU engine tests: real kernels, real faults, real worker restarts.
 //!
-//! Each test needs a CUDA GPU. Without one it prints `skipped: <reason>` and returns, so the
-//! suite compiles and runs everywhere but never claims a GPU result it did not get.
+//! Each test needs a CUDA GPU and is `#[ignore = "needs a GPU"]`: a plain run counts it as
+//! skipped. Run them with `--include-ignored` on a GPU host (`ci/gpu-check.sh` does, under
+//! `CUDAFUZZ_REQUIRE_GPU=1`, where a test that opens no GPU fails instead of skipping).
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -19,18 +20,9 @@ use cudafuzz::worker::{Outcome, ReferenceChoice, RunOptions, Verdict};
 mod common;
 use common::{attention_example, exe, root};
 
-/// `Some(reason)` when this machine cannot run GPU tests.
-fn no_gpu() -> Option<String> {
-    match cudafuzz::gpu::device_count() {
-        Ok(_) => None,
-        Err(e) => Some(e.to_string()),
-    }
-}
-
 macro_rules! require_gpu {
     () => {
-        if let Some(why) = no_gpu() {
-            eprintln!("skipped: {why}");
+        if common::lacks_gpu(false) {
             return;
         }
     };
@@ -72,6 +64,7 @@ fn findings(v: &Verdict) -> Vec<cudafuzz::finding::Finding> {
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn misaligned_q_faults_with_716_every_time_and_the_worker_restarts() {
     require_gpu!();
     let m = manifest("kernels/testing/vec_load_q.toml");
@@ -84,11 +77,16 @@ fn misaligned_q_faults_with_716_every_time_and_the_worker_restarts() {
         let v = run(&mut sup, &m, &aligned);
         assert_eq!(v.outcome, Outcome::Pass, "round {round}: aligned case must pass: {v:?}");
         let f = findings(&run(&mut sup, &m, &shifted));
-        assert_eq!(f.len(), 1, "{f:?}");
-        assert_eq!(f[0].kind, FindingKind::MisalignedAddress, "{f:?}");
-        assert!(f[0].cuda_error.as_deref().unwrap_or("").contains("716"), "{f:?}");
-        assert_eq!(f[0].alignment_of("q"), 8, "{f:?}");
-        faults += 1;
+        // Counted only when the run really faulted with 716 on q's 8-byte offset.
+        let faulted = f.len() == 1
+            && f[0].kind == FindingKind::MisalignedAddress
+            && f[0].cuda_error.as_deref().unwrap_or("").contains("716")
+            && f[0].alignment_of("q") == 8;
+        if faulted {
+            faults += 1;
+        } else {
+            eprintln!("round {round}: misaligned case did not fault with 716 on q: {f:?}");
+        }
     }
     assert_eq!(faults, 20);
     // One start, then one restart after each of the 20 faults (the last restart happens lazily).
@@ -97,6 +95,7 @@ fn misaligned_q_faults_with_716_every_time_and_the_worker_restarts() {
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn out_of_bounds_write_is_caught_by_the_canary_without_a_sanitizer() {
     require_gpu!();
     let m = manifest("kernels/testing/oob_write.toml");
@@ -115,6 +114,7 @@ fn out_of_bounds_write_is_caught_by_the_canary_without_a_sanitizer() {
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn unwritten_last_row_is_caught_by_the_sentinel() {
     require_gpu!();
     let m = manifest("kernels/testing/skip_last_row.toml");
@@ -133,6 +133,7 @@ fn unwritten_last_row_is_caught_by_the_sentinel() {
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn a_hang_is_killed_by_the_watchdog_and_the_run_continues() {
     require_gpu!();
     let hang = manifest("kernels/testing/hang.toml");
@@ -151,6 +152,7 @@ fn a_hang_is_killed_by_the_watchdog_and_the_run_continues() {
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn gpu_reference_agrees_with_the_cpu_reference() {
     require_gpu!();
     let m = manifest("kernels/testing/simple_attn.toml");
@@ -179,6 +181,7 @@ fn gpu_reference_agrees_with_the_cpu_reference() {
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn correct_kernel_passes_generated_cases_inside_its_contract() {
     require_gpu!();
     let m = manifest("kernels/testing/simple_attn.toml");
@@ -200,6 +203,7 @@ fn correct_kernel_passes_generated_cases_inside_its_contract() {
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn cli_run_prints_verdicts_and_exits_nonzero_on_a_finding() {
     require_gpu!();
     let dir = tempfile::tempdir().unwrap();
@@ -226,6 +230,7 @@ fn cli_run_prints_verdicts_and_exits_nonzero_on_a_finding() {
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn coverage_runs_report_the_kernel_paths_a_case_reached() {
     require_gpu!();
     let m = manifest("kernels/attention/flash_fwd.toml");

@@ -6,7 +6,8 @@
 //!    bitwise the same output (the kernel's vector and scalar paths compute the same thing);
 //! 3. determinism across runs: running a case again, in the same worker, gives the same bits.
 //!
-//! Without a GPU each test prints `skipped: <reason>` and returns. Failures are shrunk by
+//! Each test is `#[ignore = "needs a GPU"]` (see tests/gpu_engine.rs for how a GPU host runs
+//! them). Failures are shrunk by
 //! proptest and persisted to `proptest-regressions/gpu_props.txt` (committed), whose seeds are
 //! replayed first on every run.
 
@@ -27,10 +28,6 @@ use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestR
 
 mod common;
 use common::{exe, relayout, root, small};
-
-fn no_gpu() -> Option<String> {
-    cudafuzz::gpu::device_count().err().map(|e| e.to_string())
-}
 
 fn config(cases: u32) -> Config {
     Config {
@@ -89,14 +86,14 @@ fn passes(v: &Verdict, what: &str) -> Result<(), TestCaseError> {
 
 macro_rules! require_gpu {
     () => {
-        if let Some(why) = no_gpu() {
-            eprintln!("skipped: {why}");
+        if common::lacks_gpu(false) {
             return;
         }
     };
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn correct_kernel_passes_every_oracle_on_generated_cases() {
     require_gpu!();
     let gpu = Gpu::new();
@@ -112,6 +109,7 @@ fn correct_kernel_passes_every_oracle_on_generated_cases() {
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn output_does_not_depend_on_layout_or_offset() {
     require_gpu!();
     let gpu = Gpu::new();
@@ -134,6 +132,7 @@ fn output_does_not_depend_on_layout_or_offset() {
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn a_case_run_again_gives_the_same_bits() {
     require_gpu!();
     let gpu = Gpu::new();

@@ -10,6 +10,27 @@ use cudafuzz::manifest::expr::{Env, Vars};
 use cudafuzz::manifest::Manifest;
 use cudafuzz::plan::Plan;
 
+/// Whether this machine lacks what a GPU test needs, printing `skipped: <why>` when it does.
+///
+/// GPU tests are `#[ignore = "needs a GPU"]`, so a plain run counts them as skipped; a GPU host
+/// runs them with `--include-ignored` (nextest: `--run-ignored all`). Under
+/// `CUDAFUZZ_REQUIRE_GPU=1` a missing GPU (or compute-sanitizer, for `sanitizer`) is a test
+/// failure instead: the GPU host's check must never count a test that opened no GPU as passed.
+pub fn lacks_gpu(sanitizer: bool) -> bool {
+    let why = match cudafuzz::gpu::device_count() {
+        Ok(0) => Some("no CUDA device".to_string()),
+        Ok(_) => None,
+        Err(e) => Some(e.to_string()),
+    };
+    let why = why.or_else(|| if sanitizer { cudafuzz::sanitizer::Sanitizer::locate().err().map(|e| e.to_string()) } else { None });
+    let Some(why) = why else { return false };
+    if std::env::var("CUDAFUZZ_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+        panic!("CUDAFUZZ_REQUIRE_GPU=1 but this test cannot run: {why}");
+    }
+    eprintln!("skipped: {why}");
+    true
+}
+
 /// The repository root.
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
