@@ -161,6 +161,7 @@ impl Triage {
         let resolver = Resolver::new(&self.aliases);
         let mut bugs: Vec<Bug> = Vec::new();
         let mut sizes: Vec<Vec<(u64, usize, PathBuf)>> = Vec::new();
+        let mut own: Vec<bool> = Vec::new();
         for (order, case) in self.cases.iter().enumerate() {
             for (key, idx) in file_case(case, &resolver) {
                 let id = key.id();
@@ -169,6 +170,7 @@ impl Triage {
                     None => {
                         bugs.push(new_bug(&key, &case.members, &idx, &case.summary));
                         sizes.push(Vec::new());
+                        own.push(false);
                         bugs.len() - 1
                     }
                 };
@@ -176,6 +178,15 @@ impl Triage {
                 bug.cases += 1;
                 for &m in &idx {
                     let member = &case.members[m];
+                    // The bug's own finding names the tensor and the tool, whichever case
+                    // showed it first.
+                    if member.key.as_ref() == Some(&key) && !own[b] {
+                        own[b] = true;
+                        bug.oracle = member.oracle;
+                        if !key.is_provisional() {
+                            bug.tensor = member.tensor.clone();
+                        }
+                    }
                     bug.findings += 1;
                     if !bug.signatures.contains(&member.signature) {
                         bug.signatures.push(member.signature.clone());
