@@ -130,13 +130,13 @@ fn finish_bugs(keeper: &mut SeedKeeper, out: &Path) {
     print!("{}", triage::table(&bugs, None));
 }
 
-/// One campaign event as `fuzz` shows it: a block per new finding above the progress bar.
+/// One campaign event as `fuzz` shows it: a block per new bug above the progress bar.
 fn render_event(e: &CampaignEvent<'_>, bar: &indicatif::ProgressBar, coverage: bool) {
     match &e.kind {
         EventKind::NewBug { index, bug } => {
             let after = e.elapsed.as_secs_f64();
             let seed = bug.smallest.as_ref().map(|p| format!("\n      seed: {}", p.display())).unwrap_or_default();
-            bar.suspend(|| println!("{} (after {after:.2} s, case #{index}){seed}", triage::bug_line(bug)));
+            bar.suspend(|| println!("NEW   after {after:.2} s (case #{index}): {}{seed}", triage::bug_line(bug)));
         }
         // A bug is reported once, with its site; its further signatures, smaller cases and
         // sanitizer records are in the bug table and the index at the end.

@@ -149,11 +149,13 @@ impl Triage {
         self.by_id.get(case_id).map(|&i| file_case(&self.cases[i], &resolver).into_iter().map(|(k, _)| k.id()).collect()).unwrap_or_default()
     }
 
-    /// The final bug of a single finding of a case with these alignments, with no other finding
-    /// of its case known (how a report entry is filed).
-    pub fn bug_of_finding(&self, finding: &Finding) -> Option<BugId> {
-        let key = BugKey::of(finding, false)?;
-        Some(Resolver::new(&self.aliases).resolve(&key, &finding.alignment).id())
+    /// The final bug of one finding of the case `case_id` (`None` when the case or the finding
+    /// was not observed).
+    pub fn bug_of(&self, case_id: &str, finding: &Finding) -> Option<BugId> {
+        let case = &self.cases[*self.by_id.get(case_id)?];
+        let m = case.findings.iter().position(|(f, _)| f == finding)?;
+        let resolver = Resolver::new(&self.aliases);
+        file_case(case, &resolver).into_iter().find(|(_, idx)| idx.contains(&m)).map(|(k, _)| k.id())
     }
 
     /// Every bug, in the order their first case was observed.

@@ -17,11 +17,11 @@ fn what(b: &Bug) -> String {
     s
 }
 
-/// The line `fuzz` prints when a bug is seen for the first time: id, kernel, what, site when
-/// known, the oracle, and the case.
+/// What `fuzz` prints after `NEW ... :` when a bug is seen for the first time: id and kernel,
+/// then (indented lines) what, the site when known, the oracle, and the case.
 pub fn bug_line(b: &Bug) -> String {
-    let status = if b.key.is_provisional() { "; site not known (no sanitizer named one)" } else { "" };
-    format!("NEW BUG {} {}: {} (oracle {}{status})\n      first case: {}", b.id, b.kernel, what(b), b.oracle, b.first_case)
+    let status = if b.key.is_provisional() { "; no sanitizer named its site" } else { "" };
+    format!("bug {} in {}\n      {} (oracle {}{status})\n      first case: {}", b.id, b.kernel, what(b), b.oracle, b.first_case)
 }
 
 /// The bug table: id, kernel, what, site, cases seen, smallest seed and the command that

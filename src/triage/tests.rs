@@ -152,3 +152,56 @@ fn arrange_moves_seeds_without_losing_or_replacing_any() {
     }
     assert_eq!(t.bugs()[0].examples, [moves[0].1.clone()]);
 }
+
+mod reports {
+    use super::*;
+    use crate::report::export::{FindingEntry, RunReport, Step};
+    use crate::report::merge::merge;
+
+    fn entry(f: Finding, case: &str, new: bool) -> FindingEntry {
+        FindingEntry { signature: f.signature(), finding: f, seed: None, case: case.into(), step: Step::Fuzz, new, source_path: None, bug: None }
+    }
+
+    /// Shard 1 escalated case A (v unaligned) and saw a 719 abort in case C beside an
+    /// out-of-bounds read; shard 2 saw case B (v and o unaligned) natively only.
+    fn shards() -> (RunReport, RunReport) {
+        let mut a = RunReport::new();
+        let k = a.kernel_mut("fa");
+        k.findings.push(entry(native(FindingKind::MisalignedAddress, None, [16, 16, 8, 16]), "A", true));
+        k.findings.push(entry(site("v", 209, MIS, [16, 16, 8, 16]), "A", true));
+        k.findings.push(entry(site("k", 99, "invalid_global_read_out_of_bounds", [16; 4]), "C", true));
+        k.findings.push(entry(native(FindingKind::LaunchFailure, None, [16; 4]), "C", true));
+        a.recount();
+        let mut b = RunReport::new();
+        b.kernel_mut("fa").findings.push(entry(native(FindingKind::MisalignedAddress, None, [16, 16, 2, 4]), "B", true));
+        b.recount();
+        (a, b)
+    }
+
+    #[test]
+    fn reports_count_bugs_and_a_sanitizer_abort_is_not_one() {
+        let (a, b) = shards();
+        assert_eq!((a.counts.findings, a.counts.bugs, a.counts.new_bugs), (4, 2, 2));
+        assert!(a.headline().starts_with("FAILED: 2 new bugs (4 findings)"), "{}", a.headline());
+        assert_eq!(a.bug_aliases.len(), 1, "the fault maps to v's load while v is unaligned");
+        // Alone, shard 2 knows only the provisional bug.
+        assert!(b.kernels[0].findings[0].bug.as_ref().unwrap().as_str().starts_with('P'));
+    }
+
+    #[test]
+    fn merge_applies_every_shards_mappings() {
+        let (a, b) = shards();
+        let m = merge(&[a.clone(), b]);
+        assert_eq!((m.counts.findings, m.counts.bugs), (5, 2), "{:#?}", m.kernels[0].findings);
+        let v_bug = a.kernels[0].findings[1].bug.clone();
+        assert!(v_bug.as_ref().unwrap().as_str().starts_with('B'));
+        let case_b = m.kernels[0].findings.iter().find(|f| f.case == "B").unwrap();
+        assert_eq!(case_b.bug, v_bug, "case B gets v's site id without its own escalation");
+        // An expected finding makes its bug known: a new signature of it is not a new bug.
+        let mut known = m.clone();
+        known.kernels[0].findings.iter_mut().filter(|f| f.case == "A").for_each(|f| f.new = false);
+        known.recount();
+        assert_eq!(known.counts.new_bugs, 1, "only the out-of-bounds read is new");
+        assert!(known.headline().contains("1 new bug ("), "{}", known.headline());
+    }
+}
