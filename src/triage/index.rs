@@ -4,7 +4,7 @@
 //! other seeds, paths relative to the index's directory) and every mapping learnt
 //! ([`AliasRecord`]: a provisional id to the id its cases are filed under, with the condition).
 //! Seeds keep their own format; the index is derived from them and the run, and is rewritten as
-//! the run goes. `kernels/README.md`'s section "Bug index" documents the format.
+//! the run goes. README.md's section "Bugs, the bug index and `triage`" documents the format.
 
 use std::path::{Path, PathBuf};
 
