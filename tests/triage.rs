@@ -22,7 +22,7 @@ fn bugs_of(dirs: &[PathBuf]) -> Vec<Bug> {
 #[test]
 fn fa_s512_signatures_become_its_four_misaligned_sites() {
     let dir = fixtures().join("gate-fa_s512");
-    let scan = scan(&[dir.clone()]).unwrap();
+    let scan = scan(std::slice::from_ref(&dir)).unwrap();
     assert_eq!(scan.seeds, 27);
     let signatures: std::collections::BTreeSet<_> = scan.triage.bugs().iter().flat_map(|b| b.signatures.clone()).collect();
     assert_eq!(signatures.len(), 17, "the gate reported 17 new findings (signatures)");
@@ -52,7 +52,7 @@ fn each_mutant_is_one_bug() {
     for group in ["ttff", "format1"] {
         for entry in std::fs::read_dir(fixtures().join(group)).unwrap() {
             let dir = entry.unwrap().path();
-            let bugs = bugs_of(&[dir.clone()]);
+            let bugs = bugs_of(std::slice::from_ref(&dir));
             assert_eq!(bugs.len(), 1, "{}: {bugs:#?}", dir.display());
         }
     }
@@ -72,7 +72,7 @@ fn each_mutant_is_one_bug() {
 #[test]
 fn a_case_gets_its_site_id_through_the_index_without_its_own_escalation() {
     let lone = fixtures().join("ttff/fa_s512");
-    let alone = bugs_of(&[lone.clone()]);
+    let alone = bugs_of(std::slice::from_ref(&lone));
     assert_eq!(alone.len(), 1);
     assert!(alone[0].id.as_str().starts_with('P'), "natively known only: provisional");
     // The gate's index, written where a run writes it, lends its mappings.
