@@ -67,6 +67,7 @@ fn shard(number: u64, of: u64, found: Option<(&Finding, &Path)>) -> RunReport {
             step: Step::Fuzz,
             new: true,
             source_path: Some("kernels/attention/flash_fwd_kernel.cuh".into()),
+            bug: None,
         });
         k.campaign.as_mut().unwrap().passed -= 1;
         k.campaign.as_mut().unwrap().failed += 1;
@@ -107,6 +108,7 @@ fn merging_shards_sums_counts_dedupes_findings_and_gathers_seeds() {
         step: Step::Fuzz,
         new: true,
         source_path: None,
+        bug: None,
     });
     b.recount();
     let (ra, rb) = (write(d, "a.json", &a), write(d, "b.json", &b));
@@ -118,13 +120,14 @@ fn merging_shards_sums_counts_dedupes_findings_and_gathers_seeds() {
     let o = cudafuzz(&["report", "merge", "--out", out.to_str().unwrap(), ra.to_str().unwrap(), rb.to_str().unwrap(), "--seeds", s1.to_str().unwrap(), s2.to_str().unwrap()]);
     let log = text(&o);
     assert_eq!(o.status.code(), Some(exit::FINDINGS), "{log}");
-    assert!(log.contains("merged 2 report(s) (1/2, 2/2)") && log.contains("2 new findings"), "{log}");
+    assert!(log.contains("merged 2 report(s) (1/2, 2/2)") && log.contains("2 new bugs (2 findings)"), "{log}");
 
     let m = RunReport::load(&out.join("report.json")).unwrap();
     assert_eq!(m.merged_from, ["1/2", "2/2"]);
     assert_eq!(m.counts.cases, a.counts.cases + b.counts.cases);
     assert_eq!(m.counts.replays, 2);
     assert_eq!(m.counts.findings, 2, "oob once, nan once");
+    assert_eq!((m.counts.bugs, m.counts.new_bugs), (2, 2), "oob and nan are two bugs");
     assert!(m.new_findings);
     assert_eq!(m.kernels.len(), 1);
     assert_eq!(m.kernels[0].campaign.as_ref().unwrap().cases, 1000);
@@ -149,7 +152,7 @@ fn merging_shards_sums_counts_dedupes_findings_and_gathers_seeds() {
 
     // The other three formats, parsed back.
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(md.starts_with("## ❌ cudafuzz: FAILED: 2 new findings"), "{md}");
+    assert!(md.starts_with("## ❌ cudafuzz: FAILED: 2 new bugs (2 findings)"), "{md}");
     assert!(md.contains("merged from 1/2, 2/2") && md.contains("| shards | ok | all 2 shards merged |"), "{md}");
     let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
     let doc = roxmltree::Document::parse(&xml).unwrap();
@@ -158,7 +161,7 @@ fn merging_shards_sums_counts_dedupes_findings_and_gathers_seeds() {
     assert_eq!(cases.len(), 12, "{xml}");
     let fuzz = cases.iter().find(|c| c.attribute("classname") == Some("cudafuzz.fuzz")).unwrap();
     let failure = fuzz.children().find(|n| n.has_tag_name("failure")).expect("the campaign failed");
-    assert_eq!(failure.attribute("message"), Some("2 new findings"));
+    assert_eq!(failure.attribute("message"), Some("2 new findings (2 bugs)"));
     assert!(failure.text().unwrap().contains("a 16-byte read 2 bytes past q's end"));
     let sarif: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.sarif")).unwrap()).unwrap();
     assert_eq!(sarif["version"], "2.1.0");
@@ -204,7 +207,7 @@ fn render_prints_each_format_and_bad_reports_exit_2() {
     let o = cudafuzz(&["report", "render", "--format", "json", p]);
     assert_eq!(RunReport::from_json(Path::new("stdout"), &String::from_utf8(o.stdout).unwrap()).unwrap().counts.findings, 1);
     let o = cudafuzz(&["report", "render", p]);
-    assert!(String::from_utf8(o.stdout).unwrap().starts_with("## ❌ cudafuzz: FAILED: 1 new finding"));
+    assert!(String::from_utf8(o.stdout).unwrap().starts_with("## ❌ cudafuzz: FAILED: 1 new bug (1 finding)"));
 
     let bad = tmp.path().join("bad.json");
     std::fs::write(&bad, "{\"format\": \"something-else\", \"version\": 1}").unwrap();

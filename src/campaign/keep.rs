@@ -2,9 +2,11 @@
 //!
 //! [`SeedKeeper`] is shared by every step of a run (each kernel of `fuzz`, the gate's sweep,
 //! fuzz and sanitizer steps), so a signature found twice is saved once, and a smaller case for
-//! a known signature is saved beside the earlier seed rather than over it.
+//! a known signature is saved beside the earlier seed rather than over it. The keeper also files
+//! every failing case into bugs ([`Triage`]), so a run can say when a bug is new however many
+//! signatures it shows.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::case::Case;
@@ -13,6 +15,7 @@ use crate::finding::{Finding, Signature};
 use crate::manifest::Manifest;
 use crate::plan::Plan;
 use crate::supervisor::SupervisorError;
+use crate::triage::{Bug, BugId, Triage};
 
 /// What [`SeedKeeper::keep`] did with a finding.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,12 +34,14 @@ pub enum Kept {
 pub struct SeedKeeper {
     dir: PathBuf,
     seen: BTreeMap<Signature, (PathBuf, u64)>,
+    triage: Triage,
+    announced: BTreeSet<BugId>,
 }
 
 impl SeedKeeper {
     /// A keeper that saves under `dir` (created on the first save).
     pub fn new(dir: PathBuf) -> SeedKeeper {
-        SeedKeeper { dir, seen: BTreeMap::new() }
+        SeedKeeper { dir, seen: BTreeMap::new(), triage: Triage::new(), announced: BTreeSet::new() }
     }
 
     /// Where seeds are saved.
@@ -75,8 +80,72 @@ impl SeedKeeper {
     }
 }
 
+impl SeedKeeper {
+    /// Files one failing case into bugs: every finding it showed (native and, after
+    /// escalation, the sanitizer's) with the seed saved for it, if any. Returns the bugs this
+    /// case shows that no earlier case showed.
+    pub fn observe(&mut self, m: &Manifest, case: &Case, findings: Vec<(Finding, Option<PathBuf>)>) -> Vec<Bug> {
+        let id = corpus::case_hash(case);
+        self.triage.observe(&id, &case.summary(), case_size(m, case), findings);
+        let fresh: Vec<BugId> = self.triage.bugs_of(&id).into_iter().filter(|b| !self.announced.contains(b)).collect();
+        if fresh.is_empty() {
+            return Vec::new();
+        }
+        self.announced.extend(fresh.iter().cloned());
+        self.triage.bugs().into_iter().filter(|b| fresh.contains(&b.id)).collect()
+    }
+
+    /// The bugs filed so far.
+    pub fn triage(&self) -> &Triage {
+        &self.triage
+    }
+
+    /// The bugs filed so far, for changes (seeds moved, mappings from an earlier index).
+    pub fn triage_mut(&mut self) -> &mut Triage {
+        &mut self.triage
+    }
+}
+
 /// A case's size for "smallest": its tensors' logical elements (a case that does not plan
 /// counts as the largest).
 pub fn case_size(m: &Manifest, case: &Case) -> u64 {
     Plan::new(case, m).map(|p| p.tensors.iter().map(|t| t.numel).sum()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finding::{FindingKind, Oracle};
+
+    #[test]
+    fn a_bug_is_new_once_whatever_signatures_its_cases_show() {
+        let m = crate::testing::attention();
+        let dir = tempfile::tempdir().unwrap();
+        let mut keeper = SeedKeeper::new(dir.path().join("seeds"));
+        let fault = |al: [u64; 4]| Finding {
+            kind: FindingKind::MisalignedAddress,
+            oracle: Oracle::CudaStatus,
+            kernel: "simple_attn".into(),
+            tensor: None,
+            location: None,
+            count: 1,
+            cuda_error: None,
+            source: None,
+            access_size: None,
+            sanitizer_kind: None,
+            alignment: crate::testing::alignment(al),
+            inside_contract: true,
+            detail: String::new(),
+        };
+        let mut new_bugs = 0;
+        for (seed, al) in [[8, 16, 16, 16], [8, 2, 16, 16], [16, 4, 16, 16]].into_iter().enumerate() {
+            let case = Case { seed: seed as u64, ..crate::testing::example() };
+            let f = fault(al);
+            let kept = keeper.keep(&m, &case, &f).unwrap();
+            assert!(matches!(kept, Kept::New(_)), "a new signature each time");
+            new_bugs += keeper.observe(&m, &case, vec![(f, None)]).len();
+        }
+        assert_eq!(new_bugs, 1);
+        assert_eq!(keeper.triage().bugs()[0].cases, 3);
+    }
 }

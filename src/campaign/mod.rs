@@ -14,7 +14,7 @@ mod keep;
 mod stream;
 
 use std::ops::ControlFlow;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub use escalate::{Escalation, Escalator};
@@ -93,6 +93,8 @@ pub struct CampaignSpec<'a> {
 pub struct Progress {
     /// New signatures so far.
     pub new_findings: usize,
+    /// New bugs so far.
+    pub new_bugs: usize,
     /// Kernel paths the cases reached (coverage runs).
     pub kernel_paths: CoverageMap,
 }
@@ -120,6 +122,13 @@ pub enum EventKind<'a> {
         finding: &'a Finding,
         /// The saved seed.
         seed: &'a Path,
+    },
+    /// A bug no earlier case showed: after the case's findings and their escalation.
+    NewBug {
+        /// Local case number.
+        index: u64,
+        /// The bug as filed so far.
+        bug: &'a crate::triage::Bug,
     },
     /// A known signature in a smaller case; this seed was saved beside the earlier one.
     SmallerCase {
@@ -218,15 +227,22 @@ pub fn run(
         }
         match &verdict.outcome {
             Outcome::Fail { findings } => {
+                // Every finding of the case, with its seed when one was saved, for the bugs.
+                let mut filed: Vec<(Finding, Option<PathBuf>)> = Vec::new();
                 for finding in findings {
                     let seed = match keeper.keep(m, &case, finding)? {
-                        Kept::Known => continue,
+                        Kept::Known => {
+                            filed.push((finding.clone(), None));
+                            continue;
+                        }
                         Kept::Smaller(seed) => {
                             emit(EventKind::SmallerCase { index: i, case: &case, finding, seed: &seed });
+                            filed.push((finding.clone(), Some(seed)));
                             continue;
                         }
                         Kept::New(seed) => seed,
                     };
+                    filed.push((finding.clone(), Some(seed.clone())));
                     emit(EventKind::NewFinding { index: i, case: &case, finding, seed: &seed });
                     summary.progress.new_findings += 1;
                     if let (Some(esc), false) = (escalator.as_deref_mut(), finding.oracle.is_sanitizer()) {
@@ -235,12 +251,21 @@ pub fn run(
                                 for n in &named {
                                     let kept = keeper.keep(m, &case, n)?;
                                     emit(EventKind::Named { index: i, case: &case, finding: n, kept: &kept });
+                                    let seed = match kept {
+                                        Kept::New(p) | Kept::Smaller(p) => Some(p),
+                                        Kept::Known => None,
+                                    };
+                                    filed.push((n.clone(), seed));
                                 }
                             }
                             Escalation::Explained(why) => emit(EventKind::NotNamed { index: i, seed: &seed, why: &why }),
                             Escalation::Silent(note) => emit(EventKind::EscalationSilent { note: &note }),
                         }
                     }
+                }
+                for bug in keeper.observe(m, &case, filed) {
+                    summary.progress.new_bugs += 1;
+                    emit(EventKind::NewBug { index: i, bug: &bug });
                 }
             }
             Outcome::Error { message } => emit(EventKind::HarnessError { case: &case, message }),

@@ -1,18 +1,20 @@
 //! `cudafuzz fuzz`: a campaign per kernel ([`crate::campaign::run`]), rendered as a progress bar
-//! and one block per new finding; without a GPU, the host-side work only.
+//! and one line per new bug, ending with the bug table (seeds arranged one per bug, the bug
+//! index written); without a GPU, the host-side work only.
 
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Result};
 
 use super::build::{build_report, parse_archs};
 use super::{chain, fail, manifests_or_shipped, no_gpu, setup, workers_line, FuzzArgs};
-use crate::campaign::{self, CampaignEvent, CampaignSpec, CaseStream, Escalator, EventKind, Kept, SeedKeeper, Tally};
+use crate::campaign::{self, CampaignEvent, CampaignSpec, CaseStream, Escalator, EventKind, SeedKeeper, Tally};
 use crate::compile::Compiler;
 use crate::config::EngineConfig;
 use crate::exit;
 use crate::manifest::Manifest;
-use crate::report;
+use crate::triage::{self, BugIndex, BUG_INDEX_FILE};
 use crate::sanitizer::{Sanitizer, Tool};
 use crate::supervisor::SupervisorError;
 
@@ -31,6 +33,7 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
     println!("{}", workers_line(&gpu, &mut pool));
     let mut escalator = escalator(&f, &cfg)?;
     let mut keeper = SeedKeeper::new(cfg.out.join("seeds"));
+    lend_earlier_mappings(&mut keeper, &cfg.out);
     let mut total = Tally::default();
     for m in &manifests {
         let bar = indicatif::ProgressBar::new(f.cases);
@@ -48,7 +51,7 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
             options: cfg.options(),
             timeout: cfg.timeout(m),
         };
-        let mut render = |e: CampaignEvent<'_>| render_event(&e, &bar, &f, cfg.coverage);
+        let mut render = |e: CampaignEvent<'_>| render_event(&e, &bar, cfg.coverage);
         let (summary, result) = campaign::run(&mut pool, &spec, &mut keeper, escalator.as_mut(), &mut render);
         match result {
             Ok(()) => {}
@@ -63,6 +66,7 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
                     keeper.len(),
                     keeper.dir().display()
                 );
+                finish_bugs(&mut keeper, &cfg.out);
                 return Ok(exit::INTERRUPTED);
             }
             Err(e) => return Err(no_gpu(e)),
@@ -70,13 +74,14 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
         bar.finish();
         let (t, secs) = (&summary.tally, summary.elapsed.as_secs_f64());
         println!(
-            "{}: {} cases in {secs:.1} s ({:.0}/s): {} passed, {} failed, {} errors; {} distinct findings; {}; {} worker starts so far",
+            "{}: {} cases in {secs:.1} s ({:.0}/s): {} passed, {} failed, {} errors; {} new bugs ({} new signatures); {}; {} worker starts so far",
             m.name,
             t.total(),
             t.total() as f64 / secs.max(1e-9),
             t.pass,
             t.fail,
             t.error,
+            summary.progress.new_bugs,
             summary.progress.new_findings,
             contract_rate(t.total(), summary.skipped, f.outside_contract),
             pool.starts()
@@ -93,42 +98,57 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
         }
         total.absorb(&summary.tally);
     }
-    for path in keeper.paths() {
-        print!("{}", report::replay_lines(path));
-    }
+    finish_bugs(&mut keeper, &cfg.out);
     Ok(total.exit_code())
 }
 
-/// One campaign event as `fuzz` shows it: a block per new finding above the progress bar.
-fn render_event(e: &CampaignEvent<'_>, bar: &indicatif::ProgressBar, f: &FuzzArgs, coverage: bool) {
+/// Ids stay those of an earlier run into the same directory: its index's mappings are known.
+fn lend_earlier_mappings(keeper: &mut SeedKeeper, out: &Path) {
+    let path = out.join(BUG_INDEX_FILE);
+    if !path.exists() {
+        return;
+    }
+    match BugIndex::load(&path) {
+        Ok(index) => index.aliases().for_each(|a| keeper.triage_mut().add_alias(a)),
+        Err(e) => eprintln!("cudafuzz: {} (its mappings are not used; it is rewritten at the end)", chain(e)),
+    }
+}
+
+/// The end of a run: one seed per bug in `seeds/` (the others moved to `seeds/<id>/examples/`),
+/// the bug index written, and the bug table.
+fn finish_bugs(keeper: &mut SeedKeeper, out: &Path) {
+    let seeds = keeper.dir().to_path_buf();
+    match triage::layout::arrange(&seeds, &keeper.triage().bugs()) {
+        Ok(moves) => moves.iter().for_each(|(from, to)| keeper.triage_mut().rename_seed(from, to)),
+        Err(e) => eprintln!("cudafuzz: seeds stay where they were saved: cannot arrange {}: {e}", seeds.display()),
+    }
+    let bugs = keeper.triage().bugs();
+    match BugIndex::new(keeper.triage(), out).write(out) {
+        Ok(path) => println!("bug index: {}", path.display()),
+        Err(e) => eprintln!("cudafuzz: {}", chain(e)),
+    }
+    print!("{}", triage::table(&bugs, None));
+}
+
+/// One campaign event as `fuzz` shows it: a block per new bug above the progress bar.
+fn render_event(e: &CampaignEvent<'_>, bar: &indicatif::ProgressBar, coverage: bool) {
     match &e.kind {
-        EventKind::NewFinding { index, case, finding, seed } => {
+        EventKind::NewBug { index, bug } => {
             let after = e.elapsed.as_secs_f64();
-            bar.suspend(|| println!("NEW   after {after:.2} s (case #{index}): {}\n      {finding}\n      seed: {}", case.summary(), seed.display()));
+            let seed = bug.smallest.as_ref().map(|p| format!("\n      seed: {}", p.display())).unwrap_or_default();
+            bar.suspend(|| println!("NEW   after {after:.2} s (case #{index}): {}{seed}", triage::bug_line(bug)));
         }
-        EventKind::SmallerCase { case, finding, seed, .. } => {
-            bar.suspend(|| println!("SMALLER case for {}: {}\n      seed: {}", finding.signature(), case.summary(), seed.display()));
-        }
-        EventKind::Named { finding, kept, .. } => match kept {
-            Kept::New(path) | Kept::Smaller(path) => bar.suspend(|| println!("      named by {}: {finding}\n      seed: {}", finding.oracle, path.display())),
-            Kept::Known => bar.suspend(|| println!("      named by {}: {finding}", finding.oracle)),
-        },
-        EventKind::NotNamed { seed, why, .. } => bar.suspend(|| {
-            println!(
-                "      not re-run under {}: {why}\n      (`cudafuzz run --sanitize {} {}` re-runs this one)",
-                f.escalate,
-                f.escalate,
-                seed.display()
-            )
-        }),
+        // A bug is reported once, with its site; its further signatures, smaller cases and
+        // sanitizer records are in the bug table and the index at the end.
+        EventKind::NewFinding { .. } | EventKind::SmallerCase { .. } | EventKind::Named { .. } | EventKind::NotNamed { .. } => {}
         EventKind::EscalationSilent { note } => bar.suspend(|| println!("      ({note})")),
         EventKind::HarnessError { case, message } => bar.suspend(|| eprintln!("ERROR {}: {message}", case.summary())),
         EventKind::CaseDone { progress, .. } => {
             bar.inc(1);
             bar.set_message(if coverage {
-                format!("{} findings, {} kernel paths", progress.new_findings, progress.kernel_paths.features())
+                format!("{} bugs, {} kernel paths", progress.new_bugs, progress.kernel_paths.features())
             } else {
-                format!("{} findings", progress.new_findings)
+                format!("{} bugs", progress.new_bugs)
             });
         }
     }

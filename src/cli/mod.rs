@@ -18,6 +18,7 @@ mod report_cmd;
 mod run;
 mod sanitizer;
 mod sweep;
+mod triage;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -80,6 +81,9 @@ enum Command {
     /// The nightly CI gate: environment and planted-bug check, seed replays, sweep, fuzz and
     /// sanitizer passes within a time budget; writes report.json/.md, junit.xml, results.sarif.
     Gate(gate::GateArgs),
+    /// Group the seed files of earlier runs (any directory layout) into bugs and print the bug
+    /// table (`--json`: the bug index); no file is written or moved.
+    Triage(triage::TriageArgs),
     /// Reports: `merge` shard reports and seeds into one, `render` one in another format.
     #[command(subcommand)]
     Report(report_cmd::ReportCommand),
@@ -338,6 +342,7 @@ fn run(args: RawArgs) -> Result<i32> {
         Command::Contract(a) => contract::contract_command(a),
         Command::Gate(a) => gate::gate_command(a),
         Command::Report(c) => report_cmd::report_command(c),
+        Command::Triage(a) => triage::triage(a),
         Command::Worker { gpu, reference } => Ok(worker::main(gpu, reference)),
     }
 }

@@ -63,6 +63,7 @@ impl Book<'_> {
                     step,
                     new,
                     source_path,
+                    bug: None,
                 });
             }
         }

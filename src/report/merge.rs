@@ -81,6 +81,8 @@ pub fn merge(reports: &[RunReport]) -> RunReport {
         for k in &r.kernels {
             absorb_kernel(out.kernel_mut(&k.kernel), k);
         }
+        // Every shard's mappings: a case filed under a site in one shard is in the merge too.
+        out.bug_aliases.extend(r.bug_aliases.iter().cloned());
     }
     out.recount();
     out
@@ -302,6 +304,7 @@ mod tests {
             step: Step::Fuzz,
             new: true,
             source_path: None,
+            bug: None,
         };
         a.kernels[0].findings.push(entry(&shared));
         b.kernels[0].findings.push(entry(&shared));
@@ -418,6 +421,7 @@ mod tests {
                 step: Step::Fuzz,
                 new: true,
                 source_path: None,
+                bug: None,
             });
         }
         relink_seeds(&mut r, &copies);

@@ -166,12 +166,17 @@ fn run_cases(k: &KernelSection, cases: &mut Vec<TestCase>) {
         } else {
             let mut text = String::new();
             for f in &new {
-                let _ = writeln!(text, "{}\n  signature: {}\n  case: {}", f.finding, f.signature, f.case);
+                let bug = f.bug.as_ref().map(|b| format!("\n  bug: {b}")).unwrap_or_default();
+                let _ = writeln!(text, "{}{bug}\n  signature: {}\n  case: {}", f.finding, f.signature, f.case);
                 if let Some(seed) = &f.seed {
                     let _ = writeln!(text, "  replay: cudafuzz repro {seed}");
                 }
             }
-            TestResult::Fail { message: format!("{} new finding{}", new.len(), plural(new.len() as u64)), kind: "finding".into(), text }
+            let mut bugs: Vec<&str> = new.iter().filter_map(|f| f.bug.as_ref().map(|b| b.as_str())).collect();
+            bugs.sort_unstable();
+            bugs.dedup();
+            let message = format!("{} new finding{} ({} bug{})", new.len(), plural(new.len() as u64), bugs.len(), plural(bugs.len() as u64));
+            TestResult::Fail { message, kind: "finding".into(), text }
         };
         cases.push(TestCase { class: format!("cudafuzz.{}", step.name()), name: format!("{} ({what})", k.kernel), time: c.elapsed_secs, result, out: summary });
     }

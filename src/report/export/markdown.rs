@@ -14,6 +14,7 @@ impl RunReport {
         let mut s = String::new();
         self.md_headline(&mut s);
         self.md_environment(&mut s);
+        self.md_bugs(&mut s);
         self.md_findings(&mut s);
         self.md_replays(&mut s);
         self.md_sweeps(&mut s);
@@ -43,8 +44,8 @@ impl RunReport {
         let c = &self.counts;
         let _ = writeln!(
             s,
-            "{} cases: {} passed, {} failed, {} errors, {} skipped · {} findings ({} new) · {} seed replays ({} regressions, {} not run) · {} sweep cells ({} failing)\n",
-            c.cases, c.passed, c.failed, c.errors, c.skipped, c.findings, c.new_findings, c.replays, c.regressions, c.not_run, c.cells, c.cells_failed
+            "{} cases: {} passed, {} failed, {} errors, {} skipped · {} bugs ({} new) · {} findings ({} new) · {} seed replays ({} regressions, {} not run) · {} sweep cells ({} failing)\n",
+            c.cases, c.passed, c.failed, c.errors, c.skipped, c.bugs, c.new_bugs, c.findings, c.new_findings, c.replays, c.regressions, c.not_run, c.cells, c.cells_failed
         );
     }
 
@@ -60,19 +61,53 @@ impl RunReport {
         }
     }
 
+    /// The bugs table (one row per bug: id, kernel, what, site, findings, a seed), new bugs
+    /// first; nothing when there are none.
+    fn md_bugs(&self, s: &mut String) {
+        let mut bugs = self.bugs();
+        if bugs.is_empty() {
+            return;
+        }
+        let is_new = |fs: &[(&KernelSection, &FindingEntry)]| fs.iter().all(|(_, f)| f.new);
+        bugs.sort_by_key(|(_, fs)| !is_new(fs));
+        s.push_str("\n### Bugs\n\n| | bug | kernel | what | site | findings | seed |\n| --- | --- | --- | --- | --- | --- | --- |\n");
+        for (id, fs) in &bugs {
+            // The bug's own finding: the sanitizer record that names its site, when there is one.
+            let (k, own) = fs.iter().find(|(_, f)| f.finding.oracle.is_sanitizer()).unwrap_or(&fs[0]);
+            let what = match &own.finding.tensor {
+                Some(t) => format!("{} in {t}", own.finding.sanitizer_kind.as_ref().map(|x| x.to_string()).unwrap_or_else(|| own.finding.kind.to_string())),
+                None => own.finding.kind.to_string(),
+            };
+            let site = own.finding.source.as_ref().map(|src| format!("{}:{}", src.file, src.line)).unwrap_or_else(|| "-".into());
+            let seed = fs.iter().find_map(|(_, f)| f.seed.as_deref()).map(|p| format!("`{}`", md(p))).unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                if is_new(fs) { "**new**" } else { "known" },
+                id,
+                md(&k.kernel),
+                md(&what),
+                md(&site),
+                fs.len(),
+                seed
+            );
+        }
+    }
+
     /// The findings table, new findings first; nothing when there are none.
     fn md_findings(&self, s: &mut String) {
         let mut findings: Vec<(&KernelSection, &FindingEntry)> = self.findings().collect();
         if !findings.is_empty() {
             findings.sort_by_key(|(_, f)| !f.new);
-            s.push_str("\n### Findings\n\n| | kernel | finding | source | step | seed |\n| --- | --- | --- | --- | --- | --- |\n");
+            s.push_str("\n### Findings\n\n| | bug | kernel | finding | source | step | seed |\n| --- | --- | --- | --- | --- | --- | --- |\n");
             for (k, f) in findings {
                 let source = f.finding.source.as_ref().map(|src| src.to_string()).unwrap_or_default();
                 let seed = f.seed.as_deref().map(|p| format!("`{}`", md(p))).unwrap_or_default();
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} |",
                     if f.new { "**new**" } else { "expected" },
+                    f.bug.as_ref().map(|b| b.to_string()).unwrap_or_default(),
                     md(&k.kernel),
                     md(&f.finding.to_string()),
                     md(&source),
@@ -175,12 +210,14 @@ mod tests {
         let r = sample();
         let md = r.to_markdown();
         let first = md.lines().next().unwrap();
-        assert!(first.starts_with("## ❌ cudafuzz: FAILED: 1 new finding;"), "{first}");
+        assert!(first.starts_with("## ❌ cudafuzz: FAILED: 1 new bug (1 finding);"), "{first}");
         for want in [
             "shard 2/4",
             "GPU NVIDIA H100 80GB HBM3 (sm_90), driver 13.0",
             "| compute-sanitizer | **FAILED** | not found <anywhere> &",
-            "| **new** | oob_read_k | sanitizer_memory (oracle memcheck)",
+            "oob_read_k | sanitizer_memory (oracle memcheck)",
+            "### Bugs",
+            "| oob_read_k | invalid_global_read_out_of_bounds in k | simple_attn.cu:42 | 1 |",
             "simple_attn.cu:42",
             "\\| pipes",
             "| `seeds/fixed/b.json` | pass | fail with sig-b | **FAILED** |",

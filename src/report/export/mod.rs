@@ -232,9 +232,10 @@ pub(crate) mod tests {
             step: Step::Fuzz,
             new: true,
             source_path: Some("kernels/testing/simple_attn.cu".into()),
+            bug: None,
         });
         let g = finding("oob_read_k", FindingKind::CanaryDamage, Oracle::Canary, None);
-        k.findings.push(FindingEntry { signature: g.signature(), finding: g, seed: None, case: "f32 b1".into(), step: Step::Sanitizer, new: false, source_path: None });
+        k.findings.push(FindingEntry { signature: g.signature(), finding: g, seed: None, case: "f32 b1".into(), step: Step::Sanitizer, new: false, source_path: None, bug: None });
         r.recount();
         r
     }

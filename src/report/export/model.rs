@@ -13,6 +13,7 @@ use super::{plural, timestamp, CHECK_GPU, REPORT_FORMAT, REPORT_VERSION};
 use crate::exit;
 use crate::finding::{Finding, Signature};
 use crate::shard::Shard;
+use crate::triage::{Alias, BugId, Triage};
 use crate::sweep::{InputClass, Row};
 
 /// The program that wrote a report.
@@ -303,6 +304,9 @@ pub struct FindingEntry {
     /// The source file of `finding.source`, relative to the repository root, when it was found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_path: Option<String>,
+    /// The bug it is filed under ([`crate::triage`]), set by [`RunReport::recount`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bug: Option<BugId>,
 }
 
 /// Everything about one kernel.
@@ -348,6 +352,12 @@ pub struct Counts {
     pub findings: u64,
     /// Distinct findings not expected.
     pub new_findings: u64,
+    /// Bugs the findings are filed under ([`crate::triage`]).
+    #[serde(default)]
+    pub bugs: u64,
+    /// Bugs none of whose findings was expected: what fails a run.
+    #[serde(default)]
+    pub new_bugs: u64,
     /// Seeds replayed (or due to be).
     pub replays: u64,
     /// Replays that ran and did not do what they must.
@@ -399,11 +409,15 @@ pub struct RunReport {
     pub kernels: Vec<KernelSection>,
     /// Totals.
     pub counts: Counts,
-    /// Whether anything new was found (the headline verdict).
+    /// Whether a new bug was found (the headline verdict).
     pub new_findings: bool,
     /// Whether the run was stopped before it finished.
     #[serde(default)]
     pub interrupted: bool,
+    /// The provisional-to-site mappings the findings taught ([`crate::triage::Alias`]); merged
+    /// reports keep every shard's, so a case gets the same bug in a merge as where it was found.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bug_aliases: Vec<Alias>,
 }
 
 impl RunReport {
@@ -427,6 +441,7 @@ impl RunReport {
             counts: Counts::default(),
             new_findings: false,
             interrupted: false,
+            bug_aliases: Vec::new(),
         }
     }
 
@@ -451,8 +466,44 @@ impl RunReport {
         self.kernels.iter().flat_map(|k| k.findings.iter().map(move |f| (k, f)))
     }
 
-    /// Recomputes [`RunReport::counts`] and [`RunReport::new_findings`] from the content.
+    /// Files every finding under its bug ([`FindingEntry::bug`]), applying the mappings in
+    /// [`RunReport::bug_aliases`] and adding the ones the findings teach. A finding's case is its
+    /// kernel and case line, so the sanitizer records of an escalated case join its fault.
+    pub fn file_bugs(&mut self) {
+        let mut triage = Triage::new();
+        self.bug_aliases.iter().cloned().for_each(|a| triage.add_alias(a));
+        let case_id = |k: &KernelSection, f: &FindingEntry| format!("{}\n{}", k.kernel, f.case);
+        for k in &self.kernels {
+            for f in &k.findings {
+                triage.observe(&case_id(k, f), &f.case, 0, vec![(f.finding.clone(), None)]);
+            }
+        }
+        for k in &mut self.kernels {
+            let kernel = k.kernel.clone();
+            for f in &mut k.findings {
+                f.bug = triage.bug_of(&format!("{kernel}\n{}", f.case), &f.finding);
+            }
+        }
+        self.bug_aliases = triage.aliases().cloned().collect();
+    }
+
+    /// The bugs of the report: each with its findings, in order of first mention.
+    pub fn bugs(&self) -> Vec<(BugId, Vec<(&KernelSection, &FindingEntry)>)> {
+        let mut out: Vec<(BugId, Vec<(&KernelSection, &FindingEntry)>)> = Vec::new();
+        for (k, f) in self.findings() {
+            let Some(id) = &f.bug else { continue };
+            match out.iter_mut().find(|(b, _)| b == id) {
+                Some((_, v)) => v.push((k, f)),
+                None => out.push((id.clone(), vec![(k, f)])),
+            }
+        }
+        out
+    }
+
+    /// Recomputes [`RunReport::counts`] and [`RunReport::new_findings`] from the content, after
+    /// filing the findings under bugs ([`RunReport::file_bugs`]).
     pub fn recount(&mut self) {
+        self.file_bugs();
         let mut c = Counts::default();
         for k in &self.kernels {
             for r in &k.replays {
@@ -492,7 +543,12 @@ impl RunReport {
             c.new_findings += k.findings.iter().filter(|f| f.new).count() as u64;
         }
         c.checks_failed = self.environment.iter().filter(|e| !e.ok).count() as u64;
-        self.new_findings = c.new_findings > 0;
+        let bugs = self.bugs();
+        c.bugs = bugs.len() as u64;
+        // A bug is new when none of its findings was expected: a new signature of a known bug
+        // (another set of unaligned tensors) is not a new bug.
+        c.new_bugs = bugs.iter().filter(|(_, fs)| fs.iter().all(|(_, f)| f.new)).count() as u64;
+        self.new_findings = c.new_bugs > 0;
         self.counts = c;
     }
 
@@ -520,7 +576,7 @@ impl RunReport {
             exit::NO_GPU
         } else if self.interrupted {
             exit::INTERRUPTED
-        } else if self.new_findings || self.counts.new_findings > 0 || self.counts.regressions > 0 {
+        } else if self.new_findings || self.counts.new_bugs > 0 || self.counts.regressions > 0 {
             exit::FINDINGS
         } else if !self.environment_ok() || self.counts.not_run > 0 {
             exit::SETUP
@@ -533,8 +589,8 @@ impl RunReport {
     pub fn headline(&self) -> String {
         let c = &self.counts;
         let mut why = Vec::new();
-        if c.new_findings > 0 {
-            why.push(format!("{} new finding{}", c.new_findings, plural(c.new_findings)));
+        if c.new_bugs > 0 {
+            why.push(format!("{} new bug{} ({} finding{})", c.new_bugs, plural(c.new_bugs), c.new_findings, plural(c.new_findings)));
         }
         if c.regressions > 0 {
             why.push(format!("{} seed regression{}", c.regressions, plural(c.regressions)));
@@ -550,7 +606,7 @@ impl RunReport {
             why.push("interrupted".into());
         }
         match self.exit_code() {
-            exit::OK => format!("PASSED: nothing new in {} cases ({} findings expected)", c.cases, c.findings),
+            exit::OK => format!("PASSED: nothing new in {} cases ({} known bug{}, {} findings)", c.cases, c.bugs, plural(c.bugs), c.findings),
             exit::NO_GPU => format!("FAILED: no GPU, nothing was checked ({})", why.join("; ")),
             _ => format!("FAILED: {}", why.join("; ")),
         }
@@ -577,7 +633,7 @@ mod tests {
         assert_eq!(c.skipped, 1 + 50);
         assert!(r.new_findings);
         assert_eq!(r.exit_code(), exit::FINDINGS);
-        assert!(r.headline().contains("1 new finding;") && r.headline().contains("1 seed regression"), "{}", r.headline());
+        assert!(r.headline().contains("1 new bug (1 finding);") && r.headline().contains("1 seed regression"), "{}", r.headline());
         // Without the new finding and the regression, the failed check still fails the run.
         for k in &mut r.kernels {
             k.findings.retain(|f| !f.new);

@@ -47,9 +47,12 @@ impl RunReport {
                 level: if f.new { "error".into() } else { "warning".into() },
                 message: SarifMessage { text },
                 locations: location.into_iter().collect(),
-                partial_fingerprints: BTreeMap::from([("cudafuzzSignature/v1".to_string(), f.signature.to_string())]),
+                // The bug id lets code-scanning UIs keep one alert per bug across runs.
+                partial_fingerprints: std::iter::once(("cudafuzzSignature/v1".to_string(), f.signature.to_string()))
+                    .chain(f.bug.as_ref().map(|b| ("cudafuzzBug/v1".to_string(), b.to_string())))
+                    .collect(),
                 baseline_state: if f.new { "new".into() } else { "unchanged".into() },
-                properties: SarifResultProperties { kernel: k.kernel.clone(), case: f.case.clone(), seed: f.seed.clone(), step: f.step.name().into() },
+                properties: SarifResultProperties { kernel: k.kernel.clone(), case: f.case.clone(), seed: f.seed.clone(), step: f.step.name().into(), bug: f.bug.as_ref().map(|b| b.to_string()) },
             });
         }
         SarifLog {
@@ -208,6 +211,9 @@ pub struct SarifResultProperties {
     pub seed: Option<String>,
     /// The gate step.
     pub step: String,
+    /// The bug the finding is filed under ([`crate::triage`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bug: Option<String>,
 }
 
 /// A SARIF location.
