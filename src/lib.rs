@@ -41,4 +41,5 @@ pub mod supervisor;
 #[cfg(test)]
 mod testing;
 pub mod sweep;
+pub mod userfile;
 pub mod worker;

@@ -20,9 +20,9 @@ pub(super) fn case_command(c: CaseCommand) -> Result<i32> {
             print!("{}", Seed::new(example(&m)).to_json());
             Ok(exit::OK)
         }
-        CaseCommand::Check { file, kernel } => {
+        CaseCommand::Check { file, kernel, raw } => {
             let forced = kernel.as_deref().map(resolve_kernel).transpose()?;
-            let seed = load_seed(&file, forced.as_ref())?;
+            let seed = load_seed(&file, forced.as_ref(), raw)?;
             let m = seed_kernel(forced.as_ref(), &seed, &file)?;
             let case = m.bind(seed.case);
             let plan = Plan::new(&case, &m).map_err(|e| fail(exit::USAGE, format!("{}: {}", file.display(), chain(e))))?;
@@ -31,13 +31,13 @@ pub(super) fn case_command(c: CaseCommand) -> Result<i32> {
             Ok(exit::OK)
         }
         CaseCommand::Migrate { file, output } => {
-            let seed = load_seed(&file, None)?;
+            let seed = load_seed(&file, None, false)?;
             let output = output.unwrap_or_else(|| file.with_extension("v2.json"));
             write_new(&output, &seed.to_json(), "format-2 seed")
         }
         CaseCommand::Decode { file, kernel } => {
             let m = resolve_kernel(&kernel)?;
-            let bytes = std::fs::read(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
+            let bytes = crate::userfile::read(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
             let case = decode_case(&mut arbitrary::Unstructured::new(&bytes), &DecodeContext::new(&m)).map_err(|e| fail(exit::USAGE, format!("{}: cannot decode: {e}", file.display())))?;
             print!("{}", Seed::new(case).to_json());
             Ok(exit::OK)
@@ -61,7 +61,7 @@ pub(super) enum ManifestCommand {
 
 pub(super) fn manifest_command(c: ManifestCommand) -> Result<i32> {
     let ManifestCommand::Migrate { file, output } = c;
-    let old = std::fs::read_to_string(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
+    let old = crate::userfile::read_text(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
     let new = crate::manifest::migrate::migrate(&old).map_err(|e| fail(exit::USAGE, format!("{}: cannot migrate: {e}", file.display())))?;
     let output = output.unwrap_or_else(|| file.with_extension("v2.toml"));
     if output.as_os_str() == "-" {

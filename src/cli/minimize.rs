@@ -23,6 +23,11 @@ pub(super) struct MinimizeArgs {
     /// Kernel, when the seed does not name one.
     #[arg(long, env = "CUDAFUZZ_KERNEL")]
     kernel: Option<String>,
+    /// The file is raw fuzzer bytes (decoded for --kernel), whatever its name; without this,
+    /// only files named as libFuzzer artifacts (crash-*, timeout-*, oom-*, leak-*, slow-unit-*)
+    /// are read as raw bytes and anything else must be a JSON seed or case.
+    #[arg(long)]
+    raw: bool,
     /// At most this many candidate runs.
     #[arg(long, default_value_t = 300)]
     max_runs: usize,
@@ -32,7 +37,7 @@ pub(super) struct MinimizeArgs {
 
 pub(super) fn minimize_command(a: MinimizeArgs) -> Result<i32> {
     let forced = a.kernel.as_deref().map(resolve_kernel).transpose()?;
-    let seed = load_seed(&a.seed, forced.as_ref())?;
+    let seed = load_seed(&a.seed, forced.as_ref(), a.raw)?;
     let manifest = seed_kernel(forced.as_ref(), &seed, &a.seed)?;
     let start = manifest.bind(seed.case.clone());
     let cfg = a.engine.config()?;

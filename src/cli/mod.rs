@@ -111,6 +111,11 @@ pub(super) enum CaseCommand {
         /// Kernel to judge the contract against (default: the case's own kernel).
         #[arg(long)]
         kernel: Option<String>,
+        /// The file is raw fuzzer bytes (decoded for --kernel), whatever its name; without this,
+        /// only files named as libFuzzer artifacts (crash-*, timeout-*, oom-*, leak-*, slow-unit-*)
+        /// are read as raw bytes and anything else must be a JSON seed or case.
+        #[arg(long)]
+        raw: bool,
     },
     /// Rewrite a seed or case file of format 1 (attention-only) as a format-2 seed, beside it as
     /// NAME.v2.json unless -o is given; never over an existing file. Format-1 files also load
@@ -190,9 +195,14 @@ pub(super) struct RunArgs {
     /// Kernel name or manifest path (default: each case's own kernel).
     #[arg(long)]
     pub(super) kernel: Option<String>,
-    /// Case files: seed JSON, bare case JSON, or raw fuzzer bytes.
+    /// Case files: seed JSON, bare case JSON, or raw fuzzer bytes (libFuzzer artifacts).
     #[arg(required = true)]
     pub(super) cases: Vec<PathBuf>,
+    /// The file is raw fuzzer bytes (decoded for --kernel), whatever its name; without this,
+    /// only files named as libFuzzer artifacts (crash-*, timeout-*, oom-*, leak-*, slow-unit-*)
+    /// are read as raw bytes and anything else must be a JSON seed or case.
+    #[arg(long)]
+    pub(super) raw: bool,
     #[command(flatten)]
     pub(super) engine: EngineArgs,
 }
@@ -204,6 +214,11 @@ pub(super) struct ReproArgs {
     /// Kernel, when the seed does not name one (raw fuzzer bytes) or to replay against another.
     #[arg(long, env = "CUDAFUZZ_KERNEL")]
     pub(super) kernel: Option<String>,
+    /// The file is raw fuzzer bytes (decoded for --kernel), whatever its name; without this,
+    /// only files named as libFuzzer artifacts (crash-*, timeout-*, oom-*, leak-*, slow-unit-*)
+    /// are read as raw bytes and anything else must be a JSON seed or case.
+    #[arg(long)]
+    pub(super) raw: bool,
     /// Write a standalone repro instead of running the seed (no GPU needed): `cu`, one .cu file
     /// that `nvcc` builds, or `python`, a script using PyTorch, NVRTC and the CUDA driver. With
     /// `--sanitize memcheck` (or a seed saved for a sanitizer finding) the repro is laid out for
@@ -383,10 +398,12 @@ fn resolve_kernel(spec: &str) -> Result<Manifest> {
     registry::resolve(spec).map_err(|e| fail(exit::USAGE, chain(e)))
 }
 
-/// Loads a seed; raw bytes decode with the kernel's context.
-fn load_seed(path: &Path, kernel: Option<&Manifest>) -> Result<Seed> {
+/// Loads a seed; raw bytes (a libFuzzer artifact, or any file with `raw`) decode with the
+/// kernel's context.
+fn load_seed(path: &Path, kernel: Option<&Manifest>, raw: bool) -> Result<Seed> {
     let ctx = kernel.map(crate::generate::DecodeContext::new);
-    let (seed, _) = corpus::load(path, ctx.as_ref()).map_err(|e| fail(exit::USAGE, chain(e)))?;
+    let raw = if raw { corpus::RawInput::Always } else { corpus::RawInput::ByName };
+    let (seed, _) = corpus::load_as(path, ctx.as_ref(), raw).map_err(|e| fail(exit::USAGE, chain(e)))?;
     Ok(seed)
 }
 

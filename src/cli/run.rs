@@ -27,7 +27,7 @@ pub(super) fn run_cases(r: RunArgs) -> Result<i32> {
     let started = Instant::now();
     let mut loaded: Vec<(&PathBuf, Case, Manifest)> = Vec::new();
     for path in &r.cases {
-        let seed = load_seed(path, forced.as_ref())?;
+        let seed = load_seed(path, forced.as_ref(), r.raw)?;
         let manifest = seed_kernel(forced.as_ref(), &seed, path)?;
         loaded.push((path, manifest.bind(seed.case), manifest));
     }
@@ -64,7 +64,7 @@ pub(super) fn run_cases(r: RunArgs) -> Result<i32> {
 
 pub(super) fn repro(r: ReproArgs) -> Result<i32> {
     let forced = r.kernel.as_deref().map(resolve_kernel).transpose()?;
-    let seed = load_seed(&r.seed, forced.as_ref())?;
+    let seed = load_seed(&r.seed, forced.as_ref(), r.raw)?;
     let manifest = seed_kernel(forced.as_ref(), &seed, &r.seed)?;
     let cfg = r.engine.config()?;
     if let Some(kind) = r.emit {
