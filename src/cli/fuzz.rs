@@ -28,7 +28,7 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
         Err(SupervisorError::NoGpu(msg)) => return without_gpu(&f, &manifests, &msg),
         Err(e) => return Err(no_gpu(e)),
     };
-    println!("{}", workers_line(&gpu, &mut pool));
+    outln!("{}", workers_line(&gpu, &mut pool))?;
     let mut escalator = escalator(&f, &cfg)?;
     let mut keeper = SeedKeeper::new(cfg.out.join("seeds"));
     let mut total = Tally::default();
@@ -55,7 +55,7 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
             Err(SupervisorError::Interrupted) => {
                 bar.abandon();
                 total.absorb(&summary.tally);
-                eprintln!(
+                errln!(
                     "interrupted: {} passed, {} failed, {} errors; {} distinct findings saved in {}",
                     total.pass,
                     total.fail,
@@ -69,7 +69,7 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
         }
         bar.finish();
         let (t, secs) = (&summary.tally, summary.elapsed.as_secs_f64());
-        println!(
+        outln!(
             "{}: {} cases in {secs:.1} s ({:.0}/s): {} passed, {} failed, {} errors; {} distinct findings; {}; {} worker starts so far",
             m.name,
             t.total(),
@@ -80,49 +80,53 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
             summary.progress.new_findings,
             contract_rate(t.total(), summary.skipped, f.outside_contract),
             pool.starts()
-        );
+        )?;
         if cfg.coverage {
             let paths = &summary.progress.kernel_paths;
-            println!(
+            outln!(
                 "{}: kernel coverage: {} CF_COVER points reached ({} point x hit-count features), at lines {:?}",
                 m.name,
                 paths.points(),
                 paths.features(),
                 paths.lines()
-            );
+            )?;
         }
         total.absorb(&summary.tally);
     }
     for path in keeper.paths() {
-        print!("{}", report::replay_lines(path));
+        out!("{}", report::replay_lines(path))?;
     }
     Ok(total.exit_code())
 }
 
-/// One campaign event as `fuzz` shows it: a block per new finding above the progress bar.
+/// One campaign event as `fuzz` shows it: a block per new finding above the progress bar. A
+/// closed stdout is dropped here: it raised the stop flag, so the campaign ends at its next case.
 fn render_event(e: &CampaignEvent<'_>, bar: &indicatif::ProgressBar, f: &FuzzArgs, coverage: bool) {
-    match &e.kind {
+    let _ = match &e.kind {
         EventKind::NewFinding { index, case, finding, seed } => {
             let after = e.elapsed.as_secs_f64();
-            bar.suspend(|| println!("NEW   after {after:.2} s (case #{index}): {}\n      {finding}\n      seed: {}", case.summary(), seed.display()));
+            bar.suspend(|| outln!("NEW   after {after:.2} s (case #{index}): {}\n      {finding}\n      seed: {}", case.summary(), seed.display()))
         }
         EventKind::SmallerCase { case, finding, seed, .. } => {
-            bar.suspend(|| println!("SMALLER case for {}: {}\n      seed: {}", finding.signature(), case.summary(), seed.display()));
+            bar.suspend(|| outln!("SMALLER case for {}: {}\n      seed: {}", finding.signature(), case.summary(), seed.display()))
         }
         EventKind::Named { finding, kept, .. } => match kept {
-            Kept::New(path) | Kept::Smaller(path) => bar.suspend(|| println!("      named by {}: {finding}\n      seed: {}", finding.oracle, path.display())),
-            Kept::Known => bar.suspend(|| println!("      named by {}: {finding}", finding.oracle)),
+            Kept::New(path) | Kept::Smaller(path) => bar.suspend(|| outln!("      named by {}: {finding}\n      seed: {}", finding.oracle, path.display())),
+            Kept::Known => bar.suspend(|| outln!("      named by {}: {finding}", finding.oracle)),
         },
         EventKind::NotNamed { seed, why, .. } => bar.suspend(|| {
-            println!(
+            outln!(
                 "      not re-run under {}: {why}\n      (`cudafuzz run --sanitize {} {}` re-runs this one)",
                 f.escalate,
                 f.escalate,
                 seed.display()
             )
         }),
-        EventKind::EscalationSilent { note } => bar.suspend(|| println!("      ({note})")),
-        EventKind::HarnessError { case, message } => bar.suspend(|| eprintln!("ERROR {}: {message}", case.summary())),
+        EventKind::EscalationSilent { note } => bar.suspend(|| outln!("      ({note})")),
+        EventKind::HarnessError { case, message } => {
+            bar.suspend(|| errln!("ERROR {}: {message}", case.summary()));
+            Ok(())
+        }
         EventKind::CaseDone { progress, .. } => {
             bar.inc(1);
             bar.set_message(if coverage {
@@ -130,8 +134,9 @@ fn render_event(e: &CampaignEvent<'_>, bar: &indicatif::ProgressBar, f: &FuzzArg
             } else {
                 format!("{} findings", progress.new_findings)
             });
+            Ok(())
         }
-    }
+    };
 }
 
 /// The escalator that re-runs new findings under compute-sanitizer, if `--escalate` asks for
@@ -144,11 +149,11 @@ fn escalator(f: &FuzzArgs, cfg: &EngineConfig) -> Result<Option<Escalator>> {
     let sanitizer = match Sanitizer::locate() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("cudafuzz: findings will not be re-run under compute-sanitizer (--escalate): {e}");
+            errln!("cudafuzz: findings will not be re-run under compute-sanitizer (--escalate): {e}");
             return Ok(None);
         }
     };
-    println!("escalation: new findings are re-run under {} ({})", f.escalate, sanitizer.version);
+    outln!("escalation: new findings are re-run under {} ({})", f.escalate, sanitizer.version)?;
     let sup = cfg.sanitizer_supervisor(sanitizer, &tools, "journal-escalate.jsonl").map_err(setup)?;
     Ok(Some(Escalator::new(sup)))
 }
@@ -156,8 +161,8 @@ fn escalator(f: &FuzzArgs, cfg: &EngineConfig) -> Result<Option<Escalator>> {
 /// With no GPU, do what the host can: compile every configuration, plan the cases the campaign
 /// would run, and say clearly that nothing ran on a GPU.
 fn without_gpu(f: &FuzzArgs, manifests: &[Manifest], why: &str) -> Result<i32> {
-    eprintln!("cudafuzz: NO GPU on this machine ({why}).");
-    eprintln!("cudafuzz: no kernel was run; doing the host-side work only: compile, plan, contract.");
+    errln!("cudafuzz: NO GPU on this machine ({why}).");
+    errln!("cudafuzz: no kernel was run; doing the host-side work only: compile, plan, contract.");
     match Compiler::new(None) {
         Ok(compiler) => {
             let archs = parse_archs(&["sm_80".into(), "sm_89".into(), "sm_90".into()])?;
@@ -166,13 +171,13 @@ fn without_gpu(f: &FuzzArgs, manifests: &[Manifest], why: &str) -> Result<i32> {
                 return Ok(code);
             }
         }
-        Err(e) => eprintln!("cudafuzz: cannot compile either: {}", chain(e)),
+        Err(e) => errln!("cudafuzz: cannot compile either: {}", chain(e)),
     }
     for m in manifests {
         let stream = CaseStream::campaign(m, f.seed, f.outside_contract);
         let n = f.cases.min(100_000);
         let inside = (0..n).filter(|&i| crate::plan::admits(m, &stream.drawn(i))).count() as u64;
-        println!("{}: planned {n} cases: {inside} inside its contract, {} outside (not run: no GPU)", m.name, n - inside);
+        outln!("{}: planned {n} cases: {inside} inside its contract, {} outside (not run: no GPU)", m.name, n - inside)?;
     }
     Ok(exit::NO_GPU)
 }

@@ -74,7 +74,7 @@ pub(super) fn minimize_command(a: MinimizeArgs) -> Result<i32> {
             }
         },
     };
-    println!("target signature: {target}");
+    outln!("target signature: {target}")?;
     let inside = crate::plan::admits(&manifest, &start);
     let allowed = |c: &crate::case::Case| !inside || crate::plan::admits(&manifest, c);
     let m = minimize(&start, &manifest, a.max_runs, &allowed, &mut |c| match run(c, Some(&target)) {
@@ -87,19 +87,19 @@ pub(super) fn minimize_command(a: MinimizeArgs) -> Result<i32> {
     if let Some(e) = interrupted.take() {
         return Err(no_gpu(e));
     }
-    println!("{} candidate runs, {} kept; {} -> {} tensor elements", m.runs, m.kept, size(&start, &manifest), size(&m.case, &manifest));
-    println!("minimal case: {}", m.case.summary());
+    outln!("{} candidate runs, {} kept; {} -> {} tensor elements", m.runs, m.kept, size(&start, &manifest), size(&m.case, &manifest))?;
+    outln!("minimal case: {}", m.case.summary())?;
     let Some(finding) = last.or(seed.finding.clone()) else {
-        println!("nothing smaller fails the same way");
+        outln!("nothing smaller fails the same way")?;
         return Ok(exit::FINDINGS);
     };
     if m.kept == 0 {
-        println!("nothing smaller fails the same way; the seed is already minimal for this search");
+        outln!("nothing smaller fails the same way; the seed is already minimal for this search")?;
         return Ok(exit::FINDINGS);
     }
     let dir = a.seed.parent().map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
     let saved = corpus::save(&dir, &Seed::with_finding(m.case, finding)).map_err(|e| fail(exit::SETUP, e.to_string()))?;
-    println!("saved: {}", saved.path.display());
-    print!("{}", report::replay_lines(&saved.path));
+    outln!("saved: {}", saved.path.display())?;
+    out!("{}", report::replay_lines(&saved.path))?;
     Ok(exit::FINDINGS)
 }

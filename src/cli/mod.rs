@@ -6,6 +6,22 @@
 //! options into one validated [`EngineConfig`]) and prints what they return. `anyhow` lives only
 //! here; the library's errors are typed.
 
+/// `println!` to stdout, returning [`out::StdoutClosed`] instead of panicking on a closed pipe.
+macro_rules! outln {
+    () => { $crate::cli::out::print(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::cli::out::print(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// `print!` to stdout, returning [`out::StdoutClosed`] instead of panicking on a closed pipe.
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::cli::out::print(format_args!($($arg)*)) };
+}
+
+/// `eprintln!` that never panics (a closed stderr drops the line).
+macro_rules! errln {
+    ($($arg:tt)*) => { $crate::cli::out::eprint(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
 mod bench;
 mod build;
 mod case;
@@ -13,6 +29,7 @@ mod contract;
 mod fuzz;
 mod gate;
 mod minimize;
+mod out;
 #[path = "report.rs"]
 mod report_cmd;
 mod run;
@@ -327,11 +344,16 @@ fn fail(code: i32, msg: impl Into<String>) -> anyhow::Error {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let args = RawArgs::parse();
-    match run(args) {
+    let result = run(args);
+    // The reader of stdout went away (`| head`): it had what it wanted.
+    if out::broken_pipe() {
+        return ExitCode::from(exit::OK as u8);
+    }
+    match result {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
-            let code = e.downcast_ref::<Exit>().map(|x| x.0).unwrap_or(exit::USAGE);
-            eprintln!("cudafuzz: {e:#}");
+            let code = e.downcast_ref::<Exit>().map(|x| x.0).unwrap_or(if e.is::<out::StdoutClosed>() { exit::SETUP } else { exit::USAGE });
+            errln!("cudafuzz: {e:#}");
             ExitCode::from(code as u8)
         }
     }

@@ -59,28 +59,28 @@ pub(super) fn report_command(c: ReportCommand) -> Result<i32> {
             if !seeds.is_empty() {
                 let copies = copy_seeds(&seeds, &out.join("seeds")).map_err(|e| fail(exit::USAGE, chain(e)))?;
                 let count = |a: CopyAction| copies.iter().filter(|c| c.action == a).count();
-                println!(
+                outln!(
                     "seeds: {} copied, {} renamed (a different seed had the name), {} already there, into {}",
                     count(CopyAction::Copied),
                     count(CopyAction::Renamed),
                     count(CopyAction::Same),
                     out.join("seeds").display()
-                );
+                )?;
                 relink_seeds(&mut merged, &copies);
             }
             let written = merged.write_all(&out).map_err(|e| fail(exit::SETUP, chain(e)))?;
             for e in merged.environment.iter().filter(|e| !e.ok) {
-                println!("FAILED {}{}: {}", e.name, e.shard.map(|s| format!(" [{s}]")).unwrap_or_default(), e.detail);
+                outln!("FAILED {}{}: {}", e.name, e.shard.map(|s| format!(" [{s}]")).unwrap_or_default(), e.detail)?;
             }
-            println!("merged {} report(s) ({}): {}", loaded.len(), merged.merged_from.join(", "), merged.headline());
+            outln!("merged {} report(s) ({}): {}", loaded.len(), merged.merged_from.join(", "), merged.headline())?;
             for p in written {
-                println!("  {}", p.display());
+                outln!("  {}", p.display())?;
             }
             Ok(merged.exit_code())
         }
         ReportCommand::Render { format, report } => {
             let r = RunReport::load(&report).map_err(|e| fail(exit::USAGE, chain(e)))?;
-            print!(
+            out!(
                 "{}",
                 match format {
                     Format::Md => r.to_markdown(),
@@ -88,7 +88,7 @@ pub(super) fn report_command(c: ReportCommand) -> Result<i32> {
                     Format::Sarif => r.to_sarif(),
                     Format::Json => r.to_json(),
                 }
-            );
+            )?;
             Ok(exit::OK)
         }
     }

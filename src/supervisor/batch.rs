@@ -8,6 +8,7 @@
 //! last marker. Each tool is one pass over the batch.
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -66,7 +67,8 @@ impl Supervisor {
                 if let Err(ran) = merge_records(tool, xml, &tool_cases, manifest, ran, &mut verdicts) {
                     // The markers did not match the cases (the tool merged or dropped some
                     // reports): run each of them alone, where attribution needs no marker.
-                    eprintln!("cudafuzz: {tool}: markers did not match the {} cases of one process; re-running them one per process", ran.len());
+                    // A closed stderr must not panic a run over a diagnostic.
+                    let _ = writeln!(std::io::stderr(), "cudafuzz: {tool}: markers did not match the {} cases of one process; re-running them one per process", ran.len());
                     for (idx, _) in ran {
                         let (v, _) = self.run_once(&tool_cases[idx], manifest, &tool_opts, timeout * SANITIZER_SLOWDOWN)?;
                         let xml = self.end_process();

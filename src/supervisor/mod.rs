@@ -215,7 +215,8 @@ impl Supervisor {
                     // Seen on an H100 after ~300 faults in a row: a fresh process's cuInit said
                     // CUDA_ERROR_NO_DEVICE while the driver recovered.
                     let Some(wait) = waits.next() else { return Err(SupervisorError::NoGpu(message)) };
-                    eprintln!("cudafuzz: worker restart could not open GPU {} ({message}); retrying in {wait:?}", self.cfg.gpu);
+                    // A closed stderr must not panic a run over a diagnostic.
+                    let _ = writeln!(std::io::stderr(), "cudafuzz: worker restart could not open GPU {} ({message}); retrying in {wait:?}", self.cfg.gpu);
                     std::thread::sleep(*wait);
                 }
                 Err(e) => return Err(e),
