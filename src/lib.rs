@@ -13,6 +13,7 @@ pub mod arena;
 pub mod bench;
 pub mod campaign;
 pub mod case;
+pub mod clock;
 pub mod cli;
 pub mod compile;
 pub mod config;

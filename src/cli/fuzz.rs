@@ -43,7 +43,7 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
         let spec = CampaignSpec {
             stream: CaseStream::campaign(m, f.seed, f.outside_contract),
             cases: f.cases,
-            deadline: f.time.map(|t| started + t),
+            deadline: f.time.map(|t| crate::clock::deadline(started, t)),
             stop_after: f.stop_after,
             options: cfg.options(),
             timeout: cfg.timeout(m),

@@ -311,10 +311,11 @@ pub(super) struct FuzzArgs {
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let (num, unit) = s.find(|c: char| !c.is_ascii_digit()).map(|i| s.split_at(i)).unwrap_or((s, "s"));
     let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a duration like 30s, 5m or 1h"))?;
+    let secs = |per: u64| n.checked_mul(per).map(Duration::from_secs).ok_or_else(|| format!("`{s}` is longer than this clock can count"));
     match unit {
-        "s" | "" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        "h" => Ok(Duration::from_secs(n * 3600)),
+        "s" | "" => secs(1),
+        "m" => secs(60),
+        "h" => secs(3600),
         "ms" => Ok(Duration::from_millis(n)),
         _ => Err(format!("`{s}`: unknown unit `{unit}` (use ms, s, m or h)")),
     }
@@ -412,7 +413,8 @@ impl EngineArgs {
 /// A configuration error as the CLI reports it: compute-sanitizer missing or anything else that
 /// stops the engine from starting is a setup error.
 fn setup(e: ConfigError) -> anyhow::Error {
-    fail(exit::SETUP, chain(e))
+    let code = if matches!(e, ConfigError::GpuRange { .. }) { exit::USAGE } else { exit::SETUP };
+    fail(code, chain(e))
 }
 
 /// A shipped kernel's name or a manifest path, as a loaded manifest.

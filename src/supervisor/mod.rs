@@ -310,7 +310,7 @@ impl Supervisor {
         if !hung {
             return Ok(first);
         }
-        let (second, hung_again) = self.run_once(case, manifest, opts, timeout * 2)?;
+        let (second, hung_again) = self.run_once(case, manifest, opts, timeout.saturating_mul(2))?;
         Ok(if hung_again { first } else { second })
     }
 
@@ -330,7 +330,7 @@ impl Supervisor {
             return Ok((self.bury(case, manifest, None), false));
         }
         // Two runs of the kernel when checking determinism, plus host work around them.
-        let kernel_budget = timeout * if opts.determinism { 2 } else { 1 } + Duration::from_secs(2);
+        let kernel_budget = timeout.saturating_mul(if opts.determinism { 2 } else { 1 }).saturating_add(Duration::from_secs(2));
         let mut deadline = Instant::now() + SETUP_TIMEOUT;
         let mut launched_at = None;
         loop {
@@ -346,7 +346,7 @@ impl Supervisor {
                 Ok(line) => match serde_json::from_str::<WorkerEvent>(&line) {
                     Ok(WorkerEvent::Launched { id: got }) if got == id => {
                         launched_at = Some(Instant::now());
-                        deadline = Instant::now() + kernel_budget;
+                        deadline = crate::clock::deadline_in(kernel_budget);
                     }
                     Ok(WorkerEvent::Done { id: got, verdict }) if got == id => {
                         self.journal(&serde_json::json!({ "id": id, "outcome": &verdict.outcome }))?;
@@ -445,7 +445,7 @@ impl Drop for Supervisor {
 /// then kills its process group.
 fn retire(mut w: WorkerHandle, patience: Duration) {
     drop(w.stdin);
-    let deadline = Instant::now() + patience;
+    let deadline = crate::clock::deadline_in(patience);
     while Instant::now() < deadline {
         if let Ok(Some(_)) = w.child.try_wait() {
             return;
