@@ -172,24 +172,11 @@ struct JournalEntry<'a> {
 }
 
 impl Supervisor {
-    /// A supervisor with no worker yet; the first case starts one.
+    /// A supervisor with no worker yet; the first case starts one. Nothing is created on disk
+    /// until then: the journal is opened with the first case it records, so a command that
+    /// stops on a check (no GPU, a bad option) leaves no empty journals behind.
     pub fn new(cfg: SupervisorConfig) -> Result<Supervisor, SupervisorError> {
-        let journal = match &cfg.journal {
-            Some(path) => {
-                if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir).map_err(|source| SupervisorError::Journal { path: path.clone(), source })?;
-                }
-                Some(
-                    OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(path)
-                        .map_err(|source| SupervisorError::Journal { path: path.clone(), source })?,
-                )
-            }
-            None => None,
-        };
-        Ok(Supervisor { cfg, worker: None, tool: None, xml: None, journal, next_id: 0, starts: 0, opened_gpu: false })
+        Ok(Supervisor { cfg, worker: None, tool: None, xml: None, journal: None, next_id: 0, starts: 0, opened_gpu: false })
     }
 
     /// Switches the sanitizer pass (ends the current worker, which may be of the old kind).
@@ -279,14 +266,17 @@ impl Supervisor {
     }
 
     fn journal(&mut self, entry: &impl Serialize) -> Result<(), SupervisorError> {
-        if let Some(f) = &mut self.journal {
-            let line = serde_json::to_string(entry).expect("journal entries serialize");
-            writeln!(f, "{line}").and_then(|()| f.flush()).map_err(|source| SupervisorError::Journal {
-                path: self.cfg.journal.clone().unwrap_or_default(),
-                source,
-            })?;
+        let Some(path) = &self.cfg.journal else { return Ok(()) };
+        let error = |source| SupervisorError::Journal { path: path.clone(), source };
+        if self.journal.is_none() {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(error)?;
+            }
+            self.journal = Some(OpenOptions::new().create(true).append(true).open(path).map_err(error)?);
         }
-        Ok(())
+        let f = self.journal.as_mut().expect("opened above");
+        let line = serde_json::to_string(entry).expect("journal entries serialize");
+        writeln!(f, "{line}").and_then(|()| f.flush()).map_err(error)
     }
 
     /// Runs one case in the worker and returns its verdict; hangs and dead workers become
