@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 
-use super::{fail, no_gpu, resolve_kernel, setup, BenchArgs};
+use super::{fail, manifest_inputs, no_gpu, refuse_clobber, resolve_kernel, setup, BenchArgs};
 use crate::bench;
 use crate::config::{EngineConfig, GpuSelection};
 use crate::exit;
@@ -11,6 +11,9 @@ use crate::worker::{ReferenceChoice, RunOptions};
 
 pub(super) fn bench(b: BenchArgs) -> Result<i32> {
     let m = resolve_kernel(&b.kernel)?;
+    if let Some(json) = &b.json {
+        refuse_clobber(json, manifest_inputs(&m))?;
+    }
     let sizes = b
         .sizes
         .iter()

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 
-use super::{chain, fail, no_gpu, resolve_kernel, setup, workers_line, EngineArgs};
+use super::{chain, fail, manifest_inputs, no_gpu, refuse_clobber, resolve_kernel, setup, workers_line, EngineArgs};
 use crate::case::Case;
 use crate::corpus::{self, Seed};
 use crate::exit;
@@ -35,6 +35,9 @@ pub(super) struct ContractArgs {
 
 pub(super) fn contract_command(a: ContractArgs) -> Result<i32> {
     let m = resolve_kernel(&a.kernel)?;
+    if let Some(json) = &a.json {
+        refuse_clobber(json, manifest_inputs(&m))?;
+    }
     let plan = plan_probes(&m, a.cases_per_probe).map_err(|e| fail(exit::USAGE, chain(e)))?;
     let cfg = a.engine.config()?;
     let mut pool = cfg.pool().map_err(setup)?;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args;
 
-use super::{chain, fail, EngineArgs};
+use super::{chain, fail, refuse_clobber, EngineArgs};
 use crate::campaign::{self, CampaignEvent, CampaignSpec, CaseStream, Escalator, EventKind, Kept, SeedKeeper};
 use crate::case::Case;
 use crate::config::EngineConfig;
@@ -55,6 +55,10 @@ pub(super) fn gate_command(a: GateArgs) -> Result<i32> {
         return Err(fail(exit::USAGE, "--sanitize does not apply to the gate: list sanitizer passes under [[sanitizers]] in the configuration"));
     }
     let cfg = a.engine.config()?;
+    let inputs: Vec<&std::path::Path> = std::iter::once(a.config.as_path()).chain(plan.seeds.iter().map(|s| s.path.as_path())).collect();
+    for name in crate::report::export::REPORT_FILES {
+        refuse_clobber(&cfg.out.join(name), inputs.iter().copied())?;
+    }
     let sh = shard.unwrap_or(Shard::ALL);
     outln!(
         "cudafuzz gate: {} · budget {} · shard {}{}",

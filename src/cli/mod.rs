@@ -443,6 +443,24 @@ fn seed_kernel(forced: Option<&Manifest>, seed: &Seed, path: &Path) -> Result<Ma
     }
 }
 
+/// Refuses an output that is one of the command's own inputs (the same file however it is
+/// spelled: links and `dir/../dir` count), before anything is written.
+fn refuse_clobber<'a>(output: &Path, inputs: impl IntoIterator<Item = &'a Path>) -> Result<()> {
+    match crate::userfile::clobbered_input(output, inputs) {
+        Some(input) => Err(fail(exit::USAGE, format!("{} is {}, one of this command's inputs: write the output somewhere else", output.display(), input.display()))),
+        None => Ok(()),
+    }
+}
+
+/// The files a kernel's manifest reads: the manifest, its source and its reference kernel's.
+fn manifest_inputs(m: &Manifest) -> Vec<&Path> {
+    let mut v = vec![m.path.as_path(), m.source.as_path()];
+    if let crate::manifest::ReferenceSpec::Kernel(k) = &m.reference {
+        v.push(k.source.as_path());
+    }
+    v
+}
+
 /// The named kernels, or every shipped one (`fuzz_only`: those marked for fuzzing).
 fn manifests_or_shipped(names: &[String], fuzz_only: bool) -> Result<Vec<Manifest>> {
     if !names.is_empty() {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Subcommand, ValueEnum};
 
-use super::{chain, fail};
+use super::{chain, fail, refuse_clobber};
 use crate::exit;
 use crate::report::export::RunReport;
 use crate::report::merge::{copy_seeds, merge, relink_seeds, CopyAction};
@@ -54,6 +54,12 @@ pub(super) enum Format {
 pub(super) fn report_command(c: ReportCommand) -> Result<i32> {
     match c {
         ReportCommand::Merge { out, reports, seeds } => {
+            // A shard's directory holds that shard's reports: merging into it would replace them.
+            for name in crate::report::export::REPORT_FILES {
+                refuse_clobber(&out.join(name), reports.iter().map(|p| p.as_path()))?;
+            }
+            let shard_dirs: Vec<&std::path::Path> = reports.iter().map(|p| p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."))).collect();
+            refuse_clobber(&out, shard_dirs)?;
             let loaded = reports.iter().map(|p| RunReport::load(p).map_err(|e| fail(exit::USAGE, chain(e)))).collect::<Result<Vec<_>>>()?;
             let mut merged = merge(&loaded);
             if !seeds.is_empty() {

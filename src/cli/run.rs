@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use super::{chain, fail, load_seed, no_gpu, resolve_kernel, seed_kernel, setup, EmitArg, ReproArgs, RunArgs};
+use super::{chain, fail, load_seed, manifest_inputs, no_gpu, refuse_clobber, resolve_kernel, seed_kernel, setup, EmitArg, ReproArgs, RunArgs};
 use crate::campaign::Tally;
 use crate::case::Case;
 use crate::config::EngineConfig;
@@ -122,6 +122,8 @@ fn emit_repro(r: &ReproArgs, cfg: &EngineConfig, kind: EmitArg, seed: &Seed, man
         out!("{}", emitted.text)?;
         return Ok(exit::OK);
     }
+    // Not even with --force: that replaces an old repro, never the seed or the kernel.
+    refuse_clobber(&output, std::iter::once(r.seed.as_path()).chain(manifest_inputs(manifest)))?;
     let written = if r.force {
         std::fs::write(&output, &emitted.text)
     } else {

@@ -240,7 +240,7 @@ pub fn save(dir: &Path, seed: &Seed) -> Result<SavedSeed, SeedError> {
             }
             continue;
         }
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io("write", e))?;
+        let mut tmp = crate::userfile::temp_in(dir).map_err(|e| io("write", e))?;
         tmp.write_all(text.as_bytes()).map_err(|e| io("write", e))?;
         tmp.as_file().sync_all().map_err(|e| io("write", e))?;
         match tmp.persist_noclobber(&path) {
@@ -256,7 +256,7 @@ pub fn save(dir: &Path, seed: &Seed) -> Result<SavedSeed, SeedError> {
 pub fn save_as(path: &Path, seed: &Seed) -> Result<(), SeedError> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let io = |action, source| SeedError::Io { path: path.into(), action, source };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io("write", e))?;
+    let mut tmp = crate::userfile::temp_in(dir).map_err(|e| io("write", e))?;
     tmp.write_all(seed.to_json().as_bytes()).map_err(|e| io("write", e))?;
     tmp.persist_noclobber(path).map_err(|e| io("write", e.error))?;
     Ok(())
