@@ -34,9 +34,13 @@ pub(crate) fn print(args: fmt::Arguments<'_>) -> Result<(), StdoutClosed> {
     })
 }
 
-/// Writes to stderr; a failure is dropped (there is nowhere left to report it).
+/// Writes to stderr; a failure is dropped (there is nowhere left to report it). Once stdout's
+/// reader has gone the command is ending quietly, and says nothing more (such as how a
+/// campaign stopped by the closed pipe was "interrupted").
 pub(crate) fn eprint(args: fmt::Arguments<'_>) {
-    let _ = io::stderr().lock().write_fmt(args);
+    if !broken_pipe() {
+        let _ = io::stderr().lock().write_fmt(args);
+    }
 }
 
 /// Whether stdout's reader went away: the command then ends quietly with exit 0.
