@@ -86,6 +86,9 @@ fn huge_numbers_are_errors_or_saturate_never_panics() {
     let out = out.path().to_str().unwrap();
     let o = cudafuzz(&["fuzz", "--kernel", "simple_attn", "--cases", "3", "--gpu", U64_MAX, "--gpus", "1", "--out", out]);
     assert_exit(&o, exit::USAGE, &["--gpu 18446744073709551615 --gpus 1"]);
+    let seed = seed_file(Path::new(out), "seed.json");
+    let o = cudafuzz(&["run", "--gpu", U64_MAX, "--gpus", "1", "--out", out, seed.to_str().unwrap()]);
+    assert_exit(&o, exit::USAGE, &["--gpus 1"]);
     let o = cudafuzz(&["fuzz", "--kernel", "simple_attn", "--cases", "3", "--time", &format!("{U64_MAX}m"), "--out", out]);
     assert_exit(&o, exit::USAGE, &["longer than this clock can count"]);
     let o = cudafuzz(&["contract", "--kernel", "simple_attn", "--cases-per-probe", U64_MAX, "--out", out]);

@@ -391,7 +391,7 @@ impl EngineArgs {
             Some(list) => Some(Tool::parse_list(list).map_err(|m| fail(exit::USAGE, format!("--sanitize {list}: {m}")))?),
             None => None,
         };
-        Ok(EngineConfig {
+        let cfg = EngineConfig {
             gpu: self.gpu,
             gpus,
             jobs: self.jobs,
@@ -406,7 +406,12 @@ impl EngineArgs {
             sanitize_batch: self.sanitize_batch,
             coverage: self.coverage,
             ..EngineConfig::new(self.out.clone())
-        })
+        };
+        // Every command, not only those that spread workers, refuses a GPU range past any machine.
+        if matches!(cfg.gpus, GpuSelection::Count(_)) {
+            cfg.gpu_ordinals().map_err(setup)?;
+        }
+        Ok(cfg)
     }
 }
 
