@@ -24,7 +24,12 @@ echo "== host fuzz targets (stable Rust, -s none, bounded)"
 if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked
 fi
-for target in case_decode seed_parse sanitizer_xml; do
+# The parsers of user files start from the files this repository ships (libFuzzer adds to the
+# corpus directory; it is git-ignored).
+mkdir -p fuzz/corpus/manifest_parse fuzz/corpus/gate_config
+find kernels -name '*.toml' -exec cp {} fuzz/corpus/manifest_parse/ \;
+cp ci/gate.toml fuzz/corpus/gate_config/
+for target in case_decode seed_parse sanitizer_xml manifest_parse gate_config; do
   RUSTC_BOOTSTRAP=1 cargo fuzz run -s none "$target" -- -max_total_time="${CUDAFUZZ_FUZZ_SECONDS:-20}" -rss_limit_mb=4096 2>&1 | tail -n 3
 done
 # The GPU target builds everywhere; without a GPU it must say so and exit 3 before running any

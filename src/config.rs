@@ -34,6 +34,10 @@ pub fn stop_flag() -> Arc<AtomicBool> {
     .clone()
 }
 
+/// More GPUs than any one host has (CUDA numbers devices from 0): `--gpu` + `--gpus` past this
+/// is a typo, not a machine.
+pub const MAX_GPUS: usize = 1024;
+
 /// Which GPUs workers are spread over.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum GpuSelection {
@@ -81,6 +85,14 @@ pub enum ConfigError {
         /// Why.
         #[source]
         source: std::io::Error,
+    },
+    /// `--gpu` and `--gpus` name GPUs past any machine's.
+    #[error("--gpu {first} --gpus {count}: GPU numbers go up to {}; give a first GPU and a count within them", MAX_GPUS - 1)]
+    GpuRange {
+        /// `--gpu`.
+        first: usize,
+        /// `--gpus`.
+        count: usize,
     },
     /// A supervisor cannot start (its journal cannot be opened).
     #[error(transparent)]
@@ -153,11 +165,7 @@ impl EngineConfig {
     /// One supervisor per worker slot: `jobs` of them (at least one per GPU), spread over the
     /// GPUs round-robin, each with its own journal.
     pub fn pool(&self) -> Result<Pool, ConfigError> {
-        let gpus: Vec<usize> = match self.gpus {
-            GpuSelection::One => vec![self.gpu],
-            GpuSelection::All => (0..crate::gpu::device_count().unwrap_or(1)).collect(),
-            GpuSelection::Count(n) => (self.gpu..self.gpu + n.max(1)).collect(),
-        };
+        let gpus = self.gpu_ordinals()?;
         let jobs = self.jobs.max(gpus.len());
         let slots = (0..jobs)
             .map(|j| {
@@ -166,6 +174,20 @@ impl EngineConfig {
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Pool::new(slots))
+    }
+
+    /// The GPUs workers are spread over: never empty, and `--gpu` plus `--gpus N` must stay
+    /// within GPU numbers (the sum is checked, not wrapped).
+    pub fn gpu_ordinals(&self) -> Result<Vec<usize>, ConfigError> {
+        Ok(match self.gpus {
+            GpuSelection::One => vec![self.gpu],
+            GpuSelection::All => (0..crate::gpu::device_count().unwrap_or(1).max(1)).collect(),
+            GpuSelection::Count(n) => {
+                let n = n.max(1);
+                let end = self.gpu.checked_add(n).filter(|end| *end <= MAX_GPUS).ok_or(ConfigError::GpuRange { first: self.gpu, count: n })?;
+                (self.gpu..end).collect()
+            }
+        })
     }
 
     /// A supervisor on `gpu` journalling to `journal`, under `--sanitize` when it is given.

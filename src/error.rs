@@ -70,6 +70,14 @@ pub enum SeedError {
         /// serde's description, naming the field.
         message: String,
     },
+    /// The file is not a seed at all (empty, not JSON, not an object, a byte-order mark).
+    #[error("{path}: not a cudafuzz seed: {problem}")]
+    NotASeed {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead, and what a seed is.
+        problem: String,
+    },
     /// The file parses, but the case in it is invalid.
     #[error("{path}: invalid case")]
     Case {

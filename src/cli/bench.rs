@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 
-use super::{fail, no_gpu, resolve_kernel, setup, BenchArgs};
+use super::{fail, manifest_inputs, no_gpu, refuse_clobber, resolve_kernel, setup, BenchArgs};
 use crate::bench;
 use crate::config::{EngineConfig, GpuSelection};
 use crate::exit;
@@ -11,6 +11,9 @@ use crate::worker::{ReferenceChoice, RunOptions};
 
 pub(super) fn bench(b: BenchArgs) -> Result<i32> {
     let m = resolve_kernel(&b.kernel)?;
+    if let Some(json) = &b.json {
+        refuse_clobber(json, manifest_inputs(&m))?;
+    }
     let sizes = b
         .sizes
         .iter()
@@ -48,7 +51,7 @@ pub(super) fn bench(b: BenchArgs) -> Result<i32> {
             };
             rows.push(bench::measure_pool(one, &m, opts, size, cases, &label).map_err(no_gpu)?);
             // Progress while the next configuration runs: the row without the header.
-            eprintln!("{}", bench::table(&rows[rows.len() - 1..]).lines().nth(1).unwrap_or_default());
+            errln!("{}", bench::table(&rows[rows.len() - 1..]).lines().nth(1).unwrap_or_default());
         }
     }
     drop((gpu_one, cpu_one));
@@ -59,11 +62,11 @@ pub(super) fn bench(b: BenchArgs) -> Result<i32> {
         let cases = b.cases * pool.slots.len() as u64;
         rows.push(bench::measure_pool(&mut pool, &m, &plain, sizes[0], cases, &label).map_err(no_gpu)?);
     }
-    println!(
+    outln!(
         "cudafuzz bench: kernel {} on {} ({}), driver {}; sizes: small = batch*heads <= 8, seq <= 256; medium = seq 256..1024; large = seq 2048..4096, batch 1; past-int32 = small with one tensor's stride_b past 2^31 elements",
         m.name, gpu.name, gpu.arch, gpu.driver_version
-    );
-    print!("{}", bench::table(&rows));
+    )?;
+    out!("{}", bench::table(&rows))?;
     if let Some(path) = &b.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)?).with_context(|| format!("cannot write {}", path.display()))?;
     }

@@ -14,26 +14,26 @@ use crate::registry;
 /// `cudafuzz kernels`: one line per shipped manifest (and one per manifest that fails to load).
 pub(super) fn kernels() -> Result<i32> {
     let dir = registry::kernels_dir();
-    println!("shipped kernels in {}:", dir.display());
+    outln!("shipped kernels in {}:", dir.display())?;
     let mut bad = 0;
     for m in registry::shipped() {
         match m {
             Ok(m) => {
                 let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
-                println!(
+                outln!(
                     "  {:<16} {:<40} {} [{}]",
                     m.name,
                     m.path.display(),
                     m.dtypes.iter().map(|d| d.name()).collect::<Vec<_>>().join(","),
                     params.join(" ")
-                );
+                )?;
                 if !m.description.is_empty() {
-                    println!("  {:<16} {}", "", m.description);
+                    outln!("  {:<16} {}", "", m.description)?;
                 }
             }
             Err(e) => {
                 bad += 1;
-                println!("  error: {e}");
+                outln!("  error: {e}")?;
             }
         }
     }
@@ -63,11 +63,11 @@ pub(super) fn build_report(manifests: &[Manifest], archs: &[Arch], compiler: &Co
             Ok((_, from_cache)) => cached += *from_cache as usize,
             Err(e) => {
                 failed += 1;
-                eprintln!("FAILED {} {:?} {} {}:\n{}", o.manifest, o.params, o.dtype, o.arch, crate::error::chain(e.as_ref()));
+                errln!("FAILED {} {:?} {} {}:\n{}", o.manifest, o.params, o.dtype, o.arch, crate::error::chain(e.as_ref()));
             }
         }
     }
-    println!(
+    outln!(
         "compiled {} configurations ({} kernels x params x dtypes x {} archs) in {:.1} s: {} ok ({} from cache), {} failed",
         outcomes.len(),
         manifests.len(),
@@ -76,6 +76,6 @@ pub(super) fn build_report(manifests: &[Manifest], archs: &[Arch], compiler: &Co
         outcomes.len() - failed,
         cached,
         failed
-    );
+    )?;
     Ok(if failed > 0 { exit::SETUP } else { exit::OK })
 }

@@ -17,29 +17,29 @@ pub(super) fn case_command(c: CaseCommand) -> Result<i32> {
     match c {
         CaseCommand::Example { kernel } => {
             let m = resolve_kernel(&kernel)?;
-            print!("{}", Seed::new(example(&m)).to_json());
+            out!("{}", Seed::new(example(&m)).to_json())?;
             Ok(exit::OK)
         }
-        CaseCommand::Check { file, kernel } => {
+        CaseCommand::Check { file, kernel, raw } => {
             let forced = kernel.as_deref().map(resolve_kernel).transpose()?;
-            let seed = load_seed(&file, forced.as_ref())?;
+            let seed = load_seed(&file, forced.as_ref(), raw)?;
             let m = seed_kernel(forced.as_ref(), &seed, &file)?;
             let case = m.bind(seed.case);
             let plan = Plan::new(&case, &m).map_err(|e| fail(exit::USAGE, format!("{}: {}", file.display(), chain(e))))?;
-            print!("{}", report::plan_table(&case, &plan));
-            print!("{}", report::contract_lines(&m.name, &check_contract(&m, &case, &plan)));
+            out!("{}", report::plan_table(&case, &plan))?;
+            out!("{}", report::contract_lines(&m.name, &check_contract(&m, &case, &plan)))?;
             Ok(exit::OK)
         }
         CaseCommand::Migrate { file, output } => {
-            let seed = load_seed(&file, None)?;
+            let seed = load_seed(&file, None, false)?;
             let output = output.unwrap_or_else(|| file.with_extension("v2.json"));
             write_new(&output, &seed.to_json(), "format-2 seed")
         }
         CaseCommand::Decode { file, kernel } => {
             let m = resolve_kernel(&kernel)?;
-            let bytes = std::fs::read(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
+            let bytes = crate::userfile::read(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
             let case = decode_case(&mut arbitrary::Unstructured::new(&bytes), &DecodeContext::new(&m)).map_err(|e| fail(exit::USAGE, format!("{}: cannot decode: {e}", file.display())))?;
-            print!("{}", Seed::new(case).to_json());
+            out!("{}", Seed::new(case).to_json())?;
             Ok(exit::OK)
         }
     }
@@ -61,11 +61,11 @@ pub(super) enum ManifestCommand {
 
 pub(super) fn manifest_command(c: ManifestCommand) -> Result<i32> {
     let ManifestCommand::Migrate { file, output } = c;
-    let old = std::fs::read_to_string(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
+    let old = crate::userfile::read_text(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
     let new = crate::manifest::migrate::migrate(&old).map_err(|e| fail(exit::USAGE, format!("{}: cannot migrate: {e}", file.display())))?;
     let output = output.unwrap_or_else(|| file.with_extension("v2.toml"));
     if output.as_os_str() == "-" {
-        print!("{new}");
+        out!("{new}")?;
         return Ok(exit::OK);
     }
     // Check the result loads before writing it (its source must exist beside it).
@@ -76,7 +76,7 @@ pub(super) fn manifest_command(c: ManifestCommand) -> Result<i32> {
 /// Writes `text` to a file that must not exist yet (`-`: stdout), saying what it is.
 fn write_new(output: &std::path::Path, text: &str, what: &str) -> Result<i32> {
     if output.as_os_str() == "-" {
-        print!("{text}");
+        out!("{text}")?;
         return Ok(exit::OK);
     }
     let written = {
@@ -85,7 +85,7 @@ fn write_new(output: &std::path::Path, text: &str, what: &str) -> Result<i32> {
     };
     match written {
         Ok(()) => {
-            println!("wrote {} ({what})", output.display());
+            outln!("wrote {} ({what})", output.display())?;
             Ok(exit::OK)
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(fail(exit::USAGE, format!("{} exists; pass -o another file", output.display()))),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 
-use super::{chain, fail, no_gpu, resolve_kernel, setup, workers_line, EngineArgs};
+use super::{chain, fail, manifest_inputs, no_gpu, refuse_clobber, resolve_kernel, setup, workers_line, EngineArgs};
 use crate::case::Case;
 use crate::corpus::{self, Seed};
 use crate::exit;
@@ -35,16 +35,19 @@ pub(super) struct ContractArgs {
 
 pub(super) fn contract_command(a: ContractArgs) -> Result<i32> {
     let m = resolve_kernel(&a.kernel)?;
+    if let Some(json) = &a.json {
+        refuse_clobber(json, manifest_inputs(&m))?;
+    }
     let plan = plan_probes(&m, a.cases_per_probe).map_err(|e| fail(exit::USAGE, chain(e)))?;
     let cfg = a.engine.config()?;
     let mut pool = cfg.pool().map_err(setup)?;
     let gpu = match pool.slots[0].gpu() {
         Ok(g) => g,
-        Err(SupervisorError::NoGpu(why)) => return Ok(without_gpu(&plan, &why)),
+        Err(SupervisorError::NoGpu(why)) => return without_gpu(&plan, &why),
         Err(e) => return Err(no_gpu(e)),
     };
-    println!("{}", workers_line(&gpu, &mut pool));
-    print!("{}", render_plan(&plan));
+    outln!("{}", workers_line(&gpu, &mut pool))?;
+    out!("{}", render_plan(&plan))?;
     let opts = cfg.options();
     let limit = cfg.timeout(&m);
     let base = run_all(&mut pool, &m, &opts, limit, std::slice::from_ref(&plan.base_cases))?;
@@ -54,8 +57,8 @@ pub(super) fn contract_command(a: ContractArgs) -> Result<i32> {
     };
     let mut inference = summarise(&m, &plan, &base[0], &outcomes);
     save_examples(&mut inference, &cfg.out.join("contract"))?;
-    print!("{}", render_table(&inference));
-    print!("{}", render_preconditions(&inference));
+    out!("{}", render_table(&inference))?;
+    out!("{}", render_preconditions(&inference))?;
     if let Some(path) = &a.json {
         write_json(path, &plan, &inference)?;
     }
@@ -63,11 +66,11 @@ pub(super) fn contract_command(a: ContractArgs) -> Result<i32> {
 }
 
 /// No GPU: say so, show what would run, exit 3.
-fn without_gpu(plan: &ProbePlan, why: &str) -> i32 {
-    eprintln!("cudafuzz: NO GPU on this machine ({why}).");
-    eprintln!("cudafuzz: no probe was run, so no precondition was inferred; this is the plan a GPU host would run:");
-    print!("{}", render_plan(plan));
-    exit::NO_GPU
+fn without_gpu(plan: &ProbePlan, why: &str) -> Result<i32> {
+    errln!("cudafuzz: NO GPU on this machine ({why}).");
+    errln!("cudafuzz: no probe was run, so no precondition was inferred; this is the plan a GPU host would run:");
+    out!("{}", render_plan(plan))?;
+    Ok(exit::NO_GPU)
 }
 
 /// Runs groups of cases (one group per probe) through the pool, in order; the outcomes come

@@ -30,7 +30,7 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
         Err(SupervisorError::NoGpu(msg)) => return without_gpu(&f, &manifests, &msg),
         Err(e) => return Err(no_gpu(e)),
     };
-    println!("{}", workers_line(&gpu, &mut pool));
+    outln!("{}", workers_line(&gpu, &mut pool))?;
     let mut escalator = escalator(&f, &cfg)?;
     let mut keeper = SeedKeeper::new(cfg.out.join("seeds"));
     lend_earlier_mappings(&mut keeper, &cfg.out);
@@ -46,7 +46,7 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
         let spec = CampaignSpec {
             stream: CaseStream::campaign(m, f.seed, f.outside_contract),
             cases: f.cases,
-            deadline: f.time.map(|t| started + t),
+            deadline: f.time.map(|t| crate::clock::deadline(started, t)),
             stop_after: f.stop_after,
             options: cfg.options(),
             timeout: cfg.timeout(m),
@@ -58,7 +58,7 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
             Err(SupervisorError::Interrupted) => {
                 bar.abandon();
                 total.absorb(&summary.tally);
-                eprintln!(
+                errln!(
                     "interrupted: {} passed, {} failed, {} errors; {} distinct findings saved in {}",
                     total.pass,
                     total.fail,
@@ -66,14 +66,15 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
                     keeper.len(),
                     keeper.dir().display()
                 );
-                finish_bugs(&mut keeper, &cfg.out);
+                // Stdout may be the reason it stopped (a closed pipe): the index is written first anyway.
+                let _ = finish_bugs(&mut keeper, &cfg.out);
                 return Ok(exit::INTERRUPTED);
             }
             Err(e) => return Err(no_gpu(e)),
         }
         bar.finish();
         let (t, secs) = (&summary.tally, summary.elapsed.as_secs_f64());
-        println!(
+        outln!(
             "{}: {} cases in {secs:.1} s ({:.0}/s): {} passed, {} failed, {} errors; {} new bugs ({} new signatures); {}; {} worker starts so far",
             m.name,
             t.total(),
@@ -85,20 +86,20 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
             summary.progress.new_findings,
             contract_rate(t.total(), summary.skipped, f.outside_contract),
             pool.starts()
-        );
+        )?;
         if cfg.coverage {
             let paths = &summary.progress.kernel_paths;
-            println!(
+            outln!(
                 "{}: kernel coverage: {} CF_COVER points reached ({} point x hit-count features), at lines {:?}",
                 m.name,
                 paths.points(),
                 paths.features(),
                 paths.lines()
-            );
+            )?;
         }
         total.absorb(&summary.tally);
     }
-    finish_bugs(&mut keeper, &cfg.out);
+    finish_bugs(&mut keeper, &cfg.out)?;
     Ok(total.exit_code())
 }
 
@@ -110,39 +111,44 @@ fn lend_earlier_mappings(keeper: &mut SeedKeeper, out: &Path) {
     }
     match BugIndex::load(&path) {
         Ok(index) => index.aliases().for_each(|a| keeper.triage_mut().add_alias(a)),
-        Err(e) => eprintln!("cudafuzz: {} (its mappings are not used; it is rewritten at the end)", chain(e)),
+        Err(e) => errln!("cudafuzz: {} (its mappings are not used; it is rewritten at the end)", chain(e)),
     }
 }
 
 /// The end of a run: one seed per bug in `seeds/` (the others moved to `seeds/<id>/examples/`),
 /// the bug index written, and the bug table.
-fn finish_bugs(keeper: &mut SeedKeeper, out: &Path) {
+fn finish_bugs(keeper: &mut SeedKeeper, out: &Path) -> Result<()> {
     let seeds = keeper.dir().to_path_buf();
     match triage::layout::arrange(&seeds, &keeper.triage().bugs()) {
         Ok(moves) => moves.iter().for_each(|(from, to)| keeper.triage_mut().rename_seed(from, to)),
-        Err(e) => eprintln!("cudafuzz: seeds stay where they were saved: cannot arrange {}: {e}", seeds.display()),
+        Err(e) => errln!("cudafuzz: seeds stay where they were saved: cannot arrange {}: {e}", seeds.display()),
     }
     let bugs = keeper.triage().bugs();
     match BugIndex::new(keeper.triage(), out).write(out) {
-        Ok(path) => println!("bug index: {}", path.display()),
-        Err(e) => eprintln!("cudafuzz: {}", chain(e)),
+        Ok(path) => outln!("bug index: {}", path.display())?,
+        Err(e) => errln!("cudafuzz: {}", chain(e)),
     }
-    print!("{}", triage::table(&bugs, None));
+    out!("{}", triage::table(&bugs, None))?;
+    Ok(())
 }
 
 /// One campaign event as `fuzz` shows it: a block per new bug above the progress bar.
+/// A closed stdout is dropped here: it raised the stop flag, so the campaign ends at its next case.
 fn render_event(e: &CampaignEvent<'_>, bar: &indicatif::ProgressBar, coverage: bool) {
-    match &e.kind {
+    let _ = match &e.kind {
         EventKind::NewBug { index, bug } => {
             let after = e.elapsed.as_secs_f64();
             let seed = bug.smallest.as_ref().map(|p| format!("\n      seed: {}", p.display())).unwrap_or_default();
-            bar.suspend(|| println!("NEW   after {after:.2} s (case #{index}): {}{seed}", triage::bug_line(bug)));
+            bar.suspend(|| outln!("NEW   after {after:.2} s (case #{index}): {}{seed}", triage::bug_line(bug)))
         }
         // A bug is reported once, with its site; its further signatures, smaller cases and
         // sanitizer records are in the bug table and the index at the end.
-        EventKind::NewFinding { .. } | EventKind::SmallerCase { .. } | EventKind::Named { .. } | EventKind::NotNamed { .. } => {}
-        EventKind::EscalationSilent { note } => bar.suspend(|| println!("      ({note})")),
-        EventKind::HarnessError { case, message } => bar.suspend(|| eprintln!("ERROR {}: {message}", case.summary())),
+        EventKind::NewFinding { .. } | EventKind::SmallerCase { .. } | EventKind::Named { .. } | EventKind::NotNamed { .. } => Ok(()),
+        EventKind::EscalationSilent { note } => bar.suspend(|| outln!("      ({note})")),
+        EventKind::HarnessError { case, message } => {
+            bar.suspend(|| errln!("ERROR {}: {message}", case.summary()));
+            Ok(())
+        }
         EventKind::CaseDone { progress, .. } => {
             bar.inc(1);
             bar.set_message(if coverage {
@@ -150,8 +156,9 @@ fn render_event(e: &CampaignEvent<'_>, bar: &indicatif::ProgressBar, coverage: b
             } else {
                 format!("{} bugs", progress.new_bugs)
             });
+            Ok(())
         }
-    }
+    };
 }
 
 /// The escalator that re-runs new findings under compute-sanitizer, if `--escalate` asks for
@@ -164,11 +171,11 @@ fn escalator(f: &FuzzArgs, cfg: &EngineConfig) -> Result<Option<Escalator>> {
     let sanitizer = match Sanitizer::locate() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("cudafuzz: findings will not be re-run under compute-sanitizer (--escalate): {e}");
+            errln!("cudafuzz: findings will not be re-run under compute-sanitizer (--escalate): {e}");
             return Ok(None);
         }
     };
-    println!("escalation: new findings are re-run under {} ({})", f.escalate, sanitizer.version);
+    outln!("escalation: new findings are re-run under {} ({})", f.escalate, sanitizer.version)?;
     let sup = cfg.sanitizer_supervisor(sanitizer, &tools, "journal-escalate.jsonl").map_err(setup)?;
     Ok(Some(Escalator::new(sup)))
 }
@@ -176,8 +183,8 @@ fn escalator(f: &FuzzArgs, cfg: &EngineConfig) -> Result<Option<Escalator>> {
 /// With no GPU, do what the host can: compile every configuration, plan the cases the campaign
 /// would run, and say clearly that nothing ran on a GPU.
 fn without_gpu(f: &FuzzArgs, manifests: &[Manifest], why: &str) -> Result<i32> {
-    eprintln!("cudafuzz: NO GPU on this machine ({why}).");
-    eprintln!("cudafuzz: no kernel was run; doing the host-side work only: compile, plan, contract.");
+    errln!("cudafuzz: NO GPU on this machine ({why}).");
+    errln!("cudafuzz: no kernel was run; doing the host-side work only: compile, plan, contract.");
     match Compiler::new(None) {
         Ok(compiler) => {
             let archs = parse_archs(&["sm_80".into(), "sm_89".into(), "sm_90".into()])?;
@@ -186,13 +193,13 @@ fn without_gpu(f: &FuzzArgs, manifests: &[Manifest], why: &str) -> Result<i32> {
                 return Ok(code);
             }
         }
-        Err(e) => eprintln!("cudafuzz: cannot compile either: {}", chain(e)),
+        Err(e) => errln!("cudafuzz: cannot compile either: {}", chain(e)),
     }
     for m in manifests {
         let stream = CaseStream::campaign(m, f.seed, f.outside_contract);
         let n = f.cases.min(100_000);
         let inside = (0..n).filter(|&i| crate::plan::admits(m, &stream.drawn(i))).count() as u64;
-        println!("{}: planned {n} cases: {inside} inside its contract, {} outside (not run: no GPU)", m.name, n - inside);
+        outln!("{}: planned {n} cases: {inside} inside its contract, {} outside (not run: no GPU)", m.name, n - inside)?;
     }
     Ok(exit::NO_GPU)
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args;
 
-use super::{chain, fail, EngineArgs};
+use super::{chain, fail, refuse_clobber, EngineArgs};
 use crate::campaign::{self, CampaignEvent, CampaignSpec, CaseStream, Escalator, EventKind, Kept, SeedKeeper};
 use crate::case::Case;
 use crate::config::EngineConfig;
@@ -55,57 +55,65 @@ pub(super) fn gate_command(a: GateArgs) -> Result<i32> {
         return Err(fail(exit::USAGE, "--sanitize does not apply to the gate: list sanitizer passes under [[sanitizers]] in the configuration"));
     }
     let cfg = a.engine.config()?;
+    let inputs: Vec<&std::path::Path> = std::iter::once(a.config.as_path()).chain(plan.seeds.iter().map(|s| s.path.as_path())).collect();
+    for name in crate::report::export::REPORT_FILES {
+        refuse_clobber(&cfg.out.join(name), inputs.iter().copied())?;
+    }
     let sh = shard.unwrap_or(Shard::ALL);
-    println!(
+    outln!(
         "cudafuzz gate: {} · budget {} · shard {}{}",
         a.config.display(),
         humantime::format_duration(budget),
         sh,
         if shard.is_none() { " (whole gate)" } else { "" }
-    );
+    )?;
     if a.check {
-        print_plan(&plan, budget, sh);
+        print_plan(&plan, budget, sh)?;
         return Ok(exit::OK);
     }
     let mut backend = GpuBackend::new(cfg.clone());
-    let report = gate::run(&plan, budget, shard, &mut backend, &mut |line| println!("{line}"));
+    let report = gate::run(&plan, budget, shard, &mut backend, &mut |line| {
+        // A closed stdout raised the stop flag: the gate stops at its next step.
+        let _ = outln!("{line}");
+    });
     drop(backend);
     let written = report.write_all(&cfg.out).map_err(|e| fail(exit::SETUP, chain(e)))?;
-    println!("{}", report.headline());
+    outln!("{}", report.headline())?;
     for p in &written {
-        println!("  {}", p.display());
+        outln!("  {}", p.display())?;
     }
     for (_, f) in report.findings().filter(|(_, f)| f.new) {
-        println!("NEW {}: {}", f.signature, f.finding);
+        outln!("NEW {}: {}", f.signature, f.finding)?;
         if let Some(seed) = &f.seed {
-            print!("{}", crate::report::replay_lines(std::path::Path::new(seed)));
+            out!("{}", crate::report::replay_lines(std::path::Path::new(seed)))?;
         }
     }
     if report.no_gpu() {
-        eprintln!("cudafuzz: NO GPU on this machine: the gate checked nothing and fails (exit 3); the report with the failed environment check is in {}", cfg.out.display());
+        errln!("cudafuzz: NO GPU on this machine: the gate checked nothing and fails (exit 3); the report with the failed environment check is in {}", cfg.out.display());
     }
     Ok(report.exit_code())
 }
 
 /// `--check`: what the gate would do.
-fn print_plan(plan: &gate::GatePlan, total: Duration, sh: Shard) {
+fn print_plan(plan: &gate::GatePlan, total: Duration, sh: Shard) -> Result<()> {
     let b = plan.settings.budget(total);
     let sc = &plan.self_check;
-    println!("self check: {} ({}) under {} must give {}", sc.manifest.name, sc.case.summary(), sc.tool, sc.expect);
-    println!("seeds: {} in all, {} for this shard", plan.seeds.len(), sh.len_of(plan.seeds.len() as u64));
+    outln!("self check: {} ({}) under {} must give {}", sc.manifest.name, sc.case.summary(), sc.tool, sc.expect)?;
+    outln!("seeds: {} in all, {} for this shard", plan.seeds.len(), sh.len_of(plan.seeds.len() as u64))?;
     for s in sh.split(plan.seeds.iter()) {
-        println!("  {}: {} must {}", s.path.display(), s.manifest.name, s.expected);
+        outln!("  {}: {} must {}", s.path.display(), s.manifest.name, s.expected)?;
     }
     let cells: u64 = plan.sweeps.iter().map(|s| (s.grid.len() * s.classes.len()) as u64).sum();
-    println!("sweep: {cells} cells in all, {} for this shard, within {:.0} s", sh.len_of(cells), b.sweep(Duration::ZERO).as_secs_f64());
+    outln!("sweep: {cells} cells in all, {} for this shard, within {:.0} s", sh.len_of(cells), b.sweep(Duration::ZERO).as_secs_f64())?;
     let weights: Vec<f64> = plan.kernels.iter().map(|k| k.share).collect();
     for (k, t) in plan.kernels.iter().zip(b.fuzz(b.sweep(Duration::ZERO), &weights, !plan.sanitizers.is_empty())) {
-        println!("fuzz: {} for about {:.0} s (share {})", k.manifest.name, t.as_secs_f64(), k.share);
+        outln!("fuzz: {} for about {:.0} s (share {})", k.manifest.name, t.as_secs_f64(), k.share)?;
     }
     for s in &plan.sanitizers {
         let tools: Vec<&str> = s.tools.iter().map(|t| t.name()).collect();
-        println!("sanitizer: {} under {}, up to {} cases", s.manifest.name, tools.join(","), s.cases);
+        outln!("sanitizer: {} under {}, up to {} cases", s.manifest.name, tools.join(","), s.cases)?;
     }
+    Ok(())
 }
 
 /// The gate's backend: the supervisor pool, campaign loop and seed keeper the other commands
@@ -149,15 +157,19 @@ impl GpuBackend {
     fn campaign(pool: &mut Pool, spec: &CampaignSpec<'_>, keeper: &mut SeedKeeper, escalator: Option<&mut Escalator>, found: &mut dyn FnMut(Found)) -> Result<Campaign, StepError> {
         let mut on_event = |e: CampaignEvent<'_>| match e.kind {
             EventKind::NewFinding { case, finding, seed, .. } => {
-                println!("NEW   {}: {finding}", case.summary());
+                let _ = outln!("NEW   {}: {finding}", case.summary());
                 found(Found { case: case.summary(), finding: finding.clone(), seed: Some(seed.to_path_buf()) });
             }
             EventKind::SmallerCase { case, finding, seed, .. } => found(Found { case: case.summary(), finding: finding.clone(), seed: Some(seed.to_path_buf()) }),
             EventKind::Named { case, finding, kept: Kept::New(seed) | Kept::Smaller(seed), .. } => {
                 found(Found { case: case.summary(), finding: finding.clone(), seed: Some(seed.clone()) })
             }
-            EventKind::NotNamed { why, .. } => println!("      not re-run under the sanitizer: {why}"),
-            EventKind::EscalationSilent { note } => println!("      ({note})"),
+            EventKind::NotNamed { why, .. } => {
+                let _ = outln!("      not re-run under the sanitizer: {why}");
+            }
+            EventKind::EscalationSilent { note } => {
+                let _ = outln!("      ({note})");
+            }
             _ => {}
         };
         let (summary, result) = campaign::run(pool, spec, keeper, escalator, &mut on_event);
@@ -226,7 +238,7 @@ impl Backend for GpuBackend {
             let esc = match self.sanitizer_supervisor(job.escalate, "journal-escalate.jsonl") {
                 Ok(s) => Some(Escalator::new(s)),
                 Err(e) => {
-                    println!("new findings will not be named by compute-sanitizer: {e}");
+                    let _ = outln!("new findings will not be named by compute-sanitizer: {e}");
                     None
                 }
             };

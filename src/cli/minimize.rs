@@ -23,6 +23,11 @@ pub(super) struct MinimizeArgs {
     /// Kernel, when the seed does not name one.
     #[arg(long, env = "CUDAFUZZ_KERNEL")]
     kernel: Option<String>,
+    /// The file is raw fuzzer bytes (decoded for --kernel), whatever its name; without this,
+    /// only files named as libFuzzer artifacts (crash-*, timeout-*, oom-*, leak-*, slow-unit-*)
+    /// are read as raw bytes and anything else must be a JSON seed or case.
+    #[arg(long)]
+    raw: bool,
     /// At most this many candidate runs.
     #[arg(long, default_value_t = 300)]
     max_runs: usize,
@@ -32,7 +37,7 @@ pub(super) struct MinimizeArgs {
 
 pub(super) fn minimize_command(a: MinimizeArgs) -> Result<i32> {
     let forced = a.kernel.as_deref().map(resolve_kernel).transpose()?;
-    let seed = load_seed(&a.seed, forced.as_ref())?;
+    let seed = load_seed(&a.seed, forced.as_ref(), a.raw)?;
     let manifest = seed_kernel(forced.as_ref(), &seed, &a.seed)?;
     let start = manifest.bind(seed.case.clone());
     let cfg = a.engine.config()?;
@@ -69,7 +74,7 @@ pub(super) fn minimize_command(a: MinimizeArgs) -> Result<i32> {
             }
         },
     };
-    println!("target signature: {target}");
+    outln!("target signature: {target}")?;
     let inside = crate::plan::admits(&manifest, &start);
     let allowed = |c: &crate::case::Case| !inside || crate::plan::admits(&manifest, c);
     let m = minimize(&start, &manifest, a.max_runs, &allowed, &mut |c| match run(c, Some(&target)) {
@@ -82,19 +87,19 @@ pub(super) fn minimize_command(a: MinimizeArgs) -> Result<i32> {
     if let Some(e) = interrupted.take() {
         return Err(no_gpu(e));
     }
-    println!("{} candidate runs, {} kept; {} -> {} tensor elements", m.runs, m.kept, size(&start, &manifest), size(&m.case, &manifest));
-    println!("minimal case: {}", m.case.summary());
+    outln!("{} candidate runs, {} kept; {} -> {} tensor elements", m.runs, m.kept, size(&start, &manifest), size(&m.case, &manifest))?;
+    outln!("minimal case: {}", m.case.summary())?;
     let Some(finding) = last.or(seed.finding.clone()) else {
-        println!("nothing smaller fails the same way");
+        outln!("nothing smaller fails the same way")?;
         return Ok(exit::FINDINGS);
     };
     if m.kept == 0 {
-        println!("nothing smaller fails the same way; the seed is already minimal for this search");
+        outln!("nothing smaller fails the same way; the seed is already minimal for this search")?;
         return Ok(exit::FINDINGS);
     }
     let dir = a.seed.parent().map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
     let saved = corpus::save(&dir, &Seed::with_finding(m.case, finding)).map_err(|e| fail(exit::SETUP, e.to_string()))?;
-    println!("saved: {}", saved.path.display());
-    print!("{}", report::replay_lines(&saved.path));
+    outln!("saved: {}", saved.path.display())?;
+    out!("{}", report::replay_lines(&saved.path))?;
     Ok(exit::FINDINGS)
 }

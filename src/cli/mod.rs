@@ -6,6 +6,22 @@
 //! options into one validated [`EngineConfig`]) and prints what they return. `anyhow` lives only
 //! here; the library's errors are typed.
 
+/// `println!` to stdout, returning [`out::StdoutClosed`] instead of panicking on a closed pipe.
+macro_rules! outln {
+    () => { $crate::cli::out::print(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::cli::out::print(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// `print!` to stdout, returning [`out::StdoutClosed`] instead of panicking on a closed pipe.
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::cli::out::print(format_args!($($arg)*)) };
+}
+
+/// `eprintln!` that never panics (a closed stderr drops the line).
+macro_rules! errln {
+    ($($arg:tt)*) => { $crate::cli::out::eprint(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
 mod bench;
 mod build;
 mod case;
@@ -13,6 +29,7 @@ mod contract;
 mod fuzz;
 mod gate;
 mod minimize;
+mod out;
 #[path = "report.rs"]
 mod report_cmd;
 mod run;
@@ -115,6 +132,11 @@ pub(super) enum CaseCommand {
         /// Kernel to judge the contract against (default: the case's own kernel).
         #[arg(long)]
         kernel: Option<String>,
+        /// The file is raw fuzzer bytes (decoded for --kernel), whatever its name; without this,
+        /// only files named as libFuzzer artifacts (crash-*, timeout-*, oom-*, leak-*, slow-unit-*)
+        /// are read as raw bytes and anything else must be a JSON seed or case.
+        #[arg(long)]
+        raw: bool,
     },
     /// Rewrite a seed or case file of format 1 (attention-only) as a format-2 seed, beside it as
     /// NAME.v2.json unless -o is given; never over an existing file. Format-1 files also load
@@ -194,9 +216,14 @@ pub(super) struct RunArgs {
     /// Kernel name or manifest path (default: each case's own kernel).
     #[arg(long)]
     pub(super) kernel: Option<String>,
-    /// Case files: seed JSON, bare case JSON, or raw fuzzer bytes.
+    /// Case files: seed JSON, bare case JSON, or raw fuzzer bytes (libFuzzer artifacts).
     #[arg(required = true)]
     pub(super) cases: Vec<PathBuf>,
+    /// The file is raw fuzzer bytes (decoded for --kernel), whatever its name; without this,
+    /// only files named as libFuzzer artifacts (crash-*, timeout-*, oom-*, leak-*, slow-unit-*)
+    /// are read as raw bytes and anything else must be a JSON seed or case.
+    #[arg(long)]
+    pub(super) raw: bool,
     #[command(flatten)]
     pub(super) engine: EngineArgs,
 }
@@ -208,6 +235,11 @@ pub(super) struct ReproArgs {
     /// Kernel, when the seed does not name one (raw fuzzer bytes) or to replay against another.
     #[arg(long, env = "CUDAFUZZ_KERNEL")]
     pub(super) kernel: Option<String>,
+    /// The file is raw fuzzer bytes (decoded for --kernel), whatever its name; without this,
+    /// only files named as libFuzzer artifacts (crash-*, timeout-*, oom-*, leak-*, slow-unit-*)
+    /// are read as raw bytes and anything else must be a JSON seed or case.
+    #[arg(long)]
+    pub(super) raw: bool,
     /// Write a standalone repro instead of running the seed (no GPU needed): `cu`, one .cu file
     /// that `nvcc` builds, or `python`, a script using PyTorch, NVRTC and the CUDA driver. With
     /// `--sanitize memcheck` (or a seed saved for a sanitizer finding) the repro is laid out for
@@ -283,10 +315,11 @@ pub(super) struct FuzzArgs {
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let (num, unit) = s.find(|c: char| !c.is_ascii_digit()).map(|i| s.split_at(i)).unwrap_or((s, "s"));
     let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a duration like 30s, 5m or 1h"))?;
+    let secs = |per: u64| n.checked_mul(per).map(Duration::from_secs).ok_or_else(|| format!("`{s}` is longer than this clock can count"));
     match unit {
-        "s" | "" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        "h" => Ok(Duration::from_secs(n * 3600)),
+        "s" | "" => secs(1),
+        "m" => secs(60),
+        "h" => secs(3600),
         "ms" => Ok(Duration::from_millis(n)),
         _ => Err(format!("`{s}`: unknown unit `{unit}` (use ms, s, m or h)")),
     }
@@ -316,11 +349,16 @@ fn fail(code: i32, msg: impl Into<String>) -> anyhow::Error {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let args = RawArgs::parse();
-    match run(args) {
+    let result = run(args);
+    // The reader of stdout went away (`| head`): it had what it wanted.
+    if out::broken_pipe() {
+        return ExitCode::from(exit::OK as u8);
+    }
+    match result {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
-            let code = e.downcast_ref::<Exit>().map(|x| x.0).unwrap_or(exit::USAGE);
-            eprintln!("cudafuzz: {e:#}");
+            let code = e.downcast_ref::<Exit>().map(|x| x.0).unwrap_or(if e.is::<out::StdoutClosed>() { exit::SETUP } else { exit::USAGE });
+            errln!("cudafuzz: {e:#}");
             ExitCode::from(code as u8)
         }
     }
@@ -358,7 +396,7 @@ impl EngineArgs {
             Some(list) => Some(Tool::parse_list(list).map_err(|m| fail(exit::USAGE, format!("--sanitize {list}: {m}")))?),
             None => None,
         };
-        Ok(EngineConfig {
+        let cfg = EngineConfig {
             gpu: self.gpu,
             gpus,
             jobs: self.jobs,
@@ -373,14 +411,20 @@ impl EngineArgs {
             sanitize_batch: self.sanitize_batch,
             coverage: self.coverage,
             ..EngineConfig::new(self.out.clone())
-        })
+        };
+        // Every command, not only those that spread workers, refuses a GPU range past any machine.
+        if matches!(cfg.gpus, GpuSelection::Count(_)) {
+            cfg.gpu_ordinals().map_err(setup)?;
+        }
+        Ok(cfg)
     }
 }
 
 /// A configuration error as the CLI reports it: compute-sanitizer missing or anything else that
 /// stops the engine from starting is a setup error.
 fn setup(e: ConfigError) -> anyhow::Error {
-    fail(exit::SETUP, chain(e))
+    let code = if matches!(e, ConfigError::GpuRange { .. }) { exit::USAGE } else { exit::SETUP };
+    fail(code, chain(e))
 }
 
 /// A shipped kernel's name or a manifest path, as a loaded manifest.
@@ -388,10 +432,12 @@ fn resolve_kernel(spec: &str) -> Result<Manifest> {
     registry::resolve(spec).map_err(|e| fail(exit::USAGE, chain(e)))
 }
 
-/// Loads a seed; raw bytes decode with the kernel's context.
-fn load_seed(path: &Path, kernel: Option<&Manifest>) -> Result<Seed> {
+/// Loads a seed; raw bytes (a libFuzzer artifact, or any file with `raw`) decode with the
+/// kernel's context.
+fn load_seed(path: &Path, kernel: Option<&Manifest>, raw: bool) -> Result<Seed> {
     let ctx = kernel.map(crate::generate::DecodeContext::new);
-    let (seed, _) = corpus::load(path, ctx.as_ref()).map_err(|e| fail(exit::USAGE, chain(e)))?;
+    let raw = if raw { corpus::RawInput::Always } else { corpus::RawInput::ByName };
+    let (seed, _) = corpus::load_as(path, ctx.as_ref(), raw).map_err(|e| fail(exit::USAGE, chain(e)))?;
     Ok(seed)
 }
 
@@ -405,6 +451,24 @@ fn seed_kernel(forced: Option<&Manifest>, seed: &Seed, path: &Path) -> Result<Ma
         }
         None => resolve_kernel(&seed.case.kernel),
     }
+}
+
+/// Refuses an output that is one of the command's own inputs (the same file however it is
+/// spelled: links and `dir/../dir` count), before anything is written.
+fn refuse_clobber<'a>(output: &Path, inputs: impl IntoIterator<Item = &'a Path>) -> Result<()> {
+    match crate::userfile::clobbered_input(output, inputs) {
+        Some(input) => Err(fail(exit::USAGE, format!("{} is {}, one of this command's inputs: write the output somewhere else", output.display(), input.display()))),
+        None => Ok(()),
+    }
+}
+
+/// The files a kernel's manifest reads: the manifest, its source and its reference kernel's.
+fn manifest_inputs(m: &Manifest) -> Vec<&Path> {
+    let mut v = vec![m.path.as_path(), m.source.as_path()];
+    if let crate::manifest::ReferenceSpec::Kernel(k) = &m.reference {
+        v.push(k.source.as_path());
+    }
+    v
 }
 
 /// The named kernels, or every shipped one (`fuzz_only`: those marked for fuzzing).

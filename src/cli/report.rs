@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Subcommand, ValueEnum};
 
-use super::{chain, fail};
+use super::{chain, fail, refuse_clobber};
 use crate::exit;
 use crate::report::export::RunReport;
 use crate::report::merge::{copy_seeds, merge, relink_seeds, CopyAction};
@@ -54,33 +54,39 @@ pub(super) enum Format {
 pub(super) fn report_command(c: ReportCommand) -> Result<i32> {
     match c {
         ReportCommand::Merge { out, reports, seeds } => {
+            // A shard's directory holds that shard's reports: merging into it would replace them.
+            for name in crate::report::export::REPORT_FILES {
+                refuse_clobber(&out.join(name), reports.iter().map(|p| p.as_path()))?;
+            }
+            let shard_dirs: Vec<&std::path::Path> = reports.iter().map(|p| p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."))).collect();
+            refuse_clobber(&out, shard_dirs)?;
             let loaded = reports.iter().map(|p| RunReport::load(p).map_err(|e| fail(exit::USAGE, chain(e)))).collect::<Result<Vec<_>>>()?;
             let mut merged = merge(&loaded);
             if !seeds.is_empty() {
                 let copies = copy_seeds(&seeds, &out.join("seeds")).map_err(|e| fail(exit::USAGE, chain(e)))?;
                 let count = |a: CopyAction| copies.iter().filter(|c| c.action == a).count();
-                println!(
+                outln!(
                     "seeds: {} copied, {} renamed (a different seed had the name), {} already there, into {}",
                     count(CopyAction::Copied),
                     count(CopyAction::Renamed),
                     count(CopyAction::Same),
                     out.join("seeds").display()
-                );
+                )?;
                 relink_seeds(&mut merged, &copies);
             }
             let written = merged.write_all(&out).map_err(|e| fail(exit::SETUP, chain(e)))?;
             for e in merged.environment.iter().filter(|e| !e.ok) {
-                println!("FAILED {}{}: {}", e.name, e.shard.map(|s| format!(" [{s}]")).unwrap_or_default(), e.detail);
+                outln!("FAILED {}{}: {}", e.name, e.shard.map(|s| format!(" [{s}]")).unwrap_or_default(), e.detail)?;
             }
-            println!("merged {} report(s) ({}): {}", loaded.len(), merged.merged_from.join(", "), merged.headline());
+            outln!("merged {} report(s) ({}): {}", loaded.len(), merged.merged_from.join(", "), merged.headline())?;
             for p in written {
-                println!("  {}", p.display());
+                outln!("  {}", p.display())?;
             }
             Ok(merged.exit_code())
         }
         ReportCommand::Render { format, report } => {
             let r = RunReport::load(&report).map_err(|e| fail(exit::USAGE, chain(e)))?;
-            print!(
+            out!(
                 "{}",
                 match format {
                     Format::Md => r.to_markdown(),
@@ -88,7 +94,7 @@ pub(super) fn report_command(c: ReportCommand) -> Result<i32> {
                     Format::Sarif => r.to_sarif(),
                     Format::Json => r.to_json(),
                 }
-            );
+            )?;
             Ok(exit::OK)
         }
     }

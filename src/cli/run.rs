@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use super::{chain, fail, load_seed, no_gpu, resolve_kernel, seed_kernel, setup, EmitArg, ReproArgs, RunArgs};
+use super::{chain, fail, load_seed, manifest_inputs, no_gpu, refuse_clobber, resolve_kernel, seed_kernel, setup, EmitArg, ReproArgs, RunArgs};
 use crate::campaign::Tally;
 use crate::case::Case;
 use crate::config::EngineConfig;
@@ -27,7 +27,7 @@ pub(super) fn run_cases(r: RunArgs) -> Result<i32> {
     let started = Instant::now();
     let mut loaded: Vec<(&PathBuf, Case, Manifest)> = Vec::new();
     for path in &r.cases {
-        let seed = load_seed(path, forced.as_ref())?;
+        let seed = load_seed(path, forced.as_ref(), r.raw)?;
         let manifest = seed_kernel(forced.as_ref(), &seed, path)?;
         loaded.push((path, manifest.bind(seed.case), manifest));
     }
@@ -40,17 +40,17 @@ pub(super) fn run_cases(r: RunArgs) -> Result<i32> {
         let verdicts = match sup.run_batch(&cases, manifest, &opts, cfg.timeout(manifest)) {
             Ok(v) => v,
             Err(SupervisorError::Interrupted) => {
-                eprintln!("interrupted: {} passed, {} failed, {} errors before Ctrl-C", tally.pass, tally.fail, tally.error);
+                errln!("interrupted: {} passed, {} failed, {} errors before Ctrl-C", tally.pass, tally.fail, tally.error);
                 return Ok(exit::INTERRUPTED);
             }
             Err(e) => return Err(no_gpu(e)),
         };
         for ((path, case, _), verdict) in group.iter().zip(verdicts) {
             tally.add(&verdict);
-            println!("{}: {}", path.display(), report::one_line(case, &verdict));
+            outln!("{}: {}", path.display(), report::one_line(case, &verdict))?;
         }
     }
-    eprintln!(
+    errln!(
         "{} cases in {:.2} s: {} passed, {} failed, {} errors; {} worker start(s)",
         r.cases.len(),
         started.elapsed().as_secs_f64(),
@@ -64,7 +64,7 @@ pub(super) fn run_cases(r: RunArgs) -> Result<i32> {
 
 pub(super) fn repro(r: ReproArgs) -> Result<i32> {
     let forced = r.kernel.as_deref().map(resolve_kernel).transpose()?;
-    let seed = load_seed(&r.seed, forced.as_ref())?;
+    let seed = load_seed(&r.seed, forced.as_ref(), r.raw)?;
     let manifest = seed_kernel(forced.as_ref(), &seed, &r.seed)?;
     let cfg = r.engine.config()?;
     if let Some(kind) = r.emit {
@@ -72,20 +72,20 @@ pub(super) fn repro(r: ReproArgs) -> Result<i32> {
     }
     let case = manifest.bind(seed.case.clone());
     let plan = Plan::new(&case, &manifest).map_err(|e| fail(exit::USAGE, format!("{}: {}", r.seed.display(), chain(e))))?;
-    print!("{}", report::plan_table(&case, &plan));
-    print!("{}", report::contract_lines(&manifest.name, &crate::plan::check_contract(&manifest, &case, &plan)));
+    out!("{}", report::plan_table(&case, &plan))?;
+    out!("{}", report::contract_lines(&manifest.name, &crate::plan::check_contract(&manifest, &case, &plan)))?;
     if let Some(f) = &seed.finding {
-        println!("saved finding: {f}");
+        outln!("saved finding: {f}")?;
     }
     let mut sup = cfg.supervisor().map_err(setup)?;
     let gpu = sup.gpu().map_err(no_gpu)?;
-    println!("gpu {}: {} ({}), driver {}", gpu.ordinal, gpu.name, gpu.arch, gpu.driver_version);
+    outln!("gpu {}: {} ({}), driver {}", gpu.ordinal, gpu.name, gpu.arch, gpu.driver_version)?;
     let verdict = sup.run(&case, &manifest, &cfg.options(), cfg.timeout(&manifest)).map_err(no_gpu)?;
-    println!("{}", report::one_line(&case, &verdict));
-    println!("reference: {}; times (us): {:?}", verdict.reference, verdict.times);
+    outln!("{}", report::one_line(&case, &verdict))?;
+    outln!("reference: {}; times (us): {:?}", verdict.reference, verdict.times)?;
     if let (Some(saved), Outcome::Fail { findings }) = (&seed.signature, &verdict.outcome) {
         let same = findings.iter().any(|f| &f.signature() == saved);
-        println!("saved signature {}: {}", saved, if same { "reproduced" } else { "NOT reproduced (a different failure)" });
+        outln!("saved signature {}: {}", saved, if same { "reproduced" } else { "NOT reproduced (a different failure)" })?;
     }
     let mut tally = Tally::default();
     tally.add(&verdict);
@@ -119,9 +119,11 @@ fn emit_repro(r: &ReproArgs, cfg: &EngineConfig, kind: EmitArg, seed: &Seed, man
     let case = manifest.bind(seed.case.clone());
     let emitted = emit(kind, &case, manifest, &info).map_err(|e| fail(exit::USAGE, format!("{}: {}", r.seed.display(), chain(e))))?;
     if to_stdout {
-        print!("{}", emitted.text);
+        out!("{}", emitted.text)?;
         return Ok(exit::OK);
     }
+    // Not even with --force: that replaces an old repro, never the seed or the kernel.
+    refuse_clobber(&output, std::iter::once(r.seed.as_path()).chain(manifest_inputs(manifest)))?;
     let written = if r.force {
         std::fs::write(&output, &emitted.text)
     } else {
@@ -135,17 +137,17 @@ fn emit_repro(r: &ReproArgs, cfg: &EngineConfig, kind: EmitArg, seed: &Seed, man
         }
         Err(e) => return Err(fail(exit::SETUP, format!("cannot write {}: {e}", output.display()))),
     }
-    println!("wrote {} ({} bytes): {} {}", output.display(), emitted.text.len(), manifest.name, case.summary());
+    outln!("wrote {} ({} bytes): {} {}", output.display(), emitted.text.len(), manifest.name, case.summary())?;
     if let Some(f) = &seed.finding {
-        println!("saved finding: {f}");
+        outln!("saved finding: {f}")?;
     }
     let dir = output.parent().filter(|d| !d.as_os_str().is_empty());
     match dir {
-        Some(d) => println!("build and run (in {}):", d.display()),
-        None => println!("build and run:"),
+        Some(d) => outln!("build and run (in {}):", d.display())?,
+        None => outln!("build and run:")?,
     }
     for c in &emitted.commands {
-        println!("  {c}");
+        outln!("  {c}")?;
     }
     Ok(exit::OK)
 }

@@ -27,20 +27,20 @@ pub(super) fn sanitizer_command(c: SanitizerCommand) -> Result<i32> {
     let SanitizerCommand::Parse { file, json } = c;
     let parsed = xml::parse_file(&file).map_err(|e| fail(exit::USAGE, e.to_string()))?;
     if let Some(cut) = &parsed.truncated {
-        eprintln!("{}: truncated: {cut}", file.display());
+        errln!("{}: truncated: {cut}", file.display());
     }
     let found = parsed.findings().count();
     if json {
-        println!("{}", serde_json::to_string_pretty(&parsed)?);
+        outln!("{}", serde_json::to_string_pretty(&parsed)?)?;
     } else {
         let ctx = FindingContext { kernel: "-", alignment: &[], inside_contract: true, table: None, tool: Oracle::Memcheck };
         for r in parsed.findings() {
             let func = r.user_frame().and_then(|f| f.func.clone()).unwrap_or_else(|| "?".into());
             let f = FindingContext { kernel: &func, ..ctx };
-            println!("{}", to_finding(r, &f));
+            outln!("{}", to_finding(r, &f))?;
         }
         let api = parsed.records.len() - found;
-        println!("{}: {found} finding records, {api} API-error records", file.display());
+        outln!("{}: {found} finding records, {api} API-error records", file.display())?;
     }
     Ok(if found > 0 { exit::FINDINGS } else { exit::OK })
 }

@@ -54,7 +54,7 @@ pub(super) fn sweep(s: SweepArgs) -> Result<i32> {
     let cfg = s.engine.config()?;
     let mut pool = cfg.pool().map_err(setup)?;
     let gpu = pool.slots[0].gpu().map_err(no_gpu)?;
-    println!("{}; {} repetitions per cell", workers_line(&gpu, &mut pool), s.repeat);
+    outln!("{}; {} repetitions per cell", workers_line(&gpu, &mut pool), s.repeat)?;
     let opts = cfg.options();
     let mut rows = Vec::new();
     for m in &manifests {
@@ -64,13 +64,13 @@ pub(super) fn sweep(s: SweepArgs) -> Result<i32> {
             for class in &classes {
                 let job = CellSpec { manifest: m, params, class: class.clone(), repeat: s.repeat, seed: s.seed, deadline: None };
                 let cell = run_cell(&mut pool, &job, &opts, cfg.timeout(m), &mut |_, _| Ok(())).map_err(no_gpu)?;
-                eprintln!("{config} {class}: {} passed, {} failed, {} errors, {} skipped", cell.pass, cell.fail, cell.error, cell.skipped);
+                errln!("{config} {class}: {} passed, {} failed, {} errors, {} skipped", cell.pass, cell.fail, cell.error, cell.skipped);
                 cells.insert(class.to_string(), cell);
             }
             rows.push(Row { config, cells });
         }
     }
-    print!("{}", render(&rows, &classes));
+    out!("{}", render(&rows, &classes))?;
     if let Some(path) = &s.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)?).with_context(|| format!("cannot write {}", path.display()))?;
     }

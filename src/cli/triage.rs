@@ -25,16 +25,16 @@ pub(super) fn triage(a: TriageArgs) -> Result<i32> {
     let scan = triage::scan::scan(&a.dirs).map_err(|e| fail(exit::USAGE, format!("{e}; give directories or seed files that exist")))?;
     let bugs = scan.triage.bugs();
     if a.json {
-        print!("{}", BugIndex::new(&scan.triage, std::path::Path::new("")).to_json());
+        out!("{}", BugIndex::new(&scan.triage, std::path::Path::new("")).to_json())?;
         return Ok(exit::OK);
     }
-    println!(
+    outln!(
         "{} seed files with findings in {} cases ({} other JSON files skipped{})",
         scan.seeds,
         scan.triage.case_count(),
         scan.skipped.len(),
         if scan.indexes.is_empty() { String::new() } else { format!("; mappings from {} bug index(es)", scan.indexes.len()) }
-    );
-    print!("{}", triage::table(&bugs, None));
+    )?;
+    out!("{}", triage::table(&bugs, None))?;
     Ok(exit::OK)
 }

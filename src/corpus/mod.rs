@@ -3,7 +3,8 @@
 //! A [`Seed`] is JSON with a format tag and version, the [`Case`], and optionally the finding it
 //! reproduces and its signature. Reading also accepts a bare case (as a human might write one)
 //! and raw libFuzzer bytes, which decode through the same decoder the fuzz target uses (and so
-//! need the kernel's [`DecodeContext`]). Seeds and cases of format 1 (the attention-only model)
+//! need the kernel's [`DecodeContext`]); raw bytes are read only from files libFuzzer named, or
+//! when the caller says so ([`RawInput`]): garbage never decodes into an unrelated case. Seeds and cases of format 1 (the attention-only model)
 //! are migrated on read ([`crate::case::legacy`]) and keep their saved signatures. Writing is
 //! atomic (a temporary file in the same directory, then a rename that refuses to replace
 //! anything), so a crash mid-write never leaves half a seed and nothing a user saved is ever
@@ -95,24 +96,66 @@ impl Seed {
     }
 }
 
-/// Reads a seed, a bare case, or raw fuzzer bytes (decoded with `ctx`, the kernel's context)
-/// from `path`, and validates the case. Text that starts with `{` is JSON; anything else is raw
-/// bytes, which need `ctx`.
+/// Whether a seed file may hold raw libFuzzer bytes rather than JSON.
+///
+/// The format is never guessed from the content (garbage must not decode into some unrelated
+/// case): raw bytes are read from files named as libFuzzer names its artifacts
+/// ([`is_libfuzzer_artifact`]), or from any file when the user says so (`--raw`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RawInput {
+    /// Raw bytes only for libFuzzer artifact names; everything else must be a JSON seed or case.
+    #[default]
+    ByName,
+    /// The file is raw fuzzer bytes, whatever its name.
+    Always,
+}
+
+/// The prefixes libFuzzer gives the inputs it saves (`-artifact_prefix` keeps them).
+pub const LIBFUZZER_ARTIFACT_PREFIXES: [&str; 5] = ["crash-", "timeout-", "oom-", "leak-", "slow-unit-"];
+
+/// Whether `path` is named as libFuzzer names a saved input (`crash-<sha1>`, `timeout-…`,
+/// `oom-…`, `leak-…`, `slow-unit-…`). A `.json` file is a seed, whatever its name.
+pub fn is_libfuzzer_artifact(path: &Path) -> bool {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return false };
+    LIBFUZZER_ARTIFACT_PREFIXES.iter().any(|p| name.starts_with(p)) && path.extension().is_none_or(|e| e != "json")
+}
+
+/// Reads a seed or a bare case (JSON), or raw fuzzer bytes from a libFuzzer artifact (decoded
+/// with `ctx`, the kernel's context), from `path`, and validates the case.
 pub fn load(path: &Path, ctx: Option<&DecodeContext>) -> Result<(Seed, SeedEncoding), SeedError> {
-    let bytes = fs::read(path).map_err(|source| SeedError::Io { path: path.into(), action: "read", source })?;
-    let (seed, encoding) = parse(path, &bytes, ctx)?;
+    load_as(path, ctx, RawInput::ByName)
+}
+
+/// [`load`], with the caller saying when the file is raw fuzzer bytes.
+pub fn load_as(path: &Path, ctx: Option<&DecodeContext>, raw: RawInput) -> Result<(Seed, SeedEncoding), SeedError> {
+    let bytes = crate::userfile::read(path).map_err(|source| SeedError::Io { path: path.into(), action: "read", source })?;
+    let raw = raw == RawInput::Always || is_libfuzzer_artifact(path);
+    let (seed, encoding) = if raw { (Seed::new(decode_raw(path, &bytes, ctx)?), SeedEncoding::Raw) } else { parse_json(path, &bytes)? };
     seed.case.validate().map_err(|source| SeedError::Case { path: path.into(), source })?;
     Ok((seed, encoding))
 }
 
-fn parse(path: &Path, bytes: &[u8], ctx: Option<&DecodeContext>) -> Result<(Seed, SeedEncoding), SeedError> {
-    let looks_json = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') && std::str::from_utf8(bytes).is_ok();
-    if !looks_json {
-        let Some(ctx) = ctx else {
-            return Err(SeedError::Decode { path: path.into(), message: "raw fuzzer bytes decode for one kernel: pass --kernel (or set CUDAFUZZ_KERNEL)".into() });
-        };
-        let case = decode_case(&mut Unstructured::new(bytes), ctx).map_err(|e| SeedError::Decode { path: path.into(), message: e.to_string() })?;
-        return Ok((Seed::new(case), SeedEncoding::Raw));
+fn decode_raw(path: &Path, bytes: &[u8], ctx: Option<&DecodeContext>) -> Result<Case, SeedError> {
+    let Some(ctx) = ctx else {
+        return Err(SeedError::Decode { path: path.into(), message: "raw fuzzer bytes decode for one kernel: pass --kernel (or set CUDAFUZZ_KERNEL)".into() });
+    };
+    decode_case(&mut Unstructured::new(bytes), ctx).map_err(|e| SeedError::Decode { path: path.into(), message: e.to_string() })
+}
+
+/// The hint every "this is not a seed" error ends with.
+const NOT_A_SEED_HINT: &str = "a seed is a JSON object (`cudafuzz case example` prints one); raw libFuzzer bytes are read only from files named crash-*, timeout-*, oom-*, leak-* or slow-unit-*, or with --raw";
+
+/// A seed document or a bare case, as JSON. Anything else is an error naming the file.
+fn parse_json(path: &Path, bytes: &[u8]) -> Result<(Seed, SeedEncoding), SeedError> {
+    let not_a_seed = |what: String| SeedError::NotASeed { path: path.into(), problem: format!("{what}; {NOT_A_SEED_HINT}") };
+    if bytes.starts_with(b"\xEF\xBB\xBF") {
+        return Err(not_a_seed("starts with a UTF-8 byte-order mark: save it without one".into()));
+    }
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return Err(not_a_seed("not UTF-8 text".into()));
+    };
+    if text.trim().is_empty() {
+        return Err(not_a_seed("the file is empty".into()));
     }
     let json_err = |e: serde_json::Error| SeedError::Json {
         path: path.into(),
@@ -120,31 +163,45 @@ fn parse(path: &Path, bytes: &[u8], ctx: Option<&DecodeContext>) -> Result<(Seed
         column: e.column(),
         message: e.to_string(),
     };
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(json_err)?;
+    // A document that does not even open an object is not a seed with a typo in it.
+    let opens_object = text.trim_start().starts_with('{');
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| if opens_object { json_err(e) } else { not_a_seed("not a JSON object".into()) })?;
+    let kind = match &value {
+        serde_json::Value::Object(_) => None,
+        serde_json::Value::Null => Some("null"),
+        serde_json::Value::Bool(_) => Some("a boolean"),
+        serde_json::Value::Number(_) => Some("a number"),
+        serde_json::Value::String(_) => Some("a string"),
+        serde_json::Value::Array(_) => Some("an array"),
+    };
+    if let Some(kind) = kind {
+        return Err(not_a_seed(format!("the JSON document is {kind}, not an object")));
+    }
     if let Some(format) = value.get("format") {
         let format = format.as_str().unwrap_or("?").to_string();
-        let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
+        let version = value.get("version").and_then(|v| v.as_u64()).map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX));
         if format != SEED_FORMAT || !(1..=SEED_VERSION).contains(&version) {
             return Err(SeedError::UnknownFormat { path: path.into(), format, version, expected: SEED_FORMAT, supported: SEED_VERSION });
         }
         if version == 1 {
-            let old: SeedV1 = serde_json::from_slice(bytes).map_err(json_err)?;
+            let old: SeedV1 = serde_json::from_str(text).map_err(json_err)?;
             let seed = Seed { format: old.format, version: SEED_VERSION, case: legacy::migrate(old.case), finding: old.finding, signature: old.signature, note: old.note };
             return Ok((seed, SeedEncoding::Seed));
         }
-        let seed: Seed = serde_json::from_slice(bytes).map_err(json_err)?;
+        let seed: Seed = serde_json::from_str(text).map_err(json_err)?;
         return Ok((seed, SeedEncoding::Seed));
     }
     match value.get("version").and_then(|v| v.as_u64()) {
         Some(1) => {
-            let old: legacy::CaseV1 = serde_json::from_slice(bytes).map_err(json_err)?;
+            let old: legacy::CaseV1 = serde_json::from_str(text).map_err(json_err)?;
             Ok((Seed::new(legacy::migrate(old)), SeedEncoding::Case))
         }
-        Some(v) if v != crate::case::CASE_VERSION as u64 => {
-            Err(SeedError::Case { path: path.into(), source: crate::error::CaseError::UnknownVersion { found: v as u32, supported: crate::case::CASE_VERSION } })
-        }
+        Some(v) if v != crate::case::CASE_VERSION as u64 => Err(SeedError::Case {
+            path: path.into(),
+            source: crate::error::CaseError::UnknownVersion { found: u32::try_from(v).unwrap_or(u32::MAX), supported: crate::case::CASE_VERSION },
+        }),
         _ => {
-            let case: Case = serde_json::from_slice(bytes).map_err(json_err)?;
+            let case: Case = serde_json::from_str(text).map_err(json_err)?;
             Ok((Seed::new(case), SeedEncoding::Case))
         }
     }
@@ -183,7 +240,7 @@ pub fn save(dir: &Path, seed: &Seed) -> Result<SavedSeed, SeedError> {
             }
             continue;
         }
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io("write", e))?;
+        let mut tmp = crate::userfile::temp_in(dir).map_err(|e| io("write", e))?;
         tmp.write_all(text.as_bytes()).map_err(|e| io("write", e))?;
         tmp.as_file().sync_all().map_err(|e| io("write", e))?;
         match tmp.persist_noclobber(&path) {
@@ -199,7 +256,7 @@ pub fn save(dir: &Path, seed: &Seed) -> Result<SavedSeed, SeedError> {
 pub fn save_as(path: &Path, seed: &Seed) -> Result<(), SeedError> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let io = |action, source| SeedError::Io { path: path.into(), action, source };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io("write", e))?;
+    let mut tmp = crate::userfile::temp_in(dir).map_err(|e| io("write", e))?;
     tmp.write_all(seed.to_json().as_bytes()).map_err(|e| io("write", e))?;
     tmp.persist_noclobber(path).map_err(|e| io("write", e.error))?;
     Ok(())

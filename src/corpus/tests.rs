@@ -51,6 +51,36 @@ fn bare_case_and_raw_bytes_load() {
     assert!(e.to_string().contains("crash-123") && e.to_string().contains("--kernel"), "{e}");
 }
 
+/// Only libFuzzer's artifact names (or an explicit [`RawInput::Always`]) are read as raw bytes:
+/// anything else that is not a JSON seed or case is an error naming the file, never some
+/// unrelated decoded case.
+#[test]
+fn raw_bytes_only_by_name_or_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_seeds: [(&str, &[u8]); 7] = [
+        ("empty.json", b""),
+        ("bom.json", b"\xEF\xBB\xBF{}"),
+        ("array.json", b"[1,2,3]"),
+        ("null.json", b"null"),
+        ("planted.toml", b"[self_check]\nkernel = \"x\"\n"),
+        ("bytes.bin", &[7, 200, 3, 99, 0, 1, 2, 250, 17]),
+        ("crash-1.json", &[7, 200, 3, 99, 0, 1, 2, 250, 17]),
+    ];
+    for (name, bytes) in not_seeds {
+        let p = dir.path().join(name);
+        fs::write(&p, bytes).unwrap();
+        let e = load(&p, Some(&ctx())).unwrap_err();
+        assert!(matches!(e, SeedError::NotASeed { .. }) && e.to_string().contains(name), "{name}: {e}");
+        if !name.ends_with(".json") {
+            assert!(load_as(&p, Some(&ctx()), RawInput::Always).is_ok(), "{name} with --raw");
+        }
+    }
+    for name in ["crash-da39a3ee", "timeout-1", "oom-1", "leak-1", "slow-unit-1"] {
+        assert!(is_libfuzzer_artifact(std::path::Path::new(name)), "{name}");
+    }
+    assert!(!is_libfuzzer_artifact(std::path::Path::new("crashed-1")));
+}
+
 #[test]
 fn errors_name_the_file_and_field() {
     let dir = tempfile::tempdir().unwrap();

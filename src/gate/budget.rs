@@ -44,7 +44,7 @@ impl Budget {
     /// One sanitizer pass's time when `passes_left` passes (this one included) remain after
     /// `elapsed`: an equal part of what is left.
     pub fn sanitizer(&self, elapsed: Duration, passes_left: usize) -> Duration {
-        self.remaining(elapsed) / passes_left.max(1) as u32
+        self.remaining(elapsed) / u32::try_from(passes_left.max(1)).unwrap_or(u32::MAX)
     }
 }
 

@@ -253,7 +253,7 @@ fn default_sanitizer_cases() -> u64 {
 impl GateConfig {
     /// Reads and checks a configuration file (the schema only; [`GateConfig::plan`] resolves it).
     pub fn load(path: &Path) -> Result<GateConfig, GateError> {
-        let text = std::fs::read_to_string(path).map_err(|source| GateError::Io { path: path.into(), source })?;
+        let text = crate::userfile::read_text(path).map_err(|source| GateError::Io { path: path.into(), source })?;
         GateConfig::from_toml(path, &text)
     }
 

@@ -297,7 +297,7 @@ impl GateRun<'_> {
         if self.stopped || self.plan.sweeps.is_empty() {
             return;
         }
-        let deadline = Instant::now() + self.budget.sweep(self.started.elapsed());
+        let deadline = crate::clock::deadline_in(self.budget.sweep(self.started.elapsed()));
         (self.log)(&format!("== sweep ({:.0} s at most)", deadline.saturating_duration_since(Instant::now()).as_secs_f64()));
         let mut cell_index = 0u64;
         let plan = self.plan;
@@ -383,7 +383,7 @@ impl GateRun<'_> {
             seed: self.seed,
             shard: self.shard,
             cases: k.cases,
-            deadline: t0 + time,
+            deadline: crate::clock::deadline(t0, time),
             outside_contract: k.outside_contract,
             escalate: if self.sanitizer_ok { &plan.settings.escalate } else { &[] },
         };
@@ -431,7 +431,7 @@ impl GateRun<'_> {
     fn sanitizer_pass(&mut self, p: &PlannedSanitizer, passes_left: usize) {
         let t0 = Instant::now();
         let time = self.budget.sanitizer(self.started.elapsed(), passes_left);
-        let job = SanitizeJob { manifest: &p.manifest, tools: &p.tools, cases: p.cases, seed: self.seed, shard: self.shard, deadline: t0 + time };
+        let job = SanitizeJob { manifest: &p.manifest, tools: &p.tools, cases: p.cases, seed: self.seed, shard: self.shard, deadline: crate::clock::deadline(t0, time) };
         let mut found = Vec::new();
         let result = self.backend.sanitize(&job, &mut |f| found.push(f));
         for f in found {

@@ -66,7 +66,13 @@ pub enum InferError {
         /// Why the smallest case is not one, joined.
         reasons: String,
     },
+    /// More replicas per probe than [`MAX_CASES_PER_PROBE`].
+    #[error("{0} cases per probe is more than {MAX_CASES_PER_PROBE}: a handful shows a flaky outcome")]
+    TooManyReplicas(usize),
 }
+
+/// Most replicas per probe: a few show flakiness, and every probe runs them all.
+pub const MAX_CASES_PER_PROBE: usize = 1000;
 
 /// One property value to try: its replicas and whether the declared contract accepts them.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -123,6 +129,9 @@ impl ProbePlan {
 /// row, a head_dim of 65 misaligns nothing. The widened base is run as the base's second
 /// replica, so both starting points are known to pass before anything is inferred.
 pub fn plan_probes(m: &Manifest, cases_per_probe: usize) -> Result<ProbePlan, InferError> {
+    if cases_per_probe > MAX_CASES_PER_PROBE {
+        return Err(InferError::TooManyReplicas(cases_per_probe));
+    }
     let base = base_case(m)?;
     let n = cases_per_probe.max(1);
     let wide = widened(&base, m);

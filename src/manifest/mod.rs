@@ -527,7 +527,7 @@ pub fn find_manifests(dir: &Path) -> Vec<PathBuf> {
             if ft.is_dir() {
                 walk(&p, out);
             } else if p.extension().is_some_and(|x| x == "toml") {
-                let is_manifest = std::fs::read_to_string(&p)
+                let is_manifest = crate::userfile::read_text(&p)
                     .ok()
                     .and_then(|t| toml::from_str::<toml::Table>(&t).ok())
                     .is_some_and(|t| t.contains_key("entry") && t.contains_key("source"));

@@ -289,6 +289,12 @@ fn plan_tensor<'e>(case: &Case, m: &Manifest, index: usize, vars: &Vars, env: &d
     let dtype = t.dtype.resolve(case.dtype);
     let eb = dtype.size() as u64;
     let st = strides(&shape, &layout).ok_or_else(|| bad("pad", "a stride overflows 64 bits; use less padding".into()))?;
+    // A kernel steps by stride × element size in bytes: past i64 that wraps (to 0, for a stride
+    // of 2⁶² f32 elements) even where the span stays small (the dimension has extent 1).
+    if let Some((i, s)) = st.iter().enumerate().find(|(_, &s)| s.checked_mul(eb).is_none_or(|b| b > i64::MAX as u64)) {
+        let dim = t.dim_name(i).map(|d| format!(" ({d})")).unwrap_or_default();
+        return Err(bad("pad", format!("the stride of dimension {i}{dim} is {s} elements of {eb} bytes, past a 64-bit signed byte offset; use less padding")));
+    }
     let span_bytes = span_elements(&shape, &st)
         .and_then(|n| n.checked_mul(eb))
         .ok_or_else(|| bad("pad", "the tensor's span overflows 64 bits; use less padding".into()))?;

@@ -207,7 +207,7 @@ pub fn copy_seeds(dirs: &[PathBuf], to: &Path) -> Result<Vec<CopiedSeed>, MergeE
         let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_file()).collect();
         files.sort();
         for from in files {
-            let bytes = std::fs::read(&from).map_err(|source| MergeError::Io { path: from.clone(), action: "read", source })?;
+            let bytes = crate::userfile::read(&from).map_err(|source| MergeError::Io { path: from.clone(), action: "read", source })?;
             let (to_path, action) = place(to, &from, &bytes)?;
             out.push(CopiedSeed { from, to: to_path, action });
         }
@@ -233,7 +233,7 @@ fn place(dir: &Path, from: &Path, bytes: &[u8]) -> Result<(PathBuf, CopyAction),
             }
             continue;
         }
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io(dir, "write", e))?;
+        let mut tmp = crate::userfile::temp_in(dir).map_err(|e| io(dir, "write", e))?;
         tmp.write_all(bytes).map_err(|e| io(dir, "write", e))?;
         match tmp.persist_noclobber(&candidate) {
             Ok(_) => return Ok((candidate, if n == 1 { CopyAction::Copied } else { CopyAction::Renamed })),

@@ -8,6 +8,7 @@
 //! last marker. Each tool is one pass over the batch.
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -55,7 +56,7 @@ impl Supervisor {
                 // One sanitizer process: until the batch ends or the worker does.
                 let mut ran: Vec<(usize, Verdict)> = Vec::new();
                 loop {
-                    let (v, _) = self.run_once(&tool_cases[next], manifest, &tool_opts, timeout * SANITIZER_SLOWDOWN)?;
+                    let (v, _) = self.run_once(&tool_cases[next], manifest, &tool_opts, timeout.saturating_mul(SANITIZER_SLOWDOWN))?;
                     ran.push((next, v));
                     next += 1;
                     if self.worker.is_none() || next == cases.len() {
@@ -66,9 +67,10 @@ impl Supervisor {
                 if let Err(ran) = merge_records(tool, xml, &tool_cases, manifest, ran, &mut verdicts) {
                     // The markers did not match the cases (the tool merged or dropped some
                     // reports): run each of them alone, where attribution needs no marker.
-                    eprintln!("cudafuzz: {tool}: markers did not match the {} cases of one process; re-running them one per process", ran.len());
+                    // A closed stderr must not panic a run over a diagnostic.
+                    let _ = writeln!(std::io::stderr(), "cudafuzz: {tool}: markers did not match the {} cases of one process; re-running them one per process", ran.len());
                     for (idx, _) in ran {
-                        let (v, _) = self.run_once(&tool_cases[idx], manifest, &tool_opts, timeout * SANITIZER_SLOWDOWN)?;
+                        let (v, _) = self.run_once(&tool_cases[idx], manifest, &tool_opts, timeout.saturating_mul(SANITIZER_SLOWDOWN))?;
                         let xml = self.end_process();
                         let _ = merge_records(tool, xml, &tool_cases, manifest, vec![(idx, v)], &mut verdicts);
                     }

@@ -172,24 +172,11 @@ struct JournalEntry<'a> {
 }
 
 impl Supervisor {
-    /// A supervisor with no worker yet; the first case starts one.
+    /// A supervisor with no worker yet; the first case starts one. Nothing is created on disk
+    /// until then: the journal is opened with the first case it records, so a command that
+    /// stops on a check (no GPU, a bad option) leaves no empty journals behind.
     pub fn new(cfg: SupervisorConfig) -> Result<Supervisor, SupervisorError> {
-        let journal = match &cfg.journal {
-            Some(path) => {
-                if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir).map_err(|source| SupervisorError::Journal { path: path.clone(), source })?;
-                }
-                Some(
-                    OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(path)
-                        .map_err(|source| SupervisorError::Journal { path: path.clone(), source })?,
-                )
-            }
-            None => None,
-        };
-        Ok(Supervisor { cfg, worker: None, tool: None, xml: None, journal, next_id: 0, starts: 0, opened_gpu: false })
+        Ok(Supervisor { cfg, worker: None, tool: None, xml: None, journal: None, next_id: 0, starts: 0, opened_gpu: false })
     }
 
     /// Switches the sanitizer pass (ends the current worker, which may be of the old kind).
@@ -215,7 +202,8 @@ impl Supervisor {
                     // Seen on an H100 after ~300 faults in a row: a fresh process's cuInit said
                     // CUDA_ERROR_NO_DEVICE while the driver recovered.
                     let Some(wait) = waits.next() else { return Err(SupervisorError::NoGpu(message)) };
-                    eprintln!("cudafuzz: worker restart could not open GPU {} ({message}); retrying in {wait:?}", self.cfg.gpu);
+                    // A closed stderr must not panic a run over a diagnostic.
+                    let _ = writeln!(std::io::stderr(), "cudafuzz: worker restart could not open GPU {} ({message}); retrying in {wait:?}", self.cfg.gpu);
                     std::thread::sleep(*wait);
                 }
                 Err(e) => return Err(e),
@@ -278,14 +266,17 @@ impl Supervisor {
     }
 
     fn journal(&mut self, entry: &impl Serialize) -> Result<(), SupervisorError> {
-        if let Some(f) = &mut self.journal {
-            let line = serde_json::to_string(entry).expect("journal entries serialize");
-            writeln!(f, "{line}").and_then(|()| f.flush()).map_err(|source| SupervisorError::Journal {
-                path: self.cfg.journal.clone().unwrap_or_default(),
-                source,
-            })?;
+        let Some(path) = &self.cfg.journal else { return Ok(()) };
+        let error = |source| SupervisorError::Journal { path: path.clone(), source };
+        if self.journal.is_none() {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(error)?;
+            }
+            self.journal = Some(OpenOptions::new().create(true).append(true).open(path).map_err(error)?);
         }
-        Ok(())
+        let f = self.journal.as_mut().expect("opened above");
+        let line = serde_json::to_string(entry).expect("journal entries serialize");
+        writeln!(f, "{line}").and_then(|()| f.flush()).map_err(error)
     }
 
     /// Runs one case in the worker and returns its verdict; hangs and dead workers become
@@ -309,7 +300,7 @@ impl Supervisor {
         if !hung {
             return Ok(first);
         }
-        let (second, hung_again) = self.run_once(case, manifest, opts, timeout * 2)?;
+        let (second, hung_again) = self.run_once(case, manifest, opts, timeout.saturating_mul(2))?;
         Ok(if hung_again { first } else { second })
     }
 
@@ -329,7 +320,7 @@ impl Supervisor {
             return Ok((self.bury(case, manifest, None), false));
         }
         // Two runs of the kernel when checking determinism, plus host work around them.
-        let kernel_budget = timeout * if opts.determinism { 2 } else { 1 } + Duration::from_secs(2);
+        let kernel_budget = timeout.saturating_mul(if opts.determinism { 2 } else { 1 }).saturating_add(Duration::from_secs(2));
         let mut deadline = Instant::now() + SETUP_TIMEOUT;
         let mut launched_at = None;
         loop {
@@ -345,7 +336,7 @@ impl Supervisor {
                 Ok(line) => match serde_json::from_str::<WorkerEvent>(&line) {
                     Ok(WorkerEvent::Launched { id: got }) if got == id => {
                         launched_at = Some(Instant::now());
-                        deadline = Instant::now() + kernel_budget;
+                        deadline = crate::clock::deadline_in(kernel_budget);
                     }
                     Ok(WorkerEvent::Done { id: got, verdict }) if got == id => {
                         self.journal(&serde_json::json!({ "id": id, "outcome": &verdict.outcome }))?;
@@ -444,7 +435,7 @@ impl Drop for Supervisor {
 /// then kills its process group.
 fn retire(mut w: WorkerHandle, patience: Duration) {
     drop(w.stdin);
-    let deadline = Instant::now() + patience;
+    let deadline = crate::clock::deadline_in(patience);
     while Instant::now() < deadline {
         if let Ok(Some(_)) = w.child.try_wait() {
             return;

@@ -120,7 +120,7 @@ impl BugIndex {
 
     /// Reads an index file.
     pub fn load(path: &Path) -> Result<BugIndex, IndexError> {
-        let text = std::fs::read_to_string(path).map_err(|source| IndexError::Io { path: path.into(), action: "read", source })?;
+        let text = crate::userfile::read_text(path).map_err(|source| IndexError::Io { path: path.into(), action: "read", source })?;
         let bad = |message: String| IndexError::Format { path: path.into(), message };
         let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
         let format = value.get("format").and_then(|v| v.as_str()).unwrap_or("?");
@@ -137,7 +137,7 @@ impl BugIndex {
         let path = dir.join(BUG_INDEX_FILE);
         let io = |source| IndexError::Io { path: path.clone(), action: "write", source };
         std::fs::create_dir_all(dir).map_err(io)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+        let mut tmp = crate::userfile::temp_in(dir).map_err(io)?;
         std::io::Write::write_all(&mut tmp, self.to_json().as_bytes()).map_err(io)?;
         tmp.persist(&path).map_err(|e| io(e.error))?;
         Ok(path)

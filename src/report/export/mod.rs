@@ -131,7 +131,7 @@ impl RunReport {
         for (name, text) in REPORT_FILES.iter().zip(texts) {
             let path = dir.join(name);
             let io = |source| ReportError::Io { path: path.clone(), action: "write", source };
-            let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+            let mut tmp = crate::userfile::temp_in(dir).map_err(io)?;
             std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(io)?;
             tmp.persist(&path).map_err(|e| io(e.error))?;
             out.push(path);
