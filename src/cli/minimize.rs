@@ -24,7 +24,7 @@ pub(super) struct MinimizeArgs {
     #[arg(long, env = "CUDAFUZZ_KERNEL")]
     kernel: Option<String>,
     /// At most this many candidate runs.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_parser = super::positive::<usize>)]
     max_runs: usize,
     #[command(flatten)]
     engine: EngineArgs,
@@ -34,8 +34,8 @@ pub(super) fn minimize_command(a: MinimizeArgs) -> Result<i32> {
     let forced = a.kernel.as_deref().map(resolve_kernel).transpose()?;
     let seed = load_seed(&a.seed, forced.as_ref())?;
     let manifest = seed_kernel(forced.as_ref(), &seed, &a.seed)?;
-    let start = manifest.bind(seed.case.clone());
     let cfg = a.engine.config()?;
+    let (start, _) = super::checked_case(&a.seed, &seed, &manifest)?;
     let mut sup = cfg.supervisor().map_err(setup)?;
     let opts = cfg.options();
     let limit = cfg.timeout(&manifest);
