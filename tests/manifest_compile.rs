@@ -806,7 +806,8 @@ fn build_all_compiles_every_combination() {
     let Some(c) = compiler(&tmp.path().join("cache")) else { return };
     let m = Manifest::load(&path).unwrap();
     let archs = [Arch::new(8, 0), Arch::new(9, 0)];
-    let out = build_all(std::slice::from_ref(&m), &archs, &c);
+    let (out, skipped) = build_all(std::slice::from_ref(&m), &archs, &c);
+    assert!(skipped.is_empty());
     // 2 BLOCK_N values x 2 dtypes x 2 archs.
     assert_eq!(out.len(), 8);
     for o in &out {
@@ -814,11 +815,11 @@ fn build_all_compiles_every_combination() {
         let (bytes, cached) = o.result.as_ref().unwrap_or_else(|log| panic!("{log}"));
         assert!(*bytes > 0 && !cached);
     }
-    let again = build_all(std::slice::from_ref(&m), &archs, &c);
+    let (again, _) = build_all(std::slice::from_ref(&m), &archs, &c);
     assert!(again.iter().all(|o| matches!(o.result, Ok((_, true)))));
     // A failing configuration is reported with its log, not fatal.
     std::fs::write(tmp.path().join("kernels/tiny/tiny.cu"), KERNEL.replace("#ifndef BLOCK_N", "#if BLOCK_N == 128\n#error \"BLOCK_N 128 broken\"\n#endif\n#ifndef BLOCK_N")).unwrap();
-    let out = build_all(std::slice::from_ref(&m), &archs, &c);
+    let (out, _) = build_all(std::slice::from_ref(&m), &archs, &c);
     let failed: Vec<_> = out.iter().filter(|o| o.result.is_err()).collect();
     assert_eq!(failed.len(), 4);
     assert!(failed.iter().all(|o| o.params["BLOCK_N"] == 128 && cudafuzz::error::chain(o.result.as_ref().unwrap_err().as_ref()).contains("BLOCK_N 128 broken")));

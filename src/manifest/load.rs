@@ -186,6 +186,7 @@ impl Manifest {
             Manifest { path: path.to_path_buf(), name, description, source, entry, fuzz, options, dtypes, defines, params, dims, requires, scalars, tensors, contract, reference, launch };
         l.check_names(&manifest)?;
         l.check_sample(&manifest)?;
+        manifest.check_combinations()?;
         Ok(manifest)
     }
 
