@@ -126,9 +126,10 @@ pub(super) enum CaseCommand {
     Decode {
         /// The raw input (e.g. a libFuzzer artifact).
         file: PathBuf,
-        /// Kernel the fuzzer decoded for (its manifest says what the bytes choose).
-        #[arg(long, env = "CUDAFUZZ_KERNEL")]
-        kernel: String,
+        /// Kernel the fuzzer decoded for (its manifest says what the bytes choose); default:
+        /// $CUDAFUZZ_KERNEL.
+        #[arg(long)]
+        kernel: Option<String>,
     },
 }
 
@@ -201,8 +202,9 @@ pub(super) struct RunArgs {
 pub(super) struct ReproArgs {
     /// The seed file (JSON or a raw libFuzzer artifact).
     pub(super) seed: PathBuf,
-    /// Kernel, when the seed does not name one (raw fuzzer bytes) or to replay against another.
-    #[arg(long, env = "CUDAFUZZ_KERNEL")]
+    /// Kernel, when the seed does not name one (raw fuzzer bytes) or to replay against another;
+    /// default: $CUDAFUZZ_KERNEL.
+    #[arg(long)]
     pub(super) kernel: Option<String>,
     /// Write a standalone repro instead of running the seed (no GPU needed): `cu`, one .cu file
     /// that `nvcc` builds, or `python`, a script using PyTorch, NVRTC and the CUDA driver. With
@@ -407,6 +409,19 @@ fn setup(e: ConfigError) -> anyhow::Error {
 /// A shipped kernel's name or a manifest path, as a loaded manifest.
 fn resolve_kernel(spec: &str) -> Result<Manifest> {
     registry::resolve(spec).map_err(|e| fail(exit::USAGE, chain(e)))
+}
+
+/// The kernel a command that takes a seed is told to use: `--kernel`, else `$CUDAFUZZ_KERNEL`
+/// (an error then names the variable), else none.
+fn forced_kernel(flag: Option<&str>) -> Result<Option<Manifest>> {
+    if let Some(k) = flag {
+        return resolve_kernel(k).map(Some);
+    }
+    match std::env::var("CUDAFUZZ_KERNEL") {
+        Ok(k) if !k.is_empty() => registry::resolve(&k).map(Some).map_err(|e| fail(exit::USAGE, format!("CUDAFUZZ_KERNEL={k}: {}", chain(e)))),
+        Err(std::env::VarError::NotUnicode(v)) => Err(fail(exit::USAGE, format!("CUDAFUZZ_KERNEL={}: not UTF-8; name a kernel or manifest path", v.to_string_lossy()))),
+        _ => Ok(None),
+    }
 }
 
 /// Loads a seed; raw bytes decode with the kernel's context.

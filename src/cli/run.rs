@@ -63,7 +63,7 @@ pub(super) fn run_cases(r: RunArgs) -> Result<i32> {
 }
 
 pub(super) fn repro(r: ReproArgs) -> Result<i32> {
-    let forced = r.kernel.as_deref().map(resolve_kernel).transpose()?;
+    let forced = super::forced_kernel(r.kernel.as_deref())?;
     let seed = load_seed(&r.seed, forced.as_ref())?;
     let manifest = seed_kernel(forced.as_ref(), &seed, &r.seed)?;
     let cfg = r.engine.config()?;

@@ -25,7 +25,7 @@ pub(super) enum SanitizerCommand {
 
 pub(super) fn sanitizer_command(c: SanitizerCommand) -> Result<i32> {
     let SanitizerCommand::Parse { file, json } = c;
-    let parsed = xml::parse_file(&file).map_err(|e| fail(exit::USAGE, e.to_string()))?;
+    let parsed = xml::parse_file(&file).map_err(|e| fail(exit::USAGE, super::chain(e)))?;
     if let Some(cut) = &parsed.truncated {
         eprintln!("{}: truncated: {cut}", file.display());
     }

@@ -259,7 +259,7 @@ impl GateConfig {
 
     /// Parses configuration text; `path` names it in errors.
     pub fn from_toml(path: &Path, text: &str) -> Result<GateConfig, GateError> {
-        let cfg: GateConfig = toml::from_str(text).map_err(|e| GateError::Toml { path: path.into(), message: e.to_string().trim_end().to_string() })?;
+        let cfg: GateConfig = toml::from_str(text).map_err(|e| GateError::Toml { path: path.into(), message: crate::error::clip_lines(&e.to_string()) })?;
         cfg.validate(path)?;
         Ok(cfg)
     }
