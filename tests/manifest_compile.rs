@@ -272,21 +272,21 @@ fn find_manifests_lists_only_kernel_manifests_sorted() {
 fn unknown_keys_are_rejected_with_file_and_field() {
     let (_, msg) = error_of("description =", "colour = \"red\"\ndescription =", "colour");
     assert!(msg.contains("unknown key") && msg.contains("remove it"), "{msg}");
-    let (_, msg) = error_of("timeout_ms = 2000", "timeout_ms = 2000\ngird = [\"1\"]", "launch");
+    let (_, msg) = error_of("timeout_ms = 2000", "timeout_ms = 2000\ngird = [\"1\"]", "launch.gird");
     assert!(msg.contains("unknown field `gird`"), "{msg}");
-    let (_, msg) = error_of("max_element_offset = 2147483647", "max_element_offset = 2147483647\nwarp_size = 32", "contract");
+    let (_, msg) = error_of("max_element_offset = 2147483647", "max_element_offset = 2147483647\nwarp_size = 32", "contract.warp_size");
     assert!(msg.contains("unknown field `warp_size`"), "{msg}");
-    let (_, msg) = error_of("init = \"neg_inf\"", "init = \"neg_inf\"\nsize = 4", "tensors.rowsum");
+    let (_, msg) = error_of("init = \"neg_inf\"", "init = \"neg_inf\"\nsize = 4", "tensors.rowsum.size");
     assert!(msg.contains("unknown field `size`"), "{msg}");
-    let (_, msg) = error_of("cap = 300, hints", "cap = 300, hint = [1], hints", "dims.rows");
+    let (_, msg) = error_of("cap = 300, hints", "cap = 300, hint = [1], hints", "dims.rows.hint");
     assert!(msg.contains("unknown field `hint`"), "{msg}");
     let (_, msg) = error_of("{ f32 = \"alpha\" }", "{ u16 = \"alpha\" }", "launch.args[7]");
     assert!(msg.contains("write one of") && msg.contains("{ f32 = \"scale\" }"), "{msg}");
     let (_, msg) = error_of("init = \"neg_inf\"", "init = \"minus_inf\"", "tensors.rowsum.init");
     assert!(msg.contains("neg_inf"), "{msg}");
-    let (_, msg) = error_of("role = \"scratch\"", "role = \"temp\"", "tensors.scratch");
+    let (_, msg) = error_of("role = \"scratch\"", "role = \"temp\"", "tensors.scratch.role");
     assert!(msg.contains("unknown variant `temp`"), "{msg}");
-    let (_, msg) = error_of("alpha = { type = \"f32\"", "alpha = { type = \"float\"", "scalars.alpha");
+    let (_, msg) = error_of("alpha = { type = \"f32\"", "alpha = { type = \"float\"", "scalars.alpha.type");
     assert!(msg.contains("unknown variant `float`"), "{msg}");
     // A watchdog override belongs to the launch; at the top level it would do nothing.
     let (_, msg) = error_of("description =", "timeout_ms = 500\ndescription =", "timeout_ms");
