@@ -2,7 +2,7 @@
 # GPU check of the op-generic kernel model (issue "Any tensor kernel"): the GPU tests, every
 # correct shipped kernel over many generated cases, the kernels that are not attention-shaped and
 # their planted bugs, seeds written before format 2, contract inference and standalone repros of
-# a kernel with a user reference. Uses binaries staged in .gpu/ by ../shared/tools/gpu-pack
+# a kernel with a user reference. Uses binaries staged in .gpu/ by ci/gpu-pack
 # (or target/release). Prints a summary table last; logs go to gpu-any-logs/ (and $OUT).
 #
 #   bash ci/gpu-any-kernel.sh [STAGE...]
@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 logs=gpu-any-logs
 rm -rf "$logs"; mkdir -p "$logs"
 if [ -x .gpu/bin/cudafuzz ]; then bin=$PWD/.gpu/bin/cudafuzz; elif [ -x target/release/cudafuzz ]; then bin=$PWD/target/release/cudafuzz
-else echo "gpu-any-kernel: no cudafuzz binary: run ../shared/tools/gpu-pack first" >&2; exit 4; fi
+else echo "gpu-any-kernel: no cudafuzz binary: run ci/gpu-pack first" >&2; exit 4; fi
 export CUDAFUZZ_BIN=$bin
 stages=("$@"); [ ${#stages[@]} -gt 0 ] || stages=(clean mutants seedsv1 contract emit)
 want() { printf '%s\n' "${stages[@]}" | grep -qx "$1"; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU check: runs the GPU test suite and a smoke campaign on any CUDA host, then prints a
 # summary table last. Builds nothing: it uses binaries staged in .gpu/ by gpu-pack
-# (../shared/tools/gpu-pack), or target/release when a Rust toolchain built them here.
+# (ci/gpu-pack), or target/release when a Rust toolchain built them here.
 #   bash ci/gpu-check.sh            # logs go to $OUT (if set) or ./gpu-check-logs
 #   GPU_CHECK_TESTS=0 bash ci/gpu-check.sh   # smoke campaigns only, no test suite
 set -uo pipefail
@@ -10,7 +10,7 @@ logs=gpu-check-logs
 rm -rf "$logs"; mkdir -p "$logs"
 if [ -x .gpu/bin/cudafuzz ]; then bin=.gpu/bin/cudafuzz; run_tests=.gpu/run-tests
 elif [ -x target/release/cudafuzz ]; then bin=target/release/cudafuzz; run_tests="cargo test --release --"
-else echo "gpu-check: no cudafuzz binary: run ../shared/tools/gpu-pack first" >&2; exit 4; fi
+else echo "gpu-check: no cudafuzz binary: run ci/gpu-pack first" >&2; exit 4; fi
 export CUDAFUZZ_BIN="$PWD/$bin"
 rows=()
 row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); }

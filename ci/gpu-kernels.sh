@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU check of the shipped kernels (issue "Kernels"): flash_fwd correctness and agreement with
 # PyTorch SDPA, the fa_s512 failure matrix, the mutant zoo's time to first finding, and
-# compute-sanitizer probes. Uses binaries staged in .gpu/ by ../shared/tools/gpu-pack.
+# compute-sanitizer probes. Uses binaries staged in .gpu/ by ci/gpu-pack.
 #   bash ci/gpu-kernels.sh [STAGE...]    stages: probe flash flash100k sdpa fa_s512 mutants bench
 #                                        sanitizer (GPU sanitizer tests + throughput) escalate
 #                                        int32 (targeted seed) int32-cost (one past-2^31 case, 3 runs)
@@ -27,7 +27,7 @@ cd "$(dirname "$0")/.."
 logs=gpu-kernel-logs
 rm -rf "$logs"; mkdir -p "$logs"
 bin=.gpu/bin/cudafuzz
-[ -x "$bin" ] || { echo "gpu-kernels: no $bin: run ../shared/tools/gpu-pack first" >&2; exit 4; }
+[ -x "$bin" ] || { echo "gpu-kernels: no $bin: run ci/gpu-pack first" >&2; exit 4; }
 stages=("$@"); [ ${#stages[@]} -gt 0 ] || stages=(probe flash sdpa fa_s512 mutants)
 want() { printf '%s\n' "${stages[@]}" | grep -qx "$1"; }
 jobs=${JOBS:-12}

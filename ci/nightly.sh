@@ -3,7 +3,7 @@
 #   bash ci/nightly.sh [GATE ARGS...]       e.g. --budget 5m, --shard 2/4, --jobs 4 --gpus all
 # Environment: CUDAFUZZ_GATE_OUT (default gate-out), CUDAFUZZ_GATE_BUDGET (default: the
 # configuration's), CUDAFUZZ_SHARD=I/N or a Slurm array task for a sharded gate.
-# Uses .gpu/bin/cudafuzz when staged (../shared/tools/gpu-pack), else `cargo run --release`.
+# Uses .gpu/bin/cudafuzz when staged (ci/gpu-pack), else `cargo run --release`.
 # Appends report.md to $GITHUB_STEP_SUMMARY when set. Exits with the gate's status: 0 nothing
 # new and every check passed, 1 findings or regressions, 3 no GPU, 4 environment check failed
 # (compute-sanitizer missing, planted bug not caught), 2 bad configuration.

@@ -38,6 +38,10 @@ pub fn stop_flag() -> Arc<AtomicBool> {
 /// is a typo, not a machine.
 pub const MAX_GPUS: usize = 1024;
 
+/// The most worker processes a run may ask for (`--jobs`): far more than any GPU host keeps
+/// busy, and few enough that a typo cannot start thousands of processes.
+pub const MAX_JOBS: usize = 256;
+
 /// Which GPUs workers are spread over.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum GpuSelection {
@@ -50,9 +54,9 @@ pub enum GpuSelection {
     Count(usize),
 }
 
-/// A `--gpus` value that is neither `all` nor a count.
+/// A `--gpus` value that is neither `all` nor a count of at least 1.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
-#[error("--gpus {0}: expected `all` or a number")]
+#[error("--gpus {0}: expected `all` or a number of GPUs (at least 1)")]
 pub struct GpuSelectionError(pub String);
 
 impl FromStr for GpuSelection {
@@ -62,7 +66,10 @@ impl FromStr for GpuSelection {
     fn from_str(s: &str) -> Result<GpuSelection, GpuSelectionError> {
         match s {
             "all" => Ok(GpuSelection::All),
-            n => n.parse().map(GpuSelection::Count).map_err(|_| GpuSelectionError(n.to_string())),
+            n => match n.parse() {
+                Ok(0) | Err(_) => Err(GpuSelectionError(n.to_string())),
+                Ok(count) => Ok(GpuSelection::Count(count)),
+            },
         }
     }
 }

@@ -8,6 +8,19 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+/// The most characters of one line of user text an error message quotes.
+pub const MAX_QUOTED_LINE: usize = 160;
+
+/// A parser's message with every line cut to [`MAX_QUOTED_LINE`] characters (`...` marks a
+/// cut): TOML errors quote the offending line, and a line of a megabyte would bury the message.
+pub fn clip_lines(message: &str) -> String {
+    let clip = |line: &str| match line.char_indices().nth(MAX_QUOTED_LINE) {
+        Some((i, _)) => format!("{}...", &line[..i]),
+        None => line.to_string(),
+    };
+    message.trim_end().lines().map(clip).collect::<Vec<_>>().join("\n")
+}
+
 /// An error and all its causes on one line, `outer: cause: root cause`: how a library error
 /// becomes the message of a verdict or a report entry.
 pub fn chain(e: &dyn std::error::Error) -> String {
@@ -109,4 +122,18 @@ pub enum SeedError {
         /// arbitrary's message.
         message: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_lines_are_cut_short() {
+        let long = format!("TOML parse error at line 1\n1 | x = {}\n  |     ^\ninvalid string", "é".repeat(5000));
+        let clipped = clip_lines(&long);
+        assert!(clipped.lines().all(|l| l.chars().count() <= MAX_QUOTED_LINE + 3), "{clipped}");
+        assert!(clipped.contains("...") && clipped.ends_with("invalid string"));
+        assert_eq!(clip_lines("short\n"), "short");
+    }
 }

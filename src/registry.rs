@@ -17,12 +17,20 @@ pub enum RegistryError {
     #[error(transparent)]
     Manifest(#[from] ManifestError),
     /// Neither a manifest file nor a shipped kernel's name.
-    #[error("kernel `{spec}` is neither a manifest file nor the name of a shipped kernel in {} (list them with `cudafuzz kernels`)", dir.display())]
+    #[error("kernel `{spec}` is neither a manifest file nor the name of a shipped kernel in {}{} (list them with `cudafuzz kernels`)", dir.display(), if *from_env { " (CUDAFUZZ_KERNELS)" } else { "" })]
     UnknownKernel {
         /// What was asked for.
         spec: String,
         /// The shipped kernels directory searched.
         dir: PathBuf,
+        /// Whether `CUDAFUZZ_KERNELS` chose that directory.
+        from_env: bool,
+    },
+    /// A path that exists but is not a manifest file (a directory, a device).
+    #[error("kernel `{}`: is a directory or other non-file; name the manifest file inside it (`*.toml`)", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
     },
     /// A manifest path (relative to a configuration file) that does not exist.
     #[error("kernel manifest `{spec}` not found (relative paths are taken from the configuration's directory); or name a shipped kernel, see `cudafuzz kernels`")]
@@ -97,7 +105,10 @@ pub fn resolve(spec: &str) -> Result<Manifest, RegistryError> {
             }
         }
     }
-    Err(RegistryError::UnknownKernel { spec: spec.to_string(), dir })
+    if p.exists() {
+        return Err(RegistryError::NotAFile { path: p.to_path_buf() });
+    }
+    Err(RegistryError::UnknownKernel { spec: spec.to_string(), dir, from_env: std::env::var_os("CUDAFUZZ_KERNELS").is_some() })
 }
 
 /// Resolves a kernel named in a configuration file under `base`: a manifest path (anything

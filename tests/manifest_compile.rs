@@ -272,21 +272,21 @@ fn find_manifests_lists_only_kernel_manifests_sorted() {
 fn unknown_keys_are_rejected_with_file_and_field() {
     let (_, msg) = error_of("description =", "colour = \"red\"\ndescription =", "colour");
     assert!(msg.contains("unknown key") && msg.contains("remove it"), "{msg}");
-    let (_, msg) = error_of("timeout_ms = 2000", "timeout_ms = 2000\ngird = [\"1\"]", "launch");
+    let (_, msg) = error_of("timeout_ms = 2000", "timeout_ms = 2000\ngird = [\"1\"]", "launch.gird");
     assert!(msg.contains("unknown field `gird`"), "{msg}");
-    let (_, msg) = error_of("max_element_offset = 2147483647", "max_element_offset = 2147483647\nwarp_size = 32", "contract");
+    let (_, msg) = error_of("max_element_offset = 2147483647", "max_element_offset = 2147483647\nwarp_size = 32", "contract.warp_size");
     assert!(msg.contains("unknown field `warp_size`"), "{msg}");
-    let (_, msg) = error_of("init = \"neg_inf\"", "init = \"neg_inf\"\nsize = 4", "tensors.rowsum");
+    let (_, msg) = error_of("init = \"neg_inf\"", "init = \"neg_inf\"\nsize = 4", "tensors.rowsum.size");
     assert!(msg.contains("unknown field `size`"), "{msg}");
-    let (_, msg) = error_of("cap = 300, hints", "cap = 300, hint = [1], hints", "dims.rows");
+    let (_, msg) = error_of("cap = 300, hints", "cap = 300, hint = [1], hints", "dims.rows.hint");
     assert!(msg.contains("unknown field `hint`"), "{msg}");
     let (_, msg) = error_of("{ f32 = \"alpha\" }", "{ u16 = \"alpha\" }", "launch.args[7]");
     assert!(msg.contains("write one of") && msg.contains("{ f32 = \"scale\" }"), "{msg}");
     let (_, msg) = error_of("init = \"neg_inf\"", "init = \"minus_inf\"", "tensors.rowsum.init");
     assert!(msg.contains("neg_inf"), "{msg}");
-    let (_, msg) = error_of("role = \"scratch\"", "role = \"temp\"", "tensors.scratch");
+    let (_, msg) = error_of("role = \"scratch\"", "role = \"temp\"", "tensors.scratch.role");
     assert!(msg.contains("unknown variant `temp`"), "{msg}");
-    let (_, msg) = error_of("alpha = { type = \"f32\"", "alpha = { type = \"float\"", "scalars.alpha");
+    let (_, msg) = error_of("alpha = { type = \"f32\"", "alpha = { type = \"float\"", "scalars.alpha.type");
     assert!(msg.contains("unknown variant `float`"), "{msg}");
     // A watchdog override belongs to the launch; at the top level it would do nothing.
     let (_, msg) = error_of("description =", "timeout_ms = 500\ndescription =", "timeout_ms");
@@ -806,7 +806,8 @@ fn build_all_compiles_every_combination() {
     let Some(c) = compiler(&tmp.path().join("cache")) else { return };
     let m = Manifest::load(&path).unwrap();
     let archs = [Arch::new(8, 0), Arch::new(9, 0)];
-    let out = build_all(std::slice::from_ref(&m), &archs, &c);
+    let (out, skipped) = build_all(std::slice::from_ref(&m), &archs, &c);
+    assert!(skipped.is_empty());
     // 2 BLOCK_N values x 2 dtypes x 2 archs.
     assert_eq!(out.len(), 8);
     for o in &out {
@@ -814,11 +815,11 @@ fn build_all_compiles_every_combination() {
         let (bytes, cached) = o.result.as_ref().unwrap_or_else(|log| panic!("{log}"));
         assert!(*bytes > 0 && !cached);
     }
-    let again = build_all(std::slice::from_ref(&m), &archs, &c);
+    let (again, _) = build_all(std::slice::from_ref(&m), &archs, &c);
     assert!(again.iter().all(|o| matches!(o.result, Ok((_, true)))));
     // A failing configuration is reported with its log, not fatal.
     std::fs::write(tmp.path().join("kernels/tiny/tiny.cu"), KERNEL.replace("#ifndef BLOCK_N", "#if BLOCK_N == 128\n#error \"BLOCK_N 128 broken\"\n#endif\n#ifndef BLOCK_N")).unwrap();
-    let out = build_all(std::slice::from_ref(&m), &archs, &c);
+    let (out, _) = build_all(std::slice::from_ref(&m), &archs, &c);
     let failed: Vec<_> = out.iter().filter(|o| o.result.is_err()).collect();
     assert_eq!(failed.len(), 4);
     assert!(failed.iter().all(|o| o.params["BLOCK_N"] == 128 && cudafuzz::error::chain(o.result.as_ref().unwrap_err().as_ref()).contains("BLOCK_N 128 broken")));

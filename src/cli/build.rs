@@ -6,9 +6,10 @@ use std::time::Instant;
 use anyhow::Result;
 
 use super::{chain, fail, manifests_or_shipped, BuildArgs};
-use crate::compile::{build_all, Arch, Compiler};
+use crate::compile::ptx::check_entry_params;
+use crate::compile::{build_all, Arch, CompileError, Compiler};
 use crate::exit;
-use crate::manifest::Manifest;
+use crate::manifest::{params_text, Manifest};
 use crate::registry;
 
 /// `cudafuzz kernels`: one line per shipped manifest (and one per manifest that fails to load).
@@ -55,27 +56,54 @@ pub(super) fn build(b: BuildArgs) -> Result<i32> {
 
 pub(super) fn build_report(manifests: &[Manifest], archs: &[Arch], compiler: &Compiler) -> Result<i32> {
     let started = Instant::now();
-    let outcomes = build_all(manifests, archs, compiler);
+    let mut bad_manifests = 0;
+    if let Some(&lowest) = archs.iter().min() {
+        for m in manifests {
+            if let Err(e) = check_entry_params(compiler, m, lowest) {
+                bad_manifests += 1;
+                errln!("MANIFEST {e}");
+            }
+        }
+    }
+    let (outcomes, skipped) = build_all(manifests, archs, compiler);
+    for s in &skipped {
+        outln!("note: {} ({}) is not built for {}: {}; it runs on the other targets", s.manifest, params_text(&s.params), s.arch, s.why)?;
+    }
     let mut failed = 0;
     let mut cached = 0;
+    let mut over = 0;
     for o in &outcomes {
         match &o.result {
             Ok((_, from_cache)) => cached += *from_cache as usize,
+            Err(e) if matches!(e.as_ref(), CompileError::OverLimits { .. }) => {
+                over += 1;
+                errln!("MANIFEST {e}");
+            }
             Err(e) => {
                 failed += 1;
                 errln!("FAILED {} {:?} {} {}:\n{}", o.manifest, o.params, o.dtype, o.arch, crate::error::chain(e.as_ref()));
             }
         }
     }
+    bad_manifests += over;
+    let compiled = outcomes.len() - over;
     outln!(
-        "compiled {} configurations ({} kernels x params x dtypes x {} archs) in {:.1} s: {} ok ({} from cache), {} failed",
-        outcomes.len(),
+        "compiled {} configurations ({} kernels x params x dtypes x {} archs) in {:.1} s: {} ok ({} from cache), {} failed, {} skipped past an architecture's limits{}",
+        compiled,
         manifests.len(),
         archs.len(),
         started.elapsed().as_secs_f64(),
-        outcomes.len() - failed,
+        compiled.saturating_sub(failed),
         cached,
-        failed
+        failed,
+        skipped.len(),
+        if bad_manifests > 0 { format!("; {bad_manifests} manifest error(s)") } else { String::new() }
     )?;
-    Ok(if failed > 0 { exit::SETUP } else { exit::OK })
+    Ok(if bad_manifests > 0 {
+        exit::USAGE
+    } else if failed > 0 {
+        exit::SETUP
+    } else {
+        exit::OK
+    })
 }

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Subcommand;
 
-use super::{chain, fail, load_seed, resolve_kernel, seed_kernel, CaseCommand};
+use super::{chain, checked_case, fail, load_seed, resolve_kernel, seed_kernel, CaseCommand};
 use crate::corpus::Seed;
 use crate::exit;
 use crate::generate::{decode_case, example, DecodeContext};
-use crate::plan::{check_contract, Plan};
+use crate::plan::check_contract;
 use crate::report;
 
 pub(super) fn case_command(c: CaseCommand) -> Result<i32> {
@@ -24,8 +24,7 @@ pub(super) fn case_command(c: CaseCommand) -> Result<i32> {
             let forced = kernel.as_deref().map(resolve_kernel).transpose()?;
             let seed = load_seed(&file, forced.as_ref(), raw)?;
             let m = seed_kernel(forced.as_ref(), &seed, &file)?;
-            let case = m.bind(seed.case);
-            let plan = Plan::new(&case, &m).map_err(|e| fail(exit::USAGE, format!("{}: {}", file.display(), chain(e))))?;
+            let (case, plan) = checked_case(&file, &seed, &m)?;
             out!("{}", report::plan_table(&case, &plan))?;
             out!("{}", report::contract_lines(&m.name, &check_contract(&m, &case, &plan)))?;
             Ok(exit::OK)
@@ -36,7 +35,8 @@ pub(super) fn case_command(c: CaseCommand) -> Result<i32> {
             write_new(&output, &seed.to_json(), "format-2 seed")
         }
         CaseCommand::Decode { file, kernel } => {
-            let m = resolve_kernel(&kernel)?;
+            let m = super::forced_kernel(kernel.as_deref())?
+                .ok_or_else(|| fail(exit::USAGE, format!("{}: raw fuzzer bytes decode for one kernel: pass --kernel or set CUDAFUZZ_KERNEL", file.display())))?;
             let bytes = crate::userfile::read(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
             let case = decode_case(&mut arbitrary::Unstructured::new(&bytes), &DecodeContext::new(&m)).map_err(|e| fail(exit::USAGE, format!("{}: cannot decode: {e}", file.display())))?;
             out!("{}", Seed::new(case).to_json())?;

@@ -24,7 +24,7 @@ pub(super) struct ContractArgs {
     kernel: String,
     /// Replicas per probe (other data seeds; every third with its outer dims doubled), so a
     /// flaky outcome shows.
-    #[arg(long, default_value_t = DEFAULT_CASES_PER_PROBE)]
+    #[arg(long, default_value_t = DEFAULT_CASES_PER_PROBE, value_parser = super::positive::<usize>)]
     cases_per_probe: usize,
     /// Also write the probes' results and the preconditions as JSON here.
     #[arg(long)]

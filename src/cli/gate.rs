@@ -51,6 +51,7 @@ pub(super) fn gate_command(a: GateArgs) -> Result<i32> {
         Some(b) => gate::parse_budget(b).map_err(|e| fail(exit::USAGE, format!("--budget: {e}")))?,
         None => cfg.budget(&a.config).map_err(usage)?.unwrap_or(DEFAULT_BUDGET),
     };
+    plan.check_budget(budget).map_err(usage)?;
     if a.engine.sanitize.is_some() {
         return Err(fail(exit::USAGE, "--sanitize does not apply to the gate: list sanitizer passes under [[sanitizers]] in the configuration"));
     }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use super::{fail, load_seed, no_gpu, resolve_kernel, seed_kernel, setup, EngineArgs};
+use super::{fail, load_seed, no_gpu, seed_kernel, setup, EngineArgs};
 use crate::corpus::{self, Seed};
 use crate::exit;
 use crate::finding::{Finding, Signature};
@@ -20,8 +20,8 @@ use crate::worker::Outcome;
 pub(super) struct MinimizeArgs {
     /// The seed to shrink (its saved signature is the target; a seed without one is run first).
     seed: PathBuf,
-    /// Kernel, when the seed does not name one.
-    #[arg(long, env = "CUDAFUZZ_KERNEL")]
+    /// Kernel, when the seed does not name one; default: $CUDAFUZZ_KERNEL.
+    #[arg(long)]
     kernel: Option<String>,
     /// The file is raw fuzzer bytes (decoded for --kernel), whatever its name; without this,
     /// only files named as libFuzzer artifacts (crash-*, timeout-*, oom-*, leak-*, slow-unit-*)
@@ -29,18 +29,18 @@ pub(super) struct MinimizeArgs {
     #[arg(long)]
     raw: bool,
     /// At most this many candidate runs.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_parser = super::positive::<usize>)]
     max_runs: usize,
     #[command(flatten)]
     engine: EngineArgs,
 }
 
 pub(super) fn minimize_command(a: MinimizeArgs) -> Result<i32> {
-    let forced = a.kernel.as_deref().map(resolve_kernel).transpose()?;
+    let forced = super::forced_kernel(a.kernel.as_deref())?;
     let seed = load_seed(&a.seed, forced.as_ref(), a.raw)?;
     let manifest = seed_kernel(forced.as_ref(), &seed, &a.seed)?;
-    let start = manifest.bind(seed.case.clone());
     let cfg = a.engine.config()?;
+    let (start, _) = super::checked_case(&a.seed, &seed, &manifest)?;
     let mut sup = cfg.supervisor().map_err(setup)?;
     let opts = cfg.options();
     let limit = cfg.timeout(&manifest);

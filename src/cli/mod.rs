@@ -152,9 +152,10 @@ pub(super) enum CaseCommand {
     Decode {
         /// The raw input (e.g. a libFuzzer artifact).
         file: PathBuf,
-        /// Kernel the fuzzer decoded for (its manifest says what the bytes choose).
-        #[arg(long, env = "CUDAFUZZ_KERNEL")]
-        kernel: String,
+        /// Kernel the fuzzer decoded for (its manifest says what the bytes choose); default:
+        /// $CUDAFUZZ_KERNEL.
+        #[arg(long)]
+        kernel: Option<String>,
     },
 }
 
@@ -187,23 +188,23 @@ pub(super) struct EngineArgs {
     pub(super) no_determinism: bool,
     /// Watchdog: milliseconds a kernel may run before it is called a hang (default: the
     /// manifest's `timeout_ms`, else 10000).
-    #[arg(long)]
+    #[arg(long, value_parser = positive::<u64>)]
     pub(super) timeout_ms: Option<u64>,
     /// Output directory for seeds and the journal.
     #[arg(long, default_value = "cudafuzz-out")]
     pub(super) out: PathBuf,
-    /// Worker processes (they share the GPUs round-robin); results stay in case order.
-    #[arg(long, default_value_t = 1)]
+    /// Worker processes (they share the GPUs round-robin), 1 to 256; results stay in case order.
+    #[arg(long, default_value_t = 1, value_parser = jobs)]
     pub(super) jobs: usize,
     /// GPUs to spread workers over: `all`, or a count starting at --gpu (at least one worker each).
-    #[arg(long)]
-    pub(super) gpus: Option<String>,
+    #[arg(long, value_parser = |s: &str| s.parse::<GpuSelection>().map_err(|e| e.to_string()))]
+    pub(super) gpus: Option<GpuSelection>,
     /// Run every case under compute-sanitizer: `memcheck`, `racecheck`, `initcheck`,
     /// `synccheck`, a comma-separated list, or `all` (one pass per tool).
-    #[arg(long, value_name = "TOOL[,TOOL]|all")]
+    #[arg(long, value_name = "TOOL[,TOOL]|all", value_parser = tool_list)]
     pub(super) sanitize: Option<String>,
     /// Cases per sanitizer process (each start costs seconds; a sticky error ends one early).
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, value_parser = positive::<usize>)]
     pub(super) sanitize_batch: usize,
     /// Compile kernels with their `CF_COVER(id)` points on (kernels/include/cf_coverage.cuh) and
     /// report the kernel paths the cases reached.
@@ -232,8 +233,9 @@ pub(super) struct RunArgs {
 pub(super) struct ReproArgs {
     /// The seed file (JSON or a raw libFuzzer artifact).
     pub(super) seed: PathBuf,
-    /// Kernel, when the seed does not name one (raw fuzzer bytes) or to replay against another.
-    #[arg(long, env = "CUDAFUZZ_KERNEL")]
+    /// Kernel, when the seed does not name one (raw fuzzer bytes) or to replay against another;
+    /// default: $CUDAFUZZ_KERNEL.
+    #[arg(long)]
     pub(super) kernel: Option<String>,
     /// The file is raw fuzzer bytes (decoded for --kernel), whatever its name; without this,
     /// only files named as libFuzzer artifacts (crash-*, timeout-*, oom-*, leak-*, slow-unit-*)
@@ -268,7 +270,7 @@ pub(super) struct BenchArgs {
     #[arg(long, default_value = "simple_attn")]
     pub(super) kernel: String,
     /// Cases per configuration.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, value_parser = positive::<u64>)]
     pub(super) cases: u64,
     /// Case sizes to measure: small, medium, large, past-int32 (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "small")]
@@ -286,7 +288,7 @@ pub(super) struct FuzzArgs {
     #[arg(long)]
     pub(super) kernel: Vec<String>,
     /// Cases per kernel.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = positive::<u64>)]
     pub(super) cases: u64,
     /// Stop each kernel after this long (e.g. 30s, 5m), whichever comes first.
     #[arg(long, value_parser = parse_duration)]
@@ -300,16 +302,39 @@ pub(super) struct FuzzArgs {
     pub(super) outside_contract: bool,
     /// Move on to the next kernel after this many distinct findings (e.g. 1: time to first
     /// finding).
-    #[arg(long)]
+    #[arg(long, value_parser = positive::<usize>)]
     pub(super) stop_after: Option<usize>,
     /// Re-run each new finding's case under these compute-sanitizer tools to name the bug
     /// (kind, source line, tensor, distance past its end); `none` turns this off.
-    #[arg(long, default_value = "memcheck,racecheck", value_name = "TOOL[,TOOL]|all|none")]
+    #[arg(long, default_value = "memcheck,racecheck", value_name = "TOOL[,TOOL]|all|none", value_parser = |s: &str| if s == "none" { Ok(s.to_string()) } else { tool_list(s) })]
     pub(super) escalate: String,
     #[command(flatten)]
     pub(super) engine: EngineArgs,
 }
 
+
+/// A count option, which must be at least 1: 0 would run nothing, never what a user meant.
+fn positive<T: TryFrom<u64>>(s: &str) -> Result<T, String> {
+    let n: u64 = s.trim().parse().map_err(|_| format!("`{s}` is not a whole number"))?;
+    if n == 0 {
+        return Err("must be at least 1".into());
+    }
+    T::try_from(n).map_err(|_| format!("{n} is too large"))
+}
+
+/// `--jobs`: 1 to [`MAX_JOBS`](crate::config::MAX_JOBS) worker processes.
+fn jobs(s: &str) -> Result<usize, String> {
+    let n = positive::<usize>(s)?;
+    if n > crate::config::MAX_JOBS {
+        return Err(format!("{n} workers is more than the {} a run may start", crate::config::MAX_JOBS));
+    }
+    Ok(n)
+}
+
+/// A `--sanitize` / `--escalate` tool list, checked when the command line is parsed.
+fn tool_list(s: &str) -> Result<String, String> {
+    Tool::parse_list(s).map(|_| s.to_string()).map_err(|e| e.to_string())
+}
 
 /// Parses a duration like `30s`, `5m`, `1h` or `250ms` (a bare number is seconds).
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -388,10 +413,13 @@ fn run(args: RawArgs) -> Result<i32> {
 impl EngineArgs {
     /// The validated engine configuration these arguments ask for.
     fn config(&self) -> Result<EngineConfig> {
-        let gpus = match &self.gpus {
-            Some(g) => g.parse::<GpuSelection>().map_err(|e| fail(exit::USAGE, e.to_string()))?,
-            None => GpuSelection::One,
-        };
+        let gpus = self.gpus.unwrap_or_default();
+        if let Ok(meta) = std::fs::metadata(&self.out) {
+            if !meta.is_dir() {
+                let what = if meta.is_file() { "a regular file" } else { "not a directory" };
+                return Err(fail(exit::USAGE, format!("--out {}: is {what}; name a directory for seeds and journals (it is created when missing)", self.out.display())));
+            }
+        }
         let sanitize = match &self.sanitize {
             Some(list) => Some(Tool::parse_list(list).map_err(|m| fail(exit::USAGE, format!("--sanitize {list}: {m}")))?),
             None => None,
@@ -432,6 +460,19 @@ fn resolve_kernel(spec: &str) -> Result<Manifest> {
     registry::resolve(spec).map_err(|e| fail(exit::USAGE, chain(e)))
 }
 
+/// The kernel a command that takes a seed is told to use: `--kernel`, else `$CUDAFUZZ_KERNEL`
+/// (an error then names the variable), else none.
+fn forced_kernel(flag: Option<&str>) -> Result<Option<Manifest>> {
+    if let Some(k) = flag {
+        return resolve_kernel(k).map(Some);
+    }
+    match std::env::var("CUDAFUZZ_KERNEL") {
+        Ok(k) if !k.is_empty() => registry::resolve(&k).map(Some).map_err(|e| fail(exit::USAGE, format!("CUDAFUZZ_KERNEL={k}: {}", chain(e)))),
+        Err(std::env::VarError::NotUnicode(v)) => Err(fail(exit::USAGE, format!("CUDAFUZZ_KERNEL={}: not UTF-8; name a kernel or manifest path", v.to_string_lossy()))),
+        _ => Ok(None),
+    }
+}
+
 /// Loads a seed; raw bytes (a libFuzzer artifact, or any file with `raw`) decode with the
 /// kernel's context.
 fn load_seed(path: &Path, kernel: Option<&Manifest>, raw: bool) -> Result<Seed> {
@@ -439,6 +480,15 @@ fn load_seed(path: &Path, kernel: Option<&Manifest>, raw: bool) -> Result<Seed> 
     let raw = if raw { corpus::RawInput::Always } else { corpus::RawInput::ByName };
     let (seed, _) = corpus::load_as(path, ctx.as_ref(), raw).map_err(|e| fail(exit::USAGE, chain(e)))?;
     Ok(seed)
+}
+
+/// A seed's case bound to its kernel and planned: a case the kernel cannot take (params not
+/// among the manifest's values, a dim past its maximum, a broken relation) is bad input, found
+/// before anything starts.
+fn checked_case(path: &Path, seed: &Seed, manifest: &Manifest) -> Result<(crate::case::Case, crate::plan::Plan)> {
+    let case = manifest.bind(seed.case.clone());
+    let plan = crate::plan::Plan::new(&case, manifest).map_err(|e| fail(exit::USAGE, format!("{}: {}", path.display(), chain(e))))?;
+    Ok((case, plan))
 }
 
 /// The kernel a seed runs against: `--kernel` when given, else the one the case names; a raw

@@ -6,31 +6,31 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use super::{chain, fail, load_seed, manifest_inputs, no_gpu, refuse_clobber, resolve_kernel, seed_kernel, setup, EmitArg, ReproArgs, RunArgs};
+use super::{chain, checked_case, fail, load_seed, manifest_inputs, no_gpu, refuse_clobber, seed_kernel, setup, EmitArg, ReproArgs, RunArgs};
 use crate::campaign::Tally;
 use crate::case::Case;
 use crate::config::EngineConfig;
 use crate::corpus::Seed;
 use crate::exit;
 use crate::manifest::Manifest;
-use crate::plan::Plan;
 use crate::report;
 use crate::supervisor::SupervisorError;
 use crate::worker::Outcome;
 
 pub(super) fn run_cases(r: RunArgs) -> Result<i32> {
-    let forced = r.kernel.as_deref().map(resolve_kernel).transpose()?;
+    let forced = super::forced_kernel(r.kernel.as_deref())?;
     let cfg = r.engine.config()?;
-    let mut sup = cfg.supervisor().map_err(setup)?;
-    let opts = cfg.options();
-    let mut tally = Tally::default();
-    let started = Instant::now();
     let mut loaded: Vec<(&PathBuf, Case, Manifest)> = Vec::new();
     for path in &r.cases {
         let seed = load_seed(path, forced.as_ref(), r.raw)?;
         let manifest = seed_kernel(forced.as_ref(), &seed, path)?;
-        loaded.push((path, manifest.bind(seed.case), manifest));
+        let (case, _) = checked_case(path, &seed, &manifest)?;
+        loaded.push((path, case, manifest));
     }
+    let mut sup = cfg.supervisor().map_err(setup)?;
+    let opts = cfg.options();
+    let mut tally = Tally::default();
+    let started = Instant::now();
     // Consecutive cases of one kernel run as one batch: under a sanitizer, one process per
     // --sanitize-batch cases.
     let batch = if cfg.sanitize.is_some() { cfg.sanitize_batch.max(1) } else { usize::MAX };
@@ -63,15 +63,14 @@ pub(super) fn run_cases(r: RunArgs) -> Result<i32> {
 }
 
 pub(super) fn repro(r: ReproArgs) -> Result<i32> {
-    let forced = r.kernel.as_deref().map(resolve_kernel).transpose()?;
+    let forced = super::forced_kernel(r.kernel.as_deref())?;
     let seed = load_seed(&r.seed, forced.as_ref(), r.raw)?;
     let manifest = seed_kernel(forced.as_ref(), &seed, &r.seed)?;
     let cfg = r.engine.config()?;
+    let (case, plan) = checked_case(&r.seed, &seed, &manifest)?;
     if let Some(kind) = r.emit {
         return emit_repro(&r, &cfg, kind, &seed, &manifest);
     }
-    let case = manifest.bind(seed.case.clone());
-    let plan = Plan::new(&case, &manifest).map_err(|e| fail(exit::USAGE, format!("{}: {}", r.seed.display(), chain(e))))?;
     out!("{}", report::plan_table(&case, &plan))?;
     out!("{}", report::contract_lines(&manifest.name, &crate::plan::check_contract(&manifest, &case, &plan)))?;
     if let Some(f) = &seed.finding {

@@ -20,14 +20,24 @@ pub(super) enum SanitizerCommand {
         /// Print the parsed records as JSON instead.
         #[arg(long)]
         json: bool,
+        /// Accept a file cut off before its first complete record (a killed process) and report
+        /// what it holds instead of failing.
+        #[arg(long)]
+        partial: bool,
     },
 }
 
 pub(super) fn sanitizer_command(c: SanitizerCommand) -> Result<i32> {
-    let SanitizerCommand::Parse { file, json } = c;
-    let parsed = xml::parse_file(&file).map_err(|e| fail(exit::USAGE, e.to_string()))?;
+    let SanitizerCommand::Parse { file, json, partial } = c;
+    let parsed = xml::parse_file(&file).map_err(|e| fail(exit::USAGE, super::chain(e)))?;
     if let Some(cut) = &parsed.truncated {
+        if parsed.records.is_empty() && !partial {
+            return Err(fail(exit::USAGE, format!("{}: no complete record: {cut}; pass --partial to accept a cut-off file", file.display())));
+        }
         errln!("{}: truncated: {cut}", file.display());
+    }
+    for m in &parsed.malformed {
+        errln!("{}: malformed, not a finding: {m}", file.display());
     }
     let found = parsed.findings().count();
     if json {
@@ -40,7 +50,13 @@ pub(super) fn sanitizer_command(c: SanitizerCommand) -> Result<i32> {
             outln!("{}", to_finding(r, &f))?;
         }
         let api = parsed.records.len() - found;
-        outln!("{}: {found} finding records, {api} API-error records", file.display())?;
+        outln!("{}: {found} finding records, {api} API-error records, {} malformed records", file.display(), parsed.malformed.len())?;
     }
-    Ok(if found > 0 { exit::FINDINGS } else { exit::OK })
+    Ok(if found > 0 {
+        exit::FINDINGS
+    } else if !parsed.malformed.is_empty() {
+        exit::USAGE
+    } else {
+        exit::OK
+    })
 }

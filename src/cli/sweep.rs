@@ -20,7 +20,7 @@ pub(super) struct SweepArgs {
     #[arg(long)]
     params: Vec<String>,
     /// Repetitions per cell, each a fresh case inside the kernel's contract.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = super::positive::<u64>)]
     repeat: u64,
     /// Input classes (comma-separated): aligned, misaligned (one tensor at +2/+4/+8),
     /// <tensor>+<bytes> (e.g. q+8), <tensor>-pitch+1, tail, strided, or a flag's name (causal).
@@ -49,6 +49,9 @@ pub(super) fn sweep(s: SweepArgs) -> Result<i32> {
     for m in &manifests {
         for c in &classes {
             c.check(m).map_err(|e| fail(exit::USAGE, format!("--classes: {e}")))?;
+        }
+        for params in &grid {
+            m.check_param_values(params).map_err(|(field, problem)| fail(exit::USAGE, format!("--params: {field}: {problem}")))?;
         }
     }
     let cfg = s.engine.config()?;

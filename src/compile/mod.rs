@@ -20,6 +20,7 @@
 
 mod cache;
 mod nvrtc;
+pub mod ptx;
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -31,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::case::Dtype;
-use crate::manifest::Manifest;
+use crate::manifest::{ArchLimits, Manifest};
 
 /// A compilation that could not be done.
 #[derive(Debug, Error)]
@@ -89,6 +90,17 @@ pub enum CompileError {
         path: PathBuf,
         /// `source text`, `option "..."`.
         what: String,
+    },
+    /// A parameter combination whose block or shared memory exceeds every target
+    /// architecture's limits: the manifest promises launches no target GPU can make.
+    #[error("{manifest}: {params} fits none of the target architectures: {why}; use smaller tiles for it, narrow the dims' ranges, or build for an architecture that allows it")]
+    OverLimits {
+        /// The manifest.
+        manifest: PathBuf,
+        /// The combination, `BLOCK_M = 128, BLOCK_N = 64`.
+        params: String,
+        /// Each architecture's refusal.
+        why: String,
     },
     /// The cache directory could not be created or written.
     #[error("{path}: cannot {action} the compile cache; set CUDAFUZZ_CACHE to a writable directory")]
@@ -376,41 +388,8 @@ impl Compiler {
     }
 
     fn run_nvrtc(&self, req: &CompileRequest, source_path: &Path, text: &str, options: &[String]) -> Result<(Vec<u8>, String), CompileError> {
-        use cudarc::nvrtc::{result, sys};
-        let nul = |what: String| CompileError::Nul { path: source_path.to_path_buf(), what };
-        let src = CString::new(text).map_err(|_| nul("source text".into()))?;
-        let name = CString::new(source_path.as_os_str().as_encoded_bytes()).map_err(|_| nul("source path".into()))?;
-        let mut c_opts = Vec::with_capacity(options.len());
-        for o in options {
-            c_opts.push(CString::new(o.as_str()).map_err(|_| nul(format!("option {o:?}")))?);
-        }
-        let prog = result::create_program(&src, Some(&name)).map_err(|source| CompileError::Nvrtc { call: "nvrtcCreateProgram", source })?;
-        struct Guard(sys::nvrtcProgram);
-        impl Drop for Guard {
-            fn drop(&mut self) {
-                // SAFETY: created above, destroyed once.
-                let _ = unsafe { result::destroy_program(self.0) };
-            }
-        }
-        let prog = Guard(prog);
-        // SAFETY: prog is live; the option strings outlive the call.
-        let compiled = unsafe { result::compile_program(prog.0, &c_opts) };
-        // SAFETY: prog is live.
-        let log = unsafe { result::get_program_log(prog.0) }
-            .map(|v| {
-                let bytes: Vec<u8> = v.into_iter().take_while(|&c| c != 0).map(|c| c as u8).collect();
-                String::from_utf8_lossy(&bytes).trim_end().to_string()
-            })
-            .unwrap_or_default();
-        if let Err(e) = compiled {
-            let hint = if self.cuda_include.is_none() {
-                "; no CUDA include directory was found: set CUDAFUZZ_CUDA_INCLUDE".to_string()
-            } else {
-                String::new()
-            };
-            let log = if log.is_empty() { format!("({e:?}, no log)") } else { log };
-            return Err(CompileError::Kernel { source_path: source_path.to_path_buf(), arch: req.arch, defines: req.defines.clone(), log, hint });
-        }
+        use cudarc::nvrtc::sys;
+        let (prog, log) = self.nvrtc_program(req, source_path, text, options)?;
         let mut size = 0usize;
         // SAFETY: prog is live and compiled.
         unsafe { sys::nvrtcGetCUBINSize(prog.0, &mut size) }
@@ -433,6 +412,64 @@ impl Compiler {
             });
         }
         Ok((cubin, log))
+    }
+
+    /// The PTX of a request compiled for the virtual architecture `compute_XY` of its arch
+    /// (not cached: it is read once per build, for the entry point's parameter list).
+    pub fn ptx(&self, req: &CompileRequest) -> Result<String, CompileError> {
+        let source_path = req.source.canonicalize().map_err(|source| CompileError::Source { path: req.source.clone(), source })?;
+        let text = std::fs::read_to_string(&source_path).map_err(|source| CompileError::Source { path: req.source.clone(), source })?;
+        let mut options = self.options(req, &Compiler::include_dirs(&source_path));
+        options[0] = format!("--gpu-architecture=compute_{}", req.arch.number());
+        let (prog, _) = self.nvrtc_program(req, &source_path, &text, &options)?;
+        // SAFETY: prog is live and compiled.
+        let ptx = unsafe { cudarc::nvrtc::result::get_ptx(prog.0) }.map_err(|source| CompileError::Nvrtc { call: "nvrtcGetPTX", source })?;
+        let bytes: Vec<u8> = ptx.into_iter().take_while(|&c| c != 0).map(|c| c as u8).collect();
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// A compiled NVRTC program and its log; a failed compilation is a [`CompileError::Kernel`]
+    /// with the log.
+    fn nvrtc_program(&self, req: &CompileRequest, source_path: &Path, text: &str, options: &[String]) -> Result<(Program, String), CompileError> {
+        use cudarc::nvrtc::result;
+        let nul = |what: String| CompileError::Nul { path: source_path.to_path_buf(), what };
+        let src = CString::new(text).map_err(|_| nul("source text".into()))?;
+        let name = CString::new(source_path.as_os_str().as_encoded_bytes()).map_err(|_| nul("source path".into()))?;
+        let mut c_opts = Vec::with_capacity(options.len());
+        for o in options {
+            c_opts.push(CString::new(o.as_str()).map_err(|_| nul(format!("option {o:?}")))?);
+        }
+        let prog = result::create_program(&src, Some(&name)).map_err(|source| CompileError::Nvrtc { call: "nvrtcCreateProgram", source })?;
+        let prog = Program(prog);
+        // SAFETY: prog is live; the option strings outlive the call.
+        let compiled = unsafe { result::compile_program(prog.0, &c_opts) };
+        // SAFETY: prog is live.
+        let log = unsafe { result::get_program_log(prog.0) }
+            .map(|v| {
+                let bytes: Vec<u8> = v.into_iter().take_while(|&c| c != 0).map(|c| c as u8).collect();
+                String::from_utf8_lossy(&bytes).trim_end().to_string()
+            })
+            .unwrap_or_default();
+        if let Err(e) = compiled {
+            let hint = if self.cuda_include.is_none() {
+                "; no CUDA include directory was found: set CUDAFUZZ_CUDA_INCLUDE".to_string()
+            } else {
+                String::new()
+            };
+            let log = if log.is_empty() { format!("({e:?}, no log)") } else { log };
+            return Err(CompileError::Kernel { source_path: source_path.to_path_buf(), arch: req.arch, defines: req.defines.clone(), log, hint });
+        }
+        Ok((prog, log))
+    }
+}
+
+/// A live NVRTC program, destroyed on drop.
+struct Program(cudarc::nvrtc::sys::nvrtcProgram);
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        // SAFETY: created by nvrtc_program, destroyed once.
+        let _ = unsafe { cudarc::nvrtc::result::destroy_program(self.0) };
     }
 }
 
@@ -503,14 +540,43 @@ pub struct BuildOutcome {
     pub result: Result<(usize, bool), std::sync::Arc<CompileError>>,
 }
 
+/// A configuration [`build_all`] did not compile for an architecture whose limits it exceeds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skipped {
+    /// The manifest's name.
+    pub manifest: String,
+    /// The param values of this configuration.
+    pub params: BTreeMap<String, i64>,
+    /// The architecture it was skipped for.
+    pub arch: Arch,
+    /// Why (threads or shared memory past the limit).
+    pub why: String,
+}
+
 /// Compiles every manifest × param combination (cartesian product) × contract dtype × arch,
-/// one after the other, through the cache. Failures are collected, not returned early.
-pub fn build_all(manifests: &[Manifest], archs: &[Arch], compiler: &Compiler) -> Vec<BuildOutcome> {
+/// one after the other, through the cache. Failures are collected, not returned early. A
+/// combination whose block or shared memory exceeds an architecture's limits is not compiled
+/// for it (listed in the second vector); one that fits none of `archs` is a failure.
+pub fn build_all(manifests: &[Manifest], archs: &[Arch], compiler: &Compiler) -> (Vec<BuildOutcome>, Vec<Skipped>) {
     let mut out = Vec::new();
+    let mut skipped = Vec::new();
     for m in manifests {
+        let needs = m.launch_needs().unwrap_or_default();
         for params in m.param_combinations() {
+            let need = needs.iter().find(|n| n.params == params);
+            let refusals: Vec<(Arch, String)> =
+                archs.iter().filter_map(|&a| need.and_then(|n| ArchLimits::of(a.number()).refuses(n)).map(|why| (a, why))).collect();
+            if !archs.is_empty() && refusals.len() == archs.len() {
+                let why = refusals.iter().map(|(_, w)| w.as_str()).collect::<Vec<_>>().join("; ");
+                let e = CompileError::OverLimits { manifest: m.path.clone(), params: crate::manifest::params_text(&params), why };
+                out.push(BuildOutcome { manifest: m.name.clone(), params: params.clone(), dtype: m.dtypes[0], arch: archs[0], result: Err(std::sync::Arc::new(e)) });
+                continue;
+            }
+            for (arch, why) in &refusals {
+                skipped.push(Skipped { manifest: m.name.clone(), params: params.clone(), arch: *arch, why: why.clone() });
+            }
             for &dtype in &m.dtypes {
-                for &arch in archs {
+                for &arch in archs.iter().filter(|a| !refusals.iter().any(|(r, _)| r == *a)) {
                     out.push(build_one(compiler, m, m.name.clone(), &params, dtype, arch));
                 }
             }
@@ -519,7 +585,7 @@ pub fn build_all(manifests: &[Manifest], archs: &[Arch], compiler: &Compiler) ->
             out.extend(build_reference(m, k, archs, compiler));
         }
     }
-    out
+    (out, skipped)
 }
 
 /// One configuration of `m` compiled, reported under `label`.

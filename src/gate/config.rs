@@ -259,7 +259,7 @@ impl GateConfig {
 
     /// Parses configuration text; `path` names it in errors.
     pub fn from_toml(path: &Path, text: &str) -> Result<GateConfig, GateError> {
-        let cfg: GateConfig = toml::from_str(text).map_err(|e| GateError::Toml { path: path.into(), message: e.to_string().trim_end().to_string() })?;
+        let cfg: GateConfig = toml::from_str(text).map_err(|e| GateError::Toml { path: path.into(), message: crate::error::clip_lines(&e.to_string()) })?;
         cfg.validate(path)?;
         Ok(cfg)
     }
@@ -321,6 +321,9 @@ impl GateConfig {
             if s.kernels.is_empty() {
                 return Err(invalid(format!("sanitizers[{i}].kernels"), "name at least one kernel".into()));
             }
+            if s.cases == 0 {
+                return Err(invalid(format!("sanitizers[{i}].cases"), "0 cases checks nothing: remove the key for the default (200), or remove the pass".into()));
+            }
         }
         Ok(())
     }
@@ -374,6 +377,8 @@ mod tests {
         assert!(e.contains("`seeds[0].dir`") && e.contains("create it"), "{e}");
         let e = err("[[sanitizers]]\ntools = []\nkernels = [\"simple_attn\"]\n");
         assert!(e.contains("`sanitizers[0].tools`"), "{e}");
+        let e = err("[[sanitizers]]\ntools = [\"memcheck\"]\nkernels = [\"simple_attn\"]\ncases = 0\n");
+        assert!(e.contains("`sanitizers[0].cases`"), "{e}");
         let e = err("[[kernels]]\nkernel = \"simple_attn\"\ncases = 0\n");
         assert!(e.contains("`kernels[0].cases`"), "{e}");
     }

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
 
 use crate::case::Case;
 use crate::corpus;
@@ -114,7 +115,13 @@ impl GateConfig {
         let case_path = base.join(&self.self_check.case);
         let (seed, _) = corpus::load(&case_path, Some(&crate::generate::DecodeContext::new(&manifest)))
             .map_err(|source| GateError::Seed { path: path.into(), field: "self_check.case".into(), source: Box::new(source) })?;
-        let self_check = PlannedSelfCheck { case: manifest.bind(seed.case), manifest, tool: self.self_check.tool, expect: self.self_check.expect };
+        // A case its kernel cannot take is refused here, with the key that names it, not on the GPU.
+        let bound = |field: &str, file: &Path, m: &Manifest, case: Case| -> Result<Case, GateError> {
+            let case = m.bind(case);
+            crate::plan::Plan::new(&case, m).map_err(|e| GateError::Invalid { path: path.into(), field: field.into(), problem: format!("{}: {}", file.display(), crate::error::chain(&e)) })?;
+            Ok(case)
+        };
+        let self_check = PlannedSelfCheck { case: bound("self_check.case", &case_path, &manifest, seed.case)?, manifest, tool: self.self_check.tool, expect: self.self_check.expect };
         let kernels = self
             .kernels
             .iter()
@@ -168,7 +175,8 @@ impl GateConfig {
                     }
                 };
                 let tool = seed.finding.as_ref().and_then(|f| Tool::of(f.oracle));
-                seeds.push(PlannedSeed { path: file, case: m.bind(seed.case), manifest: m, expected, tool });
+                let case = bound(&field, &file, &m, seed.case)?;
+                seeds.push(PlannedSeed { path: file, case, manifest: m, expected, tool });
             }
         }
         let sweeps = self
@@ -186,6 +194,9 @@ impl GateConfig {
                     c.check(&manifest).map_err(|problem| GateError::Invalid { path: path.into(), field: format!("sweeps[{i}].classes"), problem })?;
                 }
                 let grid = param_grid(&s.params).map_err(|e| GateError::Invalid { path: path.into(), field: format!("sweeps[{i}].params"), problem: e.to_string() })?;
+                for params in &grid {
+                    manifest.check_param_values(params).map_err(|(_, problem)| GateError::Invalid { path: path.into(), field: format!("sweeps[{i}].params"), problem })?;
+                }
                 Ok(PlannedSweep { manifest, grid, classes, repeat: s.repeat, expect_pass: s.expect == SweepExpect::Pass })
             })
             .collect::<Result<Vec<_>, GateError>>()?;
@@ -198,6 +209,43 @@ impl GateConfig {
         Ok(GatePlan { config_path: path.into(), settings: self.gate.clone(), self_check, kernels, seeds, sweeps, sanitizers })
     }
 }
+
+impl GatePlan {
+    /// Checks that a budget of `total` leaves every step at least a second when each earlier
+    /// step uses all of its time: a step given 0 s would be reported as run while it checked
+    /// nothing. The error names the key whose share is too small.
+    pub fn check_budget(&self, total: Duration) -> Result<(), GateError> {
+        let b = self.settings.budget(total);
+        let short = |field: &str, step: String, t: Duration| GateError::Invalid {
+            path: self.config_path.clone(),
+            field: field.into(),
+            problem: format!(
+                "with a budget of {}, {step} gets {:.1} s; give it a larger share or the gate a larger budget (--budget or [gate] budget)",
+                humantime::format_duration(total),
+                t.as_secs_f64()
+            ),
+        };
+        let sweep = if self.sweeps.is_empty() { Duration::ZERO } else { b.sweep(Duration::ZERO) };
+        if !self.sweeps.is_empty() && sweep < MIN_STEP {
+            return Err(short("gate.sweep_share", "the sweep".into(), sweep));
+        }
+        let weights: Vec<f64> = self.kernels.iter().map(|k| k.share).collect();
+        let fuzz = b.fuzz(sweep, &weights, !self.sanitizers.is_empty());
+        if let Some((i, t)) = fuzz.iter().enumerate().find(|(_, t)| **t < MIN_STEP) {
+            return Err(short(&format!("kernels[{i}].share"), format!("fuzzing {}", self.kernels[i].manifest.name), *t));
+        }
+        if !self.sanitizers.is_empty() {
+            let pass = total.mul_f64(b.sanitizer_share) / self.sanitizers.len() as u32;
+            if pass < MIN_STEP {
+                return Err(short("gate.sanitizer_share", format!("each of the {} sanitizer passes", self.sanitizers.len()), pass));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The least time a planned step may get.
+const MIN_STEP: Duration = Duration::from_secs(1);
 
 /// Every `*.json` under `dir`, recursively, sorted (hidden files and directories skipped).
 fn json_files(dir: &Path) -> Vec<PathBuf> {

@@ -80,3 +80,29 @@ pub enum ManifestError {
         wrapped: i64,
     },
 }
+
+/// The key below a table at which `T` fails to decode (`shape`, `init.const`), found by
+/// writing the table back to TOML and decoding that text, whose error carries a position: a
+/// `toml::Value` decodes without one, and an error must name the full key, not the section.
+pub(super) fn failing_key<T: serde::de::DeserializeOwned>(v: &toml::Value) -> Option<String> {
+    let text = toml::to_string(v.as_table()?).ok()?;
+    let err = toml::from_str::<T>(&text).err()?;
+    let at = err.span()?.start;
+    let mut section = String::new();
+    let mut key = None;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim();
+        if let Some(h) = trimmed.strip_prefix('[').and_then(|h| h.trim_start_matches('[').split(']').next()) {
+            section = h.trim().to_string();
+        } else if let Some((k, _)) = trimmed.split_once('=') {
+            key = Some(k.trim().trim_matches('"').to_string());
+        }
+        offset += line.len();
+        if offset > at {
+            break;
+        }
+    }
+    let key = key?;
+    Some(if section.is_empty() { key } else { format!("{section}.{key}") })
+}

@@ -164,7 +164,7 @@ impl Manifest {
     /// Like [`Manifest::load`], but with the file's text given (the source files must exist).
     pub fn from_toml(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
         let mut table: toml::Table =
-            toml::from_str(text).map_err(|e| ManifestError::Syntax { path: path.to_path_buf(), message: e.to_string().trim_end().to_string() })?;
+            toml::from_str(text).map_err(|e| ManifestError::Syntax { path: path.to_path_buf(), message: crate::error::clip_lines(&e.to_string()) })?;
         let l = Loader { path };
         l.format(&table)?;
         l.check_top_level_keys(&table)?;
@@ -186,6 +186,7 @@ impl Manifest {
             Manifest { path: path.to_path_buf(), name, description, source, entry, fuzz, options, dtypes, defines, params, dims, requires, scalars, tensors, contract, reference, launch };
         l.check_names(&manifest)?;
         l.check_sample(&manifest)?;
+        manifest.check_combinations()?;
         Ok(manifest)
     }
 
@@ -254,9 +255,13 @@ impl Loader<'_> {
     }
 
     fn decode<T: DeserializeOwned>(&self, v: toml::Value, field: &str) -> Result<T, ManifestError> {
-        T::deserialize(v).map_err(|e| {
+        let key = |v: &toml::Value| match super::error::failing_key::<T>(v) {
+            Some(k) => format!("{field}.{k}"),
+            None => field.to_string(),
+        };
+        T::deserialize(v.clone()).map_err(|e| {
             let msg = e.message().trim_end().to_string();
-            self.invalid(field, format!("{msg}; the manifest schema is in kernels/README.md"))
+            self.invalid(&key(&v), format!("{msg}; the manifest schema is in kernels/README.md"))
         })
     }
 

@@ -47,7 +47,7 @@ fn range(c: &toml::Table, key: &str, default: [i64; 2]) -> [i64; 2] {
 
 /// Converts the text of a format-1 manifest into format 2.
 pub fn migrate(old: &str) -> Result<String, MigrateError> {
-    let t: toml::Table = toml::from_str(old).map_err(|e| MigrateError(format!("invalid toml: {}", e.to_string().trim_end())))?;
+    let t: toml::Table = toml::from_str(old).map_err(|e| MigrateError(format!("invalid toml: {}", crate::error::clip_lines(&e.to_string()))))?;
     if t.contains_key("format") {
         return Err(MigrateError("it already has a `format` key: it is not a format-1 manifest".into()));
     }

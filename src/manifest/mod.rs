@@ -20,20 +20,25 @@
 //!
 //! Everything that can be checked without a GPU is checked in [`Manifest::load`]: unknown keys
 //! (named in full, `tensors.q.shape`), missing sources, expressions that do not parse or name
-//! unknown variables, and every expression evaluated once for a sample case. A manifest of
+//! unknown variables, every expression evaluated for every parameter combination at the dims'
+//! range ends and hints, and each combination's block and shared memory against the target
+//! GPUs' limits (`check`). A manifest of
 //! format 1 (attention only) is refused with the command that converts it
 //! (`cudafuzz manifest migrate OLD.toml`, [`migrate`]).
 //!
 //! The module is split by job: this file holds the model; `error` the one error type; `load`
-//! the TOML decoding, one function per section; `expr` expression evaluation; `resolve` the
+//! the TOML decoding, one function per section; `check` the checks over every parameter
+//! combination; `expr` expression evaluation; `resolve` the
 //! evaluation of the launch for one case; `migrate` the format-1 converter.
 
+mod check;
 mod error;
 pub mod expr;
 mod load;
 pub mod migrate;
 mod resolve;
 
+pub use check::{params_text, ArchLimits, LaunchNeeds, DEFAULT_TARGETS};
 pub use error::ManifestError;
 pub use expr::{TensorVars, Vars};
 pub use resolve::{ResolvedArg, ResolvedLaunch};
@@ -354,6 +359,37 @@ pub enum ArgSpec {
     F32(#[serde(deserialize_with = "load::expression")] String),
     /// 64-bit float expression.
     F64(#[serde(deserialize_with = "load::expression")] String),
+}
+
+impl ArgSpec {
+    /// The expression of a value argument (`None` for a pointer).
+    pub fn expression(&self) -> Option<&String> {
+        match self {
+            ArgSpec::Ptr(_) => None,
+            ArgSpec::I32(e) | ArgSpec::U32(e) | ArgSpec::I64(e) | ArgSpec::U64(e) | ArgSpec::F32(e) | ArgSpec::F64(e) => Some(e),
+        }
+    }
+
+    /// Bytes the argument takes in the kernel's parameter list (a device pointer is 8).
+    pub fn size_bytes(&self) -> u32 {
+        match self {
+            ArgSpec::I32(_) | ArgSpec::U32(_) | ArgSpec::F32(_) => 4,
+            ArgSpec::Ptr(_) | ArgSpec::I64(_) | ArgSpec::U64(_) | ArgSpec::F64(_) => 8,
+        }
+    }
+
+    /// The manifest's spelling: `ptr`, `i32`, ...
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ArgSpec::Ptr(_) => "ptr",
+            ArgSpec::I32(_) => "i32",
+            ArgSpec::U32(_) => "u32",
+            ArgSpec::I64(_) => "i64",
+            ArgSpec::U64(_) => "u64",
+            ArgSpec::F32(_) => "f32",
+            ArgSpec::F64(_) => "f64",
+        }
+    }
 }
 
 /// The launch as declared (`[launch]`).

@@ -54,27 +54,36 @@ impl Manifest {
     /// Checks that `params` sets exactly the declared params, each to one of its listed values.
     pub fn check_params(&self, params: &BTreeMap<String, i64>) -> Result<(), ManifestError> {
         let l = Loader { path: &self.path };
+        self.check_param_values(params).map_err(|(field, problem)| l.invalid(&field, problem))?;
+        for (name, values) in &self.params {
+            if !params.contains_key(name) {
+                return Err(l.invalid(&format!("params.{name}"), format!("the case does not set it; set one of {values:?}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that every param `params` names is declared and set to one of its listed values
+    /// (params it leaves out take their defaults); the error is the field and the problem.
+    pub fn check_param_values(&self, params: &BTreeMap<String, i64>) -> Result<(), (String, String)> {
         for (name, value) in params {
             match self.params.get(name) {
                 None => {
                     let declared: Vec<&str> = self.params.keys().map(|s| s.as_str()).collect();
-                    return Err(l.invalid(
-                        "params",
+                    return Err((
+                        format!("params.{name}"),
                         format!(
-                            "`{name}` is not a declared param (declared: {}); remove it from the case or declare it in the manifest",
-                            if declared.is_empty() { "none".to_string() } else { declared.join(", ") }
+                            "`{name}` is not a declared param of {} (declared: {}); remove it or declare it in {}",
+                            self.name,
+                            if declared.is_empty() { "none".to_string() } else { declared.join(", ") },
+                            self.path.display()
                         ),
                     ));
                 }
                 Some(values) if !values.contains(value) => {
-                    return Err(l.invalid(&format!("params.{name}"), format!("value {value} is not one of {values:?}; use one of them or add {value} to the manifest")));
+                    return Err((format!("params.{name}"), format!("value {value} is not one of {values:?} (declared in {}); use one of them or add {value} there", self.path.display())));
                 }
                 Some(_) => {}
-            }
-        }
-        for (name, values) in &self.params {
-            if !params.contains_key(name) {
-                return Err(l.invalid(&format!("params.{name}"), format!("the case does not set it; set one of {values:?}")));
             }
         }
         Ok(())

@@ -181,6 +181,7 @@ impl Plan {
     pub fn new(case: &Case, m: &Manifest) -> Result<Plan, CaseError> {
         let bad = |field: String, problem: String| CaseError::Invalid { field, problem };
         case.validate()?;
+        m.check_param_values(&case.params).map_err(|(field, problem)| bad(field, problem))?;
         let mut vars = Vars { defines: m.defines.clone(), params: m.default_params(), elem_bytes: case.dtype.size(), ..Vars::default() };
         for (k, &v) in &case.params {
             vars.params.insert(k.clone(), v);

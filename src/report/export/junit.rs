@@ -63,7 +63,7 @@ impl RunReport {
             .with_attribute(("tests", total(&|_| true).as_str()))
             .with_attribute(("failures", total(&|c| matches!(c.result, TestResult::Fail { .. })).as_str()))
             .with_attribute(("skipped", total(&|c| matches!(c.result, TestResult::Skipped { .. })).as_str()))
-            .with_attribute(("time", format!("{:.3}", self.duration_secs).as_str()))
+            .with_attribute(("time", seconds(self.duration_secs).as_str()))
             .write_inner_content(|w| {
                 for suite in &suites {
                     self.write_junit_suite(w, suite)?;
@@ -77,12 +77,12 @@ impl RunReport {
     fn write_junit_suite(&self, w: &mut Writer<Vec<u8>>, suite: &Suite) -> std::io::Result<()> {
         let count = |f: &dyn Fn(&TestCase) -> bool| suite.cases.iter().filter(|c| f(c)).count().to_string();
         w.create_element("testsuite")
-            .with_attribute(("name", suite.name.as_str()))
+            .with_attribute(("name", xml_text(&suite.name).as_str()))
             .with_attribute(("tests", count(&|_| true).as_str()))
             .with_attribute(("failures", count(&|c| matches!(c.result, TestResult::Fail { .. })).as_str()))
             .with_attribute(("errors", "0"))
             .with_attribute(("skipped", count(&|c| matches!(c.result, TestResult::Skipped { .. })).as_str()))
-            .with_attribute(("timestamp", self.started.as_str()))
+            .with_attribute(("timestamp", xml_text(&self.started).as_str()))
             .write_inner_content(|w| {
                 if suite.name == "environment" {
                     self.write_junit_properties(w)?;
@@ -188,14 +188,14 @@ fn write_testcase(w: &mut Writer<Vec<u8>>, case: &TestCase) -> std::io::Result<(
         .create_element("testcase")
         .with_attribute(("classname", xml_text(&case.class).as_str()))
         .with_attribute(("name", xml_text(&case.name).as_str()))
-        .with_attribute(("time", format!("{:.3}", case.time).as_str()));
+        .with_attribute(("time", seconds(case.time).as_str()));
     el.write_inner_content(|w| {
         match &case.result {
             TestResult::Pass => {}
             TestResult::Fail { message, kind, text } => {
                 w.create_element("failure")
                     .with_attribute(("message", xml_text(message).as_str()))
-                    .with_attribute(("type", kind.as_str()))
+                    .with_attribute(("type", xml_text(kind).as_str()))
                     .write_text_content(BytesText::new(&xml_text(text)))?;
             }
             TestResult::Skipped { message } => {
@@ -232,10 +232,16 @@ enum TestResult {
     Skipped { message: String },
 }
 
-/// Text XML 1.0 can carry: control characters other than tab and newline are not allowed even
-/// escaped (the writer escapes the rest).
+/// Text XML 1.0 can carry: control characters other than tab and newline, and the
+/// non-characters U+FFFE and U+FFFF, are not allowed even escaped (the writer escapes the rest).
 fn xml_text(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { '\u{fffd}' } else { c }).collect()
+    s.chars().map(|c| if (c.is_control() && c != '\n' && c != '\t') || c == '\u{fffe}' || c == '\u{ffff}' { '\u{fffd}' } else { c }).collect()
+}
+
+/// A duration for a `time` attribute: JUnit readers parse a non-negative decimal, so NaN, an
+/// infinity or a negative value (a clock that went wrong) is written as 0.
+fn seconds(x: f64) -> String {
+    format!("{:.3}", if x.is_finite() && x >= 0.0 { x } else { 0.0 })
 }
 
 #[cfg(test)]

@@ -197,7 +197,7 @@ fn ok_word(ok: bool) -> &'static str {
 
 /// Text made safe for a Markdown table cell: `|` would end the cell and a newline the row.
 fn md(s: &str) -> String {
-    s.replace('|', "\\|").replace(['\n', '\r'], " ")
+    s.replace('|', "\\|").chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
 }
 
 #[cfg(test)]

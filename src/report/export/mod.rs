@@ -267,6 +267,59 @@ pub(crate) mod tests {
         r.write_all(&dir.path().join("out")).unwrap();
     }
 
+    /// A report whose every user-controlled string is `s` and every duration `secs`.
+    fn hostile(s: &str, secs: f64) -> RunReport {
+        let mut r = sample();
+        r.duration_secs = secs;
+        r.budget_secs = Some(secs);
+        r.check(s, false, s);
+        let template = r.kernels[0].findings[0].clone();
+        let k = r.kernel_mut(s);
+        k.source = Some(s.into());
+        k.campaign = Some(Campaign { budget_secs: secs, elapsed_secs: secs, ..Campaign::default() });
+        let mut f = finding(s, FindingKind::SanitizerMemory, Oracle::Memcheck, Some((s, 1)));
+        f.detail = s.into();
+        k.findings.push(FindingEntry { signature: f.signature(), finding: f, case: s.into(), ..template });
+        r
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+        /// JUnit and SARIF parse back, and Markdown keeps its rows, whatever the strings hold
+        /// (XML-invalid control characters, `]]>`, markup, huge text) and whatever the
+        /// durations are (NaN, infinities, huge).
+        #[test]
+        fn exports_stay_well_formed_for_any_string_and_duration(
+            s in proptest::prop_oneof![
+                proptest::prelude::any::<String>(),
+                proptest::strategy::Just("]]><x a=\"&\u{0}\u{1b}\u{fffe}\u{ffff}|\n\r".to_string()),
+                proptest::strategy::Just("x".repeat(20_000)),
+            ],
+            secs in proptest::prop_oneof![
+                proptest::prelude::any::<f64>(),
+                proptest::strategy::Just(f64::NAN),
+                proptest::strategy::Just(f64::INFINITY),
+                proptest::strategy::Just(-1e300),
+                proptest::strategy::Just(1e300),
+            ],
+        ) {
+            let r = hostile(&s, secs);
+            let xml = r.to_junit();
+            let doc = roxmltree::Document::parse(&xml).map_err(|e| proptest::test_runner::TestCaseError::fail(format!("junit: {e}")))?;
+            for n in doc.descendants().filter(|n| n.has_tag_name("testsuites") || n.has_tag_name("testsuite") || n.has_tag_name("testcase")) {
+                if let Some(t) = n.attribute("time") {
+                    let v: f64 = t.parse().map_err(|_| proptest::test_runner::TestCaseError::fail(format!("time {t}")))?;
+                    proptest::prop_assert!(v.is_finite() && v >= 0.0, "time {}", t);
+                }
+            }
+            serde_json::from_str::<serde_json::Value>(&r.to_sarif()).map_err(|e| proptest::test_runner::TestCaseError::fail(format!("sarif: {e}")))?;
+            let plain = hostile("x", 1.0).to_markdown();
+            let md = r.to_markdown();
+            proptest::prop_assert_eq!(md.lines().count(), plain.lines().count(), "a string added or removed Markdown lines");
+            proptest::prop_assert!(!md.chars().any(|c| c.is_control() && c != '\n'));
+        }
+    }
+
     #[test]
     fn timestamps_are_rfc3339_utc() {
         let t = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_738_364_399);

@@ -22,9 +22,27 @@ pub struct Parsed {
     /// the cut is and how many records were kept. `None` for a complete document.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<String>,
+    /// Records that are complete XML but cannot be what the tool writes (no `<kind>`, a number
+    /// that does not parse or is out of range), one description each: never findings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub malformed: Vec<String>,
 }
 
 impl Parsed {
+    /// Sorts each record read into the good ones and the malformed ones (numbered from 1 in
+    /// file order).
+    fn new(read: Vec<Result<Record, String>>, truncated: Option<String>) -> Parsed {
+        let mut records = Vec::new();
+        let mut malformed = Vec::new();
+        for (i, r) in read.into_iter().enumerate() {
+            match r {
+                Ok(r) => records.push(r),
+                Err(why) => malformed.push(format!("record {}: {why}", i + 1)),
+            }
+        }
+        Parsed { records, truncated, malformed }
+    }
+
     /// The records that are not `Api` records: what the tool found in kernels.
     pub fn findings(&self) -> impl Iterator<Item = &Record> {
         self.records.iter().filter(|r| !r.is_api())
@@ -112,8 +130,8 @@ pub fn parse(xml: &str) -> Result<Parsed, XmlError> {
             if root.tag_name().name() != ROOT {
                 return Err(XmlError::WrongRoot { found: root.tag_name().name().to_string() });
             }
-            let records = root.children().filter(|n| n.has_tag_name("record")).map(record_from).collect();
-            Ok(Parsed { records, truncated: None })
+            let read = root.children().filter(|n| n.has_tag_name("record")).map(record_from).collect();
+            Ok(Parsed::new(read, None))
         }
         Err(e) => salvage(xml, &e),
     }
@@ -203,15 +221,13 @@ fn salvage(xml: &str, err: &roxmltree::Error) -> Result<Parsed, XmlError> {
     let body = match header(xml) {
         Header::Body(b) => b,
         Header::Cut => {
-            return Ok(Parsed {
-                records: Vec::new(),
-                truncated: Some(format!(
-                    "the file ends at line {} (byte {}) inside its header, before any record: compute-sanitizer \
-                     was probably killed while writing it",
-                    line_at(xml, xml.len()),
-                    xml.len()
-                )),
-            })
+            let why = format!(
+                "the file ends at line {} (byte {}) inside its header, before any record: compute-sanitizer \
+                 was probably killed while writing it",
+                line_at(xml, xml.len()),
+                xml.len()
+            );
+            return Ok(Parsed::new(Vec::new(), Some(why)));
         }
         Header::Wrong(found) => return Err(XmlError::WrongRoot { found }),
         Header::NotXml => return Err(XmlError::NotXml { message: err.to_string() }),
@@ -226,17 +242,15 @@ fn salvage(xml: &str, err: &roxmltree::Error) -> Result<Parsed, XmlError> {
         check_gap(xml, pos, start)?;
         let Some(len) = xml[start..].find("</record>") else {
             let kept = records.len();
-            return Ok(Parsed {
-                truncated: Some(format!(
-                    "the file ends at line {} (byte {}) inside record {}, which starts at line {}: compute-sanitizer \
-                     was probably killed while writing it; the {kept} complete records before it were kept",
-                    line_at(xml, xml.len()),
-                    xml.len(),
-                    kept + 1,
-                    line_at(xml, start),
-                )),
-                records,
-            });
+            let why = format!(
+                "the file ends at line {} (byte {}) inside record {}, which starts at line {}: compute-sanitizer \
+                 was probably killed while writing it; the {kept} complete records before it were kept",
+                line_at(xml, xml.len()),
+                xml.len(),
+                kept + 1,
+                line_at(xml, start),
+            );
+            return Ok(Parsed::new(records, Some(why)));
         };
         let end = start + len + "</record>".len();
         match roxmltree::Document::parse(&xml[start..end]) {
@@ -254,15 +268,13 @@ fn salvage(xml: &str, err: &roxmltree::Error) -> Result<Parsed, XmlError> {
         pos = end;
     }
     let kept = records.len();
-    Ok(Parsed {
-        truncated: Some(format!(
-            "the file ends at line {} (byte {}) after record {kept}, without </{ROOT}>: compute-sanitizer was \
-             probably killed while writing it; the {kept} complete records were kept",
-            line_at(xml, xml.len()),
-            xml.len(),
-        )),
-        records,
-    })
+    let why = format!(
+        "the file ends at line {} (byte {}) after record {kept}, without </{ROOT}>: compute-sanitizer was \
+         probably killed while writing it; the {kept} complete records were kept",
+        line_at(xml, xml.len()),
+        xml.len(),
+    );
+    Ok(Parsed::new(records, Some(why)))
 }
 
 /// The text between two records must be white space or complete elements (a newer tool's extra
@@ -295,59 +307,77 @@ fn parse_u64(s: &str) -> Option<u64> {
     }
 }
 
-fn u64_of(node: roxmltree::Node<'_, '_>, name: &str) -> Option<u64> {
-    parse_u64(&text_of(node, name)?)
-}
-
-fn dim3(node: Option<roxmltree::Node<'_, '_>>) -> Option<[u32; 3]> {
-    let node = node?;
-    let get = |n| u64_of(node, n).and_then(|v| u32::try_from(v).ok()).unwrap_or(0);
-    Some([get("x"), get("y"), get("z")])
-}
-
-fn frame_from(node: roxmltree::Node<'_, '_>) -> Frame {
-    Frame {
-        func: text_of(node, "func"),
-        path: text_of(node, "path"),
-        line: u64_of(node, "line").and_then(|v| u32::try_from(v).ok()),
-        pc: u64_of(node, "pc"),
+/// A number the tool wrote, if the element is there; one that does not parse, or does not fit
+/// `T`, is an error naming the element.
+fn number<T: TryFrom<u64>>(node: roxmltree::Node<'_, '_>, name: &str) -> Result<Option<T>, String> {
+    match text_of(node, name) {
+        None => Ok(None),
+        Some(t) => parse_u64(&t).and_then(|v| T::try_from(v).ok()).map(Some).ok_or_else(|| format!("<{name}> {:?} is not a number in range", clip(&t))),
     }
 }
 
-fn access_from(node: roxmltree::Node<'_, '_>) -> RaceAccess {
-    RaceAccess { direction: text_of(node, "direction"), frame: child(node, "where").map(frame_from) }
+/// At most 40 characters of a value quoted in a message.
+fn clip(t: &str) -> String {
+    match t.char_indices().nth(40) {
+        Some((i, _)) => format!("{}...", &t[..i]),
+        None => t.to_string(),
+    }
 }
 
-fn record_from(node: roxmltree::Node<'_, '_>) -> Record {
-    let mut r = Record::new(RecordKind::from_xml(&text_of(node, "kind").unwrap_or_default()));
+fn dim3(node: Option<roxmltree::Node<'_, '_>>) -> Result<Option<[u32; 3]>, String> {
+    let Some(node) = node else { return Ok(None) };
+    let get = |n| number::<u32>(node, n).map(|v| v.unwrap_or(0));
+    Ok(Some([get("x")?, get("y")?, get("z")?]))
+}
+
+fn frame_from(node: roxmltree::Node<'_, '_>) -> Result<Frame, String> {
+    Ok(Frame { func: text_of(node, "func"), path: text_of(node, "path"), line: number(node, "line")?, pc: number(node, "pc")? })
+}
+
+fn access_from(node: roxmltree::Node<'_, '_>) -> Result<RaceAccess, String> {
+    Ok(RaceAccess { direction: text_of(node, "direction"), frame: child(node, "where").map(frame_from).transpose()? })
+}
+
+/// One `<record>`, or why it cannot be one the tool wrote (no `<kind>`, a number out of range).
+fn record_from(node: roxmltree::Node<'_, '_>) -> Result<Record, String> {
+    let kind = text_of(node, "kind").ok_or("no <kind>")?;
+    let mut r = Record::new(RecordKind::from_xml(&kind));
     r.level = text_of(node, "level");
     if let Some(who) = child(node, "who") {
-        r.thread = dim3(child(who, "threadIdx"));
-        r.block = dim3(child(who, "blockIdx"));
+        r.thread = dim3(child(who, "threadIdx"))?;
+        r.block = dim3(child(who, "blockIdx"))?;
     }
     if let Some(what) = child(node, "what") {
         r.text = text_of(what, "text").unwrap_or_default();
         r.space = text_of(what, "space");
-        r.size = u64_of(what, "size");
+        r.size = number(what, "size")?;
         r.direction = text_of(what, "direction");
         r.error = text_of(what, "error");
-        r.address = u64_of(what, "address");
+        r.address = number(what, "address")?;
         r.api = text_of(what, "api");
         r.message = text_of(what, "message");
-        r.result = text_of(what, "result").and_then(|s| s.trim().parse().ok());
+        r.result = match text_of(what, "result") {
+            Some(t) => Some(t.trim().parse().map_err(|_| format!("<result> {:?} is not a number in range", clip(&t)))?),
+            None => None,
+        };
         r.barrier_type = text_of(what, "type");
         let source = child(what, "source");
         let destination = child(what, "destination");
-        r.source = source.map(access_from);
-        r.destination = destination.map(access_from);
+        r.source = source.map(access_from).transpose()?;
+        r.destination = destination.map(access_from).transpose()?;
         // 2025.3 puts the hazard count in <destination>; accept it on either side or in <what>.
-        r.hazards = [destination, source, Some(what)].into_iter().flatten().find_map(|n| u64_of(n, "count"));
+        for n in [destination, source, Some(what)].into_iter().flatten() {
+            if let Some(c) = number(n, "count")? {
+                r.hazards = Some(c);
+                break;
+            }
+        }
     }
-    r.at = child(node, "where").map(frame_from);
+    r.at = child(node, "where").map(frame_from).transpose()?;
     if let Some(stack) = child(node, "deviceStack") {
-        r.device_stack = stack.children().filter(|n| n.has_tag_name("frame")).map(frame_from).collect();
+        r.device_stack = stack.children().filter(|n| n.has_tag_name("frame")).map(frame_from).collect::<Result<_, _>>()?;
     }
-    r
+    Ok(r)
 }
 
 #[cfg(test)]
