@@ -80,7 +80,7 @@ pub struct CampaignSpec<'a> {
     pub cases: u64,
     /// Stop handing out cases at this time.
     pub deadline: Option<Instant>,
-    /// Stop after this many new signatures (time to first finding).
+    /// Stop after this many new bugs (time to first finding).
     pub stop_after: Option<usize>,
     /// Run switches of every case.
     pub options: RunOptions,
@@ -272,7 +272,7 @@ pub fn run(
             _ => {}
         }
         emit(EventKind::CaseDone { index: i, verdict: Some(&verdict), progress: &summary.progress });
-        let enough = spec.stop_after.is_some_and(|n| summary.progress.new_findings >= n);
+        let enough = spec.stop_after.is_some_and(|n| summary.progress.new_bugs >= n);
         Ok(if enough { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     };
     let result = pool.run_indexed(spec.cases, spec.deadline, m, &spec.options, spec.timeout, &make, &mut on_result);

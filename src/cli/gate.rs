@@ -83,9 +83,13 @@ pub(super) fn gate_command(a: GateArgs) -> Result<i32> {
     for p in &written {
         outln!("  {}", p.display())?;
     }
-    for (_, f) in report.findings().filter(|(_, f)| f.new) {
-        outln!("NEW {}: {}", f.signature, f.finding)?;
-        if let Some(seed) = &f.seed {
+    // One entry per new bug (its findings are in the reports): the first finding and the
+    // smallest saved seed that replays it.
+    for (bug, entries) in report.bugs() {
+        let new: Vec<_> = entries.iter().filter(|(_, f)| f.new).collect();
+        let Some((k, first)) = new.first() else { continue };
+        outln!("NEW BUG {bug} in {}: {} ({} finding{})", k.kernel, first.finding, new.len(), if new.len() == 1 { "" } else { "s" })?;
+        if let Some(seed) = new.iter().filter_map(|(_, f)| f.seed.as_deref()).next() {
             out!("{}", crate::report::replay_lines(std::path::Path::new(seed)))?;
         }
     }
@@ -157,9 +161,11 @@ impl GpuBackend {
     /// new findings and escalation notes.
     fn campaign(pool: &mut Pool, spec: &CampaignSpec<'_>, keeper: &mut SeedKeeper, escalator: Option<&mut Escalator>, found: &mut dyn FnMut(Found)) -> Result<Campaign, StepError> {
         let mut on_event = |e: CampaignEvent<'_>| match e.kind {
-            EventKind::NewFinding { case, finding, seed, .. } => {
-                let _ = outln!("NEW   {}: {finding}", case.summary());
-                found(Found { case: case.summary(), finding: finding.clone(), seed: Some(seed.to_path_buf()) });
+            EventKind::NewFinding { case, finding, seed, .. } => found(Found { case: case.summary(), finding: finding.clone(), seed: Some(seed.to_path_buf()) }),
+            // A line per bug, not per signature: further signatures of a known bug are in the
+            // report's findings.
+            EventKind::NewBug { index, bug } => {
+                let _ = outln!("NEW   (case #{index}): {}", crate::triage::bug_line(bug));
             }
             EventKind::SmallerCase { case, finding, seed, .. } => found(Found { case: case.summary(), finding: finding.clone(), seed: Some(seed.to_path_buf()) }),
             EventKind::Named { case, finding, kept: Kept::New(seed) | Kept::Smaller(seed), .. } => {

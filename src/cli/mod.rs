@@ -300,8 +300,7 @@ pub(super) struct FuzzArgs {
     /// show which preconditions the kernel really has); by default they are skipped and counted.
     #[arg(long)]
     pub(super) outside_contract: bool,
-    /// Move on to the next kernel after this many distinct findings (e.g. 1: time to first
-    /// finding).
+    /// Move on to the next kernel after this many new bugs (e.g. 1: time to first finding).
     #[arg(long, value_parser = positive::<usize>)]
     pub(super) stop_after: Option<usize>,
     /// Re-run each new finding's case under these compute-sanitizer tools to name the bug
