@@ -182,6 +182,8 @@ impl Manifest {
         let contract = l.contract(t)?;
         let launch = l.launch(t, &tensors)?;
         let reference = l.reference(t, &tensors, &scalars, &launch)?;
+        let mut dims = dims;
+        Loader::add_op_hints(&mut dims, &tensors, &reference);
         let manifest =
             Manifest { path: path.to_path_buf(), name, description, source, entry, fuzz, options, dtypes, defines, params, dims, requires, scalars, tensors, contract, reference, launch };
         l.check_names(&manifest)?;
@@ -696,36 +698,36 @@ impl Loader<'_> {
                 Ok(ReferenceSpec::Kernel(Box::new(ReferenceKernel { source, entry, options: raw.options, launch, factor, floor: raw.floor })))
             }
             (Some(_), Some(_)) => Err(self.invalid("reference", "give either op or source/entry, not both".into())),
-            (None, None) => Err(self.invalid("reference", "give op = \"attention_fwd\" (a built-in op), source and entry of your reference kernel, or op = \"none\"".into())),
+            (None, None) => Err(self.invalid("reference", "give op = \"attention_fwd\" or another built-in op, source and entry of your reference kernel, or op = \"none\"".into())),
         }
     }
 
-    /// An op's binding: every role names a tensor (or scalar) of this manifest; a role not
-    /// listed binds the tensor or scalar of the same name.
+    /// An op's binding: every role names a tensor (or scalar) of this manifest, of the rank the
+    /// role needs; a role not listed binds the tensor or scalar of the same name.
     fn bind(&self, op: BuiltinOp, given: BTreeMap<String, String>, tensors: &[TensorSpec], scalars: &[ScalarSpec]) -> Result<BTreeMap<String, String>, ManifestError> {
-        let (needed, optional) = op.tensor_roles();
-        let roles: BTreeSet<&str> = needed.iter().chain(optional).chain(op.scalar_roles()).copied().collect();
+        let spec = op.spec();
+        let roles: BTreeSet<&str> = spec.tensors.iter().map(|r| r.name).chain(spec.scalars.iter().copied()).collect();
         if let Some(unknown) = given.keys().find(|k| !roles.contains(k.as_str())) {
             return Err(self.invalid(&format!("reference.bind.{unknown}"), format!("`{unknown}` is not a role of {op} (roles: {})", roles.iter().copied().collect::<Vec<_>>().join(", "))));
         }
         let mut bind = BTreeMap::new();
-        for &role in needed.iter().chain(optional) {
+        for r in spec.tensors {
+            let role = r.name;
             let name = given.get(role).cloned().unwrap_or_else(|| role.to_string());
             match tensors.iter().find(|t| t.name == name) {
                 Some(t) => {
-                    let rank = if role == "lse" { 3 } else { 4 };
-                    if t.rank() != rank {
-                        return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs `{role}` of rank {rank}, and tensor `{name}` has rank {}", t.rank())));
+                    if !r.rank.admits(t.rank()) {
+                        return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs `{role}` of {}, and tensor `{name}` has rank {}", r.rank, t.rank())));
                     }
                     bind.insert(role.to_string(), name);
                 }
-                None if needed.contains(&role) => {
+                None if r.required => {
                     return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs a tensor for `{role}`, and there is no tensor `{name}`; bind it: [reference.bind] {role} = \"...\"")));
                 }
                 None => {}
             }
         }
-        for &role in op.scalar_roles() {
+        for &role in spec.scalars {
             let name = given.get(role).cloned().unwrap_or_else(|| role.to_string());
             if !scalars.iter().any(|s| s.name == name) && name.parse::<f64>().is_err() && name != "true" && name != "false" {
                 return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs a scalar for `{role}`, and there is no scalar `{name}`; declare it under [scalars] or bind a literal (\"false\", \"0.125\")")));
@@ -733,6 +735,21 @@ impl Loader<'_> {
             bind.insert(role.to_string(), name);
         }
         Ok(bind)
+    }
+
+    /// The op's boundary values for the dim it reduces over (the last shape entry of its
+    /// reduced role's tensor, when that is a bare dim name), added to that dim's hints.
+    fn add_op_hints(dims: &mut [DimSpec], tensors: &[TensorSpec], reference: &ReferenceSpec) {
+        let ReferenceSpec::Op { op, bind } = reference else { return };
+        let spec = op.spec();
+        let Some(t) = spec.reduces.and_then(|role| bind.get(role)).and_then(|n| tensors.iter().find(|t| &t.name == n)) else { return };
+        let Some(dim) = t.rank().checked_sub(1).and_then(|i| t.dim_name(i)).and_then(|n| dims.iter_mut().find(|d| d.name == n)) else { return };
+        for &v in spec.reduce_hints {
+            let hint = Hint::Value(v);
+            if (dim.range[0]..=dim.range[1]).contains(&v) && !dim.hints.contains(&hint) {
+                dim.hints.push(hint);
+            }
+        }
     }
 
     /// Shapes, relations, scalar expressions and integer ranges name only known dims, scalars,
