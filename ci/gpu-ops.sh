@@ -49,7 +49,7 @@ fi
 if want mutants; then
   for m in kernels/mutants/softmax_*.toml kernels/mutants/rmsnorm_*.toml kernels/mutants/layernorm_*.toml; do
     k=$(basename "$m" .toml)
-    timeout 150 "$bin" fuzz --kernel "$m" --time 60s --stop-after 1 --out "$logs/out-mut-$k" > "$logs/mut-$k.log" 2>&1
+    timeout 150 "$bin" fuzz --kernel "$m" --time "${MUT_TIME:-60s}" --stop-after 1 --out "$logs/out-mut-$k" > "$logs/mut-$k.log" 2>&1
     row "mutant $k" "$(first "$logs/mut-$k.log") s to first finding" "$(case_no "$logs/mut-$k.log")" "default fuzz" "$(oracle "$logs/mut-$k.log")"
   done
 fi
@@ -57,7 +57,7 @@ fi
 if want racecheck; then
   for m in kernels/mutants/*_no_barrier.toml; do
     k=$(basename "$m" .toml)
-    timeout 200 "$bin" fuzz --kernel "$m" --time 120s --stop-after 1 --sanitize racecheck --escalate none --out "$logs/out-race-$k" > "$logs/race-$k.log" 2>&1
+    timeout 200 "$bin" fuzz --kernel "$m" --time "${RACE_TIME:-120s}" --stop-after 1 --sanitize racecheck --escalate none --out "$logs/out-race-$k" > "$logs/race-$k.log" 2>&1
     row "mutant $k" "$(first "$logs/race-$k.log") s to first finding" "$(case_no "$logs/race-$k.log")" "--sanitize racecheck" "$(oracle "$logs/race-$k.log")"
   done
 fi
