@@ -9,6 +9,8 @@
 #              default settings: `cudafuzz fuzz --kernel M --time 60s --stop-after 1`.
 #   racecheck  the missing-barrier mutants again under `--sanitize racecheck --time 120s`
 #              (a race may have no native symptom).
+#   reference  which reference judged (`cudafuzz run` of a 3 x 1025 case: "reference: gpu"), and
+#              each correct kernel for CPU_CASES (default 2000) cases judged by the CPU reference.
 #
 # Needs a GPU and the cudafuzz binary ($CUDAFUZZ, else .gpu/bin/cudafuzz, else
 # target/release/cudafuzz). Logs go to $OUT (default gpu-ops-logs); the table comes last.
@@ -20,7 +22,7 @@ cases=${CASES:-20000}
 jobs=${JOBS:-8}
 mkdir -p "$logs"
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(clean mutants racecheck)
+[ ${#stages[@]} -eq 0 ] && stages=(clean mutants racecheck reference)
 want() { printf '%s\n' "${stages[@]}" | grep -qx "$1"; }
 rows=()
 row() { rows+=("$(printf '| %s | %s | %s | %s | %s |' "$@")"); }
@@ -59,6 +61,20 @@ if want racecheck; then
     k=$(basename "$m" .toml)
     timeout 200 "$bin" fuzz --kernel "$m" --time "${RACE_TIME:-120s}" --stop-after 1 --sanitize racecheck --escalate none --out "$logs/out-race-$k" > "$logs/race-$k.log" 2>&1
     row "mutant $k" "$(first "$logs/race-$k.log") s to first finding" "$(case_no "$logs/race-$k.log")" "--sanitize racecheck" "$(oracle "$logs/race-$k.log")"
+  done
+fi
+
+if want reference; then
+  for k in softmax rmsnorm layernorm; do
+    "$bin" case example --kernel "kernels/norm/$k.toml" | sed -E 's/"n": 1,/"n": 1025,/; s/"rows": 1$/"rows": 3/' > "$logs/case-$k.json"
+    for r in gpu cpu; do
+      "$bin" run --kernel "kernels/norm/$k.toml" --reference "$r" --out "$logs/out-run-$k-$r" "$logs/case-$k.json" > "$logs/run-$k-$r.log" 2>&1
+      row "run $k 3x1025 --reference $r" "rc=$?" "$(grep -m1 -Eo '^reference: [a-z]+' "$logs/run-$k-$r.log")" "-" "$(grep -m1 -E '(PASS|FAIL|ERROR)' "$logs/run-$k-$r.log" | cut -c1-80)"
+    done
+    t0=$(date +%s.%N)
+    "$bin" fuzz --kernel "kernels/norm/$k.toml" --cases "${CPU_CASES:-2000}" --jobs "$jobs" --reference cpu --escalate none --seed 7 --out "$logs/out-cpu-$k" > "$logs/cpu-$k.log" 2>&1
+    s=$(summary "$logs/cpu-$k.log")
+    row "clean $k --reference cpu" "$(echo "$s" | grep -Eo '[0-9]+ cases' | head -n1)" "$(echo "$s" | sed -nE 's/.* ([0-9]+) failed, ([0-9]+) errors.*/\1 failed, \2 errors/p')" "$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N)-$t0}") s" "seed 7"
   done
 fi
 
