@@ -25,7 +25,7 @@ stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(clean mutants racecheck reference)
 want() { printf '%s\n' "${stages[@]}" | grep -qx "$1"; }
 rows=()
-row() { rows+=("$(printf '| %s | %s | %s | %s | %s |' "$@")"); }
+row() { rows+=("$(printf '| %s | %s | %s | %s | %s |' "$@")"); echo "${rows[-1]}"; }
 # The campaign summary line: "<kernel>: N cases in S s ... F failed, E errors; D distinct".
 summary() { grep -E "^[A-Za-z0-9_]+: [0-9]+ cases" "$1" | tail -n1; }
 first() { grep -m1 -Eo 'NEW +after [0-9.]+ s' "$1" | grep -Eo '[0-9.]+' || echo "-"; }
