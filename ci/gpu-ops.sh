@@ -9,7 +9,7 @@
 #              default settings: `cudafuzz fuzz --kernel M --time 60s --stop-after 1`.
 #   racecheck  the missing-barrier mutants again under `--sanitize racecheck --time 120s`
 #              (a race may have no native symptom).
-#   reference  which reference judged (`cudafuzz run` of a 3 x 1025 case: "reference: gpu"), and
+#   reference  which reference judged (`cudafuzz repro` of a 3 x 1025 case: "reference: gpu"), and
 #              each correct kernel for CPU_CASES (default 2000) cases judged by the CPU reference.
 #
 # Needs a GPU and the cudafuzz binary ($CUDAFUZZ, else .gpu/bin/cudafuzz, else
@@ -68,8 +68,8 @@ if want reference; then
   for k in softmax rmsnorm layernorm; do
     "$bin" case example --kernel "kernels/norm/$k.toml" | sed -E 's/"n": 1,/"n": 1025,/; s/"rows": 1$/"rows": 3/' > "$logs/case-$k.json"
     for r in gpu cpu; do
-      "$bin" run --kernel "kernels/norm/$k.toml" --reference "$r" --out "$logs/out-run-$k-$r" "$logs/case-$k.json" > "$logs/run-$k-$r.log" 2>&1
-      row "run $k 3x1025 --reference $r" "rc=$?" "$(grep -m1 -Eo '^reference: [a-z]+' "$logs/run-$k-$r.log")" "-" "$(grep -m1 -E '(PASS|FAIL|ERROR)' "$logs/run-$k-$r.log" | cut -c1-80)"
+      "$bin" repro --reference "$r" "$logs/case-$k.json" > "$logs/repro-$k-$r.log" 2>&1
+      row "repro $k 3x1025 --reference $r" "rc=$?" "$(grep -m1 -Eo '^reference: [a-z]+' "$logs/repro-$k-$r.log")" "-" "$(grep -m1 -E '(PASS|FAIL|ERROR)' "$logs/repro-$k-$r.log" | cut -c1-80)"
     done
     t0=$(date +%s.%N)
     "$bin" fuzz --kernel "kernels/norm/$k.toml" --cases "${CPU_CASES:-2000}" --jobs "$jobs" --reference cpu --escalate none --seed 7 --out "$logs/out-cpu-$k" > "$logs/cpu-$k.log" 2>&1
