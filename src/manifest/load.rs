@@ -183,7 +183,9 @@ impl Manifest {
         let launch = l.launch(t, &tensors)?;
         let reference = l.reference(t, &tensors, &scalars, &launch)?;
         let mut dims = dims;
-        Loader::add_op_hints(&mut dims, &tensors, &reference);
+        if let ReferenceSpec::Op { op, bind } = &reference {
+            op.spec().add_hints(&mut dims, &tensors, bind);
+        }
         let manifest =
             Manifest { path: path.to_path_buf(), name, description, source, entry, fuzz, options, dtypes, defines, params, dims, requires, scalars, tensors, contract, reference, launch };
         l.check_names(&manifest)?;
@@ -735,21 +737,6 @@ impl Loader<'_> {
             bind.insert(role.to_string(), name);
         }
         Ok(bind)
-    }
-
-    /// The op's boundary values for the dim it reduces over (the last shape entry of its
-    /// reduced role's tensor, when that is a bare dim name), added to that dim's hints.
-    fn add_op_hints(dims: &mut [DimSpec], tensors: &[TensorSpec], reference: &ReferenceSpec) {
-        let ReferenceSpec::Op { op, bind } = reference else { return };
-        let spec = op.spec();
-        let Some(t) = spec.reduces.and_then(|role| bind.get(role)).and_then(|n| tensors.iter().find(|t| &t.name == n)) else { return };
-        let Some(dim) = t.rank().checked_sub(1).and_then(|i| t.dim_name(i)).and_then(|n| dims.iter_mut().find(|d| d.name == n)) else { return };
-        for &v in spec.reduce_hints {
-            let hint = Hint::Value(v);
-            if (dim.range[0]..=dim.range[1]).contains(&v) && !dim.hints.contains(&hint) {
-                dim.hints.push(hint);
-            }
-        }
     }
 
     /// Shapes, relations, scalar expressions and integer ranges name only known dims, scalars,

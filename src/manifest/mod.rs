@@ -331,6 +331,22 @@ pub struct OpSpec {
     pub reduce_hints: &'static [u64],
 }
 
+impl OpSpec {
+    /// Adds the op's boundary values to the dim it reduces over: the last shape entry of the
+    /// tensor bound to its reduced role, when that is a bare dim name (values inside the dim's
+    /// range, not already hinted).
+    pub fn add_hints(&self, dims: &mut [DimSpec], tensors: &[TensorSpec], bind: &BTreeMap<String, String>) {
+        let Some(t) = self.reduces.and_then(|role| bind.get(role)).and_then(|n| tensors.iter().find(|t| &t.name == n)) else { return };
+        let Some(dim) = t.rank().checked_sub(1).and_then(|i| t.dim_name(i)).and_then(|n| dims.iter_mut().find(|d| d.name == n)) else { return };
+        for &v in self.reduce_hints {
+            let hint = Hint::Value(v);
+            if (dim.range[0]..=dim.range[1]).contains(&v) && !dim.hints.contains(&hint) {
+                dim.hints.push(hint);
+            }
+        }
+    }
+}
+
 const fn role(name: &'static str, rank: Rank) -> TensorRole {
     TensorRole { name, rank, required: true }
 }
