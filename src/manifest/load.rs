@@ -704,7 +704,7 @@ impl Loader<'_> {
     /// listed binds the tensor or scalar of the same name.
     fn bind(&self, op: BuiltinOp, given: BTreeMap<String, String>, tensors: &[TensorSpec], scalars: &[ScalarSpec]) -> Result<BTreeMap<String, String>, ManifestError> {
         let (needed, optional) = op.tensor_roles();
-        let roles: BTreeSet<&str> = needed.iter().chain(optional).chain(op.scalar_roles()).copied().collect();
+        let roles: BTreeSet<&str> = needed.iter().chain(optional).chain(op.scalar_roles()).chain(op.optional_scalar_roles()).copied().collect();
         if let Some(unknown) = given.keys().find(|k| !roles.contains(k.as_str())) {
             return Err(self.invalid(&format!("reference.bind.{unknown}"), format!("`{unknown}` is not a role of {op} (roles: {})", roles.iter().copied().collect::<Vec<_>>().join(", "))));
         }
@@ -713,7 +713,7 @@ impl Loader<'_> {
             let name = given.get(role).cloned().unwrap_or_else(|| role.to_string());
             match tensors.iter().find(|t| t.name == name) {
                 Some(t) => {
-                    let rank = if role == "lse" { 3 } else { 4 };
+                    let rank = op.role_rank(role);
                     if t.rank() != rank {
                         return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs `{role}` of rank {rank}, and tensor `{name}` has rank {}", t.rank())));
                     }
@@ -731,6 +731,20 @@ impl Loader<'_> {
                 return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs a scalar for `{role}`, and there is no scalar `{name}`; declare it under [scalars] or bind a literal (\"false\", \"0.125\")")));
             }
             bind.insert(role.to_string(), name);
+        }
+        for &role in op.optional_scalar_roles() {
+            match given.get(role) {
+                Some(name) if !scalars.iter().any(|s| &s.name == name) && name.parse::<f64>().is_err() && name != "true" && name != "false" => {
+                    return Err(self.invalid(&format!("reference.bind.{role}"), format!("there is no scalar `{name}`; declare it under [scalars], bind a literal (\"false\", \"0.5\") or leave `{role}` out")));
+                }
+                Some(name) => {
+                    bind.insert(role.to_string(), name.clone());
+                }
+                None if scalars.iter().any(|s| s.name == role) => {
+                    bind.insert(role.to_string(), role.to_string());
+                }
+                None => {}
+            }
         }
         Ok(bind)
     }

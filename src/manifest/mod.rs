@@ -265,16 +265,25 @@ pub enum BuiltinOp {
     /// Scaled dot-product attention forward: `o = softmax(scale · q kᵀ + causal mask) v`, with
     /// GQA and an optional log-sum-exp output.
     AttentionFwd,
+    /// `c = alpha · op(a) · op(b) + beta · c`, fp32 accumulate; `op` transposes when the
+    /// `trans_a` / `trans_b` flag is set; `beta == 0` never reads `c` (BLAS semantics).
+    Gemm,
+    /// Rotary position embedding of `x [tokens, heads, head_dim]` by `cos`/`sin [max_pos,
+    /// rot_dim / 2]` at `positions [tokens]`, interleaved or half-split pairs; into `y` when
+    /// bound, else in place.
+    Rotary,
 }
 
 impl BuiltinOp {
     /// Every op.
-    pub const ALL: [BuiltinOp; 1] = [BuiltinOp::AttentionFwd];
+    pub const ALL: [BuiltinOp; 3] = [BuiltinOp::AttentionFwd, BuiltinOp::Gemm, BuiltinOp::Rotary];
 
     /// The name used in manifests.
     pub fn name(self) -> &'static str {
         match self {
             BuiltinOp::AttentionFwd => "attention_fwd",
+            BuiltinOp::Gemm => "gemm",
+            BuiltinOp::Rotary => "rotary",
         }
     }
 
@@ -282,6 +291,20 @@ impl BuiltinOp {
     pub fn tensor_roles(self) -> (&'static [&'static str], &'static [&'static str]) {
         match self {
             BuiltinOp::AttentionFwd => (&["q", "k", "v", "o"], &["lse"]),
+            BuiltinOp::Gemm => (&["a", "b", "c"], &[]),
+            BuiltinOp::Rotary => (&["x", "cos", "sin", "positions"], &["y"]),
+        }
+    }
+
+    /// The rank a tensor role must have.
+    pub fn role_rank(self, role: &str) -> usize {
+        match (self, role) {
+            (BuiltinOp::AttentionFwd, "lse") => 3,
+            (BuiltinOp::AttentionFwd, _) => 4,
+            (BuiltinOp::Gemm, _) => 2,
+            (BuiltinOp::Rotary, "x" | "y") => 3,
+            (BuiltinOp::Rotary, "positions") => 1,
+            (BuiltinOp::Rotary, _) => 2,
         }
     }
 
@@ -289,6 +312,18 @@ impl BuiltinOp {
     pub fn scalar_roles(self) -> &'static [&'static str] {
         match self {
             BuiltinOp::AttentionFwd => &["scale", "causal"],
+            BuiltinOp::Gemm => &["alpha"],
+            BuiltinOp::Rotary => &[],
+        }
+    }
+
+    /// The op's optional scalar roles: bound to the scalar of the same name when the manifest
+    /// has one (or to a literal in `bind`), otherwise absent (each op says what absent means).
+    pub fn optional_scalar_roles(self) -> &'static [&'static str] {
+        match self {
+            BuiltinOp::AttentionFwd => &[],
+            BuiltinOp::Gemm => &["beta", "trans_a", "trans_b"],
+            BuiltinOp::Rotary => &["interleaved"],
         }
     }
 }

@@ -9,9 +9,12 @@
 //! element type costs on *this* case), plus a small floor.
 //!
 //! Built in: `attention_fwd` ([`attention`]), on the CPU here and on the GPU through the
-//! `attention_f64` reference kernel.
+//! `attention_f64` reference kernel; `gemm` ([`gemm`]) and `rotary` ([`rotary`]) on the CPU
+//! (their fp64 GPU kernels are `gemm_f64` and `rotary_f64`).
 
 pub mod attention;
+pub mod gemm;
+pub mod rotary;
 
 use crate::data::Inputs;
 use crate::case::Dtype;
@@ -90,17 +93,7 @@ pub fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
 pub fn attention_geometry(bind: &std::collections::BTreeMap<String, String>, plan: &Plan) -> Option<Attention> {
     let q = plan.tensor(bind.get("q")?)?;
     let k = plan.tensor(bind.get("k")?)?;
-    let scalar = |role: &str| -> Option<f64> {
-        let name = bind.get(role)?;
-        match plan.scalar(name) {
-            Some(v) => Some(v.as_f64()),
-            None => match name.as_str() {
-                "true" => Some(1.0),
-                "false" => Some(0.0),
-                n => n.parse().ok(),
-            },
-        }
-    };
+    let scalar = |role: &str| bound_scalar(bind, plan, role);
     Some(Attention {
         batch: q.shape[0],
         heads_q: q.shape[1],
@@ -112,6 +105,20 @@ pub fn attention_geometry(bind: &std::collections::BTreeMap<String, String>, pla
         scale: scalar("scale")? as f32,
         dtype: q.dtype,
     })
+}
+
+/// The value of the scalar a binding gives `role` in a planned case: the case's scalar of that
+/// name, or the literal bound (`true`/`false` read as 1/0); `None` when the role is unbound.
+pub fn bound_scalar(bind: &std::collections::BTreeMap<String, String>, plan: &Plan, role: &str) -> Option<f64> {
+    let name = bind.get(role)?;
+    match plan.scalar(name) {
+        Some(v) => Some(v.as_f64()),
+        None => match name.as_str() {
+            "true" => Some(1.0),
+            "false" => Some(0.0),
+            n => n.parse().ok(),
+        },
+    }
 }
 
 /// The judged outputs of an attention case from its fp64 and same-precision results: `o` by
@@ -133,7 +140,12 @@ pub fn attention_expected(m: &Manifest, plan: &Plan, bind: &std::collections::BT
 /// The CPU references of a case whose manifest binds a built-in op; `None` for a reference
 /// kernel (GPU only) or no reference.
 pub fn cpu_reference(m: &Manifest, plan: &Plan, inputs: &Inputs) -> Option<RefOutputs> {
-    let ReferenceSpec::Op { op: BuiltinOp::AttentionFwd, bind } = &m.reference else { return None };
+    let ReferenceSpec::Op { op, bind } = &m.reference else { return None };
+    match op {
+        BuiltinOp::AttentionFwd => {}
+        BuiltinOp::Gemm => return gemm::cpu_expected(bind, plan, inputs),
+        BuiltinOp::Rotary => return rotary::cpu_expected(bind, plan, inputs),
+    }
     let a = attention_geometry(bind, plan)?;
     let get = |role: &str| bind.get(role).and_then(|n| plan.tensor(n)).and_then(|t| inputs.get(t.index));
     let view = AttentionInputs { q: get("q")?, k: get("k")?, v: get("v")? };

@@ -27,13 +27,13 @@ impl Engine {
     pub(super) fn references(&mut self, prep: &Prepared<'_>, arena: &DeviceArena, choice: ReferenceChoice) -> Result<(RefOutputs, ReferenceUsed), EngineError> {
         match &prep.manifest.reference {
             ReferenceSpec::None => Ok((RefOutputs::default(), ReferenceUsed::None)),
-            ReferenceSpec::Op { op: BuiltinOp::AttentionFwd, bind } => {
-                if choice == ReferenceChoice::Gpu {
+            ReferenceSpec::Op { op, bind } => {
+                if choice == ReferenceChoice::Gpu && *op == BuiltinOp::AttentionFwd {
                     if let Some(refs) = self.gpu_attention(prep, bind, arena)? {
                         return Ok((refs, ReferenceUsed::Gpu));
                     }
                 }
-                let refs = cpu_reference(&prep.manifest, &prep.plan, &prep.inputs).ok_or_else(|| EngineError::Reference("the attention binding does not fit this case's tensors".into()))?;
+                let refs = cpu_reference(&prep.manifest, &prep.plan, &prep.inputs).ok_or_else(|| EngineError::Reference(format!("the {op} binding does not fit this case's tensors")))?;
                 Ok((refs, ReferenceUsed::Cpu))
             }
             ReferenceSpec::Kernel(k) => Ok((self.reference_kernel(prep, k)?, ReferenceUsed::Gpu)),
