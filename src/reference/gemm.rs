@@ -294,8 +294,9 @@ mod tests {
                 assert!(max_abs_diff(&blocked, &out.gold) <= tol.bound, "{dtype} k {k}: blocked {:?} gold {:?} {tol:?}", blocked, out.gold);
                 // A stale tile (one block of 16 products replaced by the next) is far outside
                 // while k is moderate; at k in the thousands the bound reaches about one
-                // product's size (the price of holding for every summation order).
-                if k > 32 && k < 1024 && scale == 1.0 {
+                // product's size (the price of holding for every summation order), and in bf16
+                // two output ulps are about as large.
+                if k > 32 && k < 1024 && scale == 1.0 && dtype != Dtype::Bf16 {
                     let mut wrong = out.gold.clone();
                     wrong[0] += (0..16).map(|kk| a[kk] * (b[(kk + 16) * 3] - b[kk * 3])).sum::<f64>();
                     assert!(max_abs_diff(&wrong, &out.gold) > tol.bound, "{dtype} k {k}: {tol:?}");
