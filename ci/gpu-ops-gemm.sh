@@ -9,7 +9,9 @@
 #   bash ci/gpu-ops-gemm.sh [clean] [mutants]
 #
 # Environment: CLEAN_CASES (default 20000) and CLEAN_TIME (default 150s) per correct kernel;
-# MUTANT_TIME (default 60s) per mutant; SEEDS (default "0") for the mutant campaigns; JOBS.
+# MUTANT_TIME (default 60s) per mutant; SEEDS (default "0") for the mutant campaigns; JOBS
+# (default 8: each gemm case past 2^31 elements needs up to 8 GiB, and 14 workers holding such
+# cases at once ran an 80 GB H100 out of memory: 13 of 20000 cases were setup errors).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=gpu-ops-logs
@@ -18,13 +20,13 @@ if [ -x .gpu/bin/cudafuzz ]; then bin=$PWD/.gpu/bin/cudafuzz; elif [ -x target/r
 else echo "gpu-ops-gemm: no cudafuzz binary: build it (cargo build --release) first" >&2; exit 4; fi
 stages=("$@"); [ ${#stages[@]} -gt 0 ] || stages=(clean mutants)
 want() { printf '%s\n' "${stages[@]}" | grep -qx "$1"; }
-jobs=${JOBS:-12}
+jobs=${JOBS:-8}
 clean=(); mutants=()
 finish() {
   trap - EXIT TERM INT
   {
     echo; echo "== gpu-ops-gemm ($(date -u +%F), $(head -n1 "$logs/gpu.txt"))"
-    printf '%-12s %8s %9s %8s  %s\n' kernel cases findings seconds "inside-contract / note"
+    printf '%-12s %8s %9s %7s %8s  %s\n' kernel cases findings errors seconds "inside-contract / note"
     printf '%s\n' "${clean[@]}"
     echo
     printf '%-22s %5s %9s  %-70s %s\n' mutant seed "first(s)" case oracle
@@ -45,8 +47,9 @@ if want clean; then
     line=$(grep -E "^$k: [0-9]+ cases" "$logs/clean-$k.log" | tail -n1)
     n=$(sed -E 's/^[^:]+: ([0-9]+) cases.*/\1/' <<< "$line")
     f=$(grep -Eo '[0-9]+ distinct findings' <<< "$line" | grep -Eo '^[0-9]+')
+    e=$(grep -Eo '[0-9]+ errors' <<< "$line" | grep -Eo '^[0-9]+')
     inside=$(grep -m1 -Eo 'inside the contract[^;]*' "$logs/clean-$k.log" | head -n1)
-    clean+=("$(printf '%-12s %8s %9s %8s  rc=%s %s' "$k" "${n:-?}" "${f:-?}" "$secs" "$st" "$inside")")
+    clean+=("$(printf '%-12s %8s %9s %7s %8s  rc=%s %s' "$k" "${n:-?}" "${f:-?}" "${e:-?}" "$secs" "$st" "$inside")")
   done
 fi
 
