@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# gpu-ops.sh: the GPU checks of the built-in row ops (softmax, rmsnorm, layernorm; issue 18).
+# gpu-ops.sh: the GPU checks of the built-in ops (softmax, rmsnorm, layernorm, gemm, rotary;
+# issue 18), and of attention through the same generic GPU reference path.
 #
-#   bash ci/gpu-ops.sh [clean] [mutants] [racecheck]     (no argument: all three)
+#   bash ci/gpu-ops.sh [clean] [mutants] [racecheck] [reference] [attention]
+#                                            (no argument: all but attention)
 #
-#   clean      each correct kernel (kernels/norm/*.toml) runs CASES generated cases (default
+#   clean      each correct kernel of KERNELS (default: norm/softmax norm/rmsnorm norm/layernorm
+#              gemm/gemm rotary/rotary, under kernels/) runs CASES generated cases (default
 #              20000) with `cudafuzz fuzz --cases $CASES --jobs $JOBS`; it must have 0 findings.
-#   mutants    each planted-bug mutant (kernels/mutants/{softmax,rmsnorm,layernorm}_*.toml) with
-#              default settings: `cudafuzz fuzz --kernel M --time 60s --stop-after 1`.
+#   mutants    each planted-bug mutant of those ops (kernels/mutants/<op>_*.toml) with default
+#              settings, for each seed of SEEDS (default 0):
+#              `cudafuzz fuzz --kernel M --time $MUT_TIME --stop-after 1 --seed S`.
 #   racecheck  the missing-barrier mutants again under `--sanitize racecheck --time 120s`
 #              (a race may have no native symptom).
-#   reference  which reference judged (`cudafuzz repro` of a 3 x 1025 case: "reference: gpu"), and
-#              each correct kernel for CPU_CASES (default 2000) cases judged by the CPU reference.
+#   reference  which reference judged (`cudafuzz repro` of a mid-sized case of each kernel, gemm's
+#              with beta != 0 so its in-out c is read: "reference: gpu" by default), and each
+#              correct kernel for CPU_CASES (default 2000) cases judged by the CPU reference.
+#   attention  flash_fwd for ATT_CASES (default 3000) cases (0 findings) and the seqk_tail mutant
+#              with `--stop-after 1`: attention's GPU reference through the generic op path.
 #
 # Needs a GPU and the cudafuzz binary ($CUDAFUZZ, else .gpu/bin/cudafuzz, else
 # target/release/cudafuzz). Logs go to $OUT (default gpu-ops-logs); the table comes last.
@@ -19,10 +26,14 @@ cd "$(dirname "$0")/.."
 bin=${CUDAFUZZ:-$( [ -x .gpu/bin/cudafuzz ] && echo .gpu/bin/cudafuzz || echo target/release/cudafuzz )}
 logs=${OUT:-gpu-ops-logs}
 cases=${CASES:-20000}
+# 8 workers: a gemm case past 2^31 elements needs up to 8 GiB, and 14 workers holding such cases
+# at once ran an 80 GB H100 out of memory.
 jobs=${JOBS:-8}
+kernels=(${KERNELS:-norm/softmax norm/rmsnorm norm/layernorm gemm/gemm rotary/rotary})
 mkdir -p "$logs"
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(clean mutants racecheck reference)
+op_of() { basename "$1"; }
 want() { printf '%s\n' "${stages[@]}" | grep -qx "$1"; }
 rows=()
 row() { rows+=("$(printf '| %s | %s | %s | %s | %s |' "$@")"); echo "${rows[-1]}"; }
@@ -36,9 +47,10 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | h
 echo "GPU: $(cat "$logs/gpu.txt"); $(date -u +%Y-%m-%dT%H:%MZ); $bin"
 
 if want clean; then
-  for k in softmax rmsnorm layernorm; do
+  for kp in "${kernels[@]}"; do
+    k=$(op_of "$kp")
     t0=$(date +%s.%N)
-    "$bin" fuzz --kernel "kernels/norm/$k.toml" --cases "$cases" --jobs "$jobs" --escalate none --out "$logs/out-clean-$k" > "$logs/clean-$k.log" 2>&1
+    "$bin" fuzz --kernel "kernels/$kp.toml" --cases "$cases" --jobs "$jobs" --escalate none --out "$logs/out-clean-$k" > "$logs/clean-$k.log" 2>&1
     st=$?
     secs=$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N)-$t0}")
     s=$(summary "$logs/clean-$k.log")
@@ -49,15 +61,19 @@ if want clean; then
 fi
 
 if want mutants; then
-  for m in kernels/mutants/softmax_*.toml kernels/mutants/rmsnorm_*.toml kernels/mutants/layernorm_*.toml; do
-    k=$(basename "$m" .toml)
-    timeout 150 "$bin" fuzz --kernel "$m" --time "${MUT_TIME:-60s}" --stop-after 1 --out "$logs/out-mut-$k" > "$logs/mut-$k.log" 2>&1
-    row "mutant $k" "$(first "$logs/mut-$k.log") s to first finding" "$(case_no "$logs/mut-$k.log")" "default fuzz" "$(oracle "$logs/mut-$k.log")"
+  for kp in "${kernels[@]}"; do
+    for m in kernels/mutants/"$(op_of "$kp")"_*.toml; do
+      k=$(basename "$m" .toml)
+      for sd in ${SEEDS:-0}; do
+        timeout 150 "$bin" fuzz --kernel "$m" --time "${MUT_TIME:-60s}" --stop-after 1 --seed "$sd" --out "$logs/out-mut-$k-$sd" > "$logs/mut-$k-$sd.log" 2>&1
+        row "mutant $k" "$(first "$logs/mut-$k-$sd.log") s to first finding" "$(case_no "$logs/mut-$k-$sd.log")" "default fuzz, seed $sd" "$(oracle "$logs/mut-$k-$sd.log")"
+      done
+    done
   done
 fi
 
 if want racecheck; then
-  for m in kernels/mutants/*_no_barrier.toml; do
+  for m in $(for kp in "${kernels[@]}"; do ls kernels/mutants/"$(op_of "$kp")"_no_barrier.toml 2>/dev/null; done); do
     k=$(basename "$m" .toml)
     timeout 200 "$bin" fuzz --kernel "$m" --time "${RACE_TIME:-120s}" --stop-after 1 --sanitize racecheck --escalate none --out "$logs/out-race-$k" > "$logs/race-$k.log" 2>&1
     row "mutant $k" "$(first "$logs/race-$k.log") s to first finding" "$(case_no "$logs/race-$k.log")" "--sanitize racecheck" "$(oracle "$logs/race-$k.log")"
@@ -65,17 +81,32 @@ if want racecheck; then
 fi
 
 if want reference; then
-  for k in softmax rmsnorm layernorm; do
-    "$bin" case example --kernel "kernels/norm/$k.toml" | sed -E 's/"n": 1,/"n": 1025,/; s/"rows": 1$/"rows": 3/' > "$logs/case-$k.json"
+  # The example case with mid-sized dims (and gemm's beta != 0: c is read).
+  shape='s/"n": 1,/"n": 1025,/; s/"rows": 1$/"rows": 3/; s/"k": 1,/"k": 300,/; s/"m": 1,/"m": 70,/; s/"n": 1$/"n": 33/; s/"beta": 0.0,/"beta": 0.25,/;
+    s/"head_dim": 2,/"head_dim": 64,/; s/"heads": 1,/"heads": 3,/; s/"max_pos": 1,/"max_pos": 7,/; s/"rot_half": 1,/"rot_half": 16,/; s/"tokens": 1$/"tokens": 5/; s/"interleaved": false/"interleaved": true/'
+  for kp in "${kernels[@]}"; do
+    k=$(op_of "$kp")
+    "$bin" case example --kernel "kernels/$kp.toml" | sed -E "$shape" > "$logs/case-$k.json"
+    dims=$(python3 -c "import json,sys; print('x'.join(str(v) for v in json.load(open(sys.argv[1]))['case']['dims'].values()))" "$logs/case-$k.json" 2>/dev/null)
     for r in gpu cpu; do
       "$bin" repro --reference "$r" "$logs/case-$k.json" > "$logs/repro-$k-$r.log" 2>&1
-      row "repro $k 3x1025 --reference $r" "rc=$?" "$(grep -m1 -Eo '^reference: [a-z]+' "$logs/repro-$k-$r.log")" "-" "$(grep -m1 -E '(PASS|FAIL|ERROR)' "$logs/repro-$k-$r.log" | cut -c1-80)"
+      row "repro $k $dims --reference $r" "rc=$?" "$(grep -m1 -Eo '^reference: [a-z]+' "$logs/repro-$k-$r.log")" "-" "$(grep -m1 -E '(PASS|FAIL|ERROR)' "$logs/repro-$k-$r.log" | cut -c1-80)"
     done
     t0=$(date +%s.%N)
-    "$bin" fuzz --kernel "kernels/norm/$k.toml" --cases "${CPU_CASES:-2000}" --jobs "$jobs" --reference cpu --escalate none --seed 7 --out "$logs/out-cpu-$k" > "$logs/cpu-$k.log" 2>&1
+    "$bin" fuzz --kernel "kernels/$kp.toml" --cases "${CPU_CASES:-2000}" --jobs "$jobs" --reference cpu --escalate none --seed 7 --out "$logs/out-cpu-$k" > "$logs/cpu-$k.log" 2>&1
     s=$(summary "$logs/cpu-$k.log")
     row "clean $k --reference cpu" "$(echo "$s" | grep -Eo '[0-9]+ cases' | head -n1)" "$(echo "$s" | sed -nE 's/.* ([0-9]+) failed, ([0-9]+) errors.*/\1 failed, \2 errors/p')" "$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N)-$t0}") s" "seed 7"
   done
+fi
+
+if want attention; then
+  t0=$(date +%s.%N)
+  "$bin" fuzz --kernel kernels/attention/flash_fwd.toml --cases "${ATT_CASES:-3000}" --jobs "$jobs" --escalate none --out "$logs/out-flash" > "$logs/clean-flash_fwd.log" 2>&1
+  st=$?
+  s=$(summary "$logs/clean-flash_fwd.log")
+  row "clean flash_fwd" "$(echo "$s" | grep -Eo '[0-9]+ cases' | head -n1)" "$(echo "$s" | sed -nE 's/.* ([0-9]+) failed, ([0-9]+) errors; ([0-9]+) distinct.*/\1 failed, \2 errors, \3 distinct/p') (rc=$st)" "$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N)-$t0}") s" "$(echo "$s" | grep -Eo 'inside the contract: [0-9.]+%' | head -n1)"
+  timeout 150 "$bin" fuzz --kernel kernels/mutants/seqk_tail.toml --time "${MUT_TIME:-60s}" --stop-after 1 --out "$logs/out-mut-seqk_tail" > "$logs/mut-seqk_tail.log" 2>&1
+  row "mutant seqk_tail" "$(first "$logs/mut-seqk_tail.log") s to first finding" "$(case_no "$logs/mut-seqk_tail.log")" "default fuzz" "$(oracle "$logs/mut-seqk_tail.log")"
 fi
 
 echo

@@ -1,35 +1,135 @@
-//! The built-in row ops (softmax, rmsnorm, layernorm) through the public surface: manifest
-//! binding errors name `reference.bind.<role>`, the op adds its row-length hints, every op has
-//! a reference, and on generated cases of the shipped kernels the same-precision baseline (what
-//! a correct kernel computes) is never flagged: its special values are the gold's and its error
-//! is within the rule.
+//! The built-in ops through the public surface: manifest binding errors name
+//! `reference.bind.<role>` (ranks, optional scalar roles, in-place output roles), the row ops
+//! add their row-length hints, every op has a reference whose GPU kernel reads only roles, an
+//! op reads an in-out tensor's drawn initial contents and judges an in-place output, and on
+//! generated cases of the shipped row-op kernels the same-precision baseline (what a correct
+//! kernel computes) is never flagged: its special values are the gold's and its error is within
+//! the rule. (gemm and rotary on generated cases: tests/builtin_ops.rs.)
 
 use std::path::PathBuf;
 
 use arbitrary::Unstructured;
 use cudafuzz::data;
 use cudafuzz::generate::{decode_case, DecodeContext};
-use cudafuzz::manifest::{BuiltinOp, Hint, Manifest};
+use cudafuzz::case::Case;
+use cudafuzz::manifest::{BuiltinOp, Hint, Manifest, ReferenceSpec, Role};
 use cudafuzz::plan::Plan;
-use cudafuzz::reference::{max_abs_diff, op_reference, role_inputs, Bound, Rule};
+use cudafuzz::reference::{cpu_op_reference, max_abs_diff, op_reference, role_inputs, Bound, Rule};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn shipped(op: &str) -> Manifest {
-    Manifest::load(&root().join(format!("kernels/norm/{op}.toml"))).expect("shipped manifest loads")
+/// The shipped kernel of an op: `kernels/norm/<op>.toml`, or `kernels/<op>/<op>.toml`.
+fn kernel_path(op: &str) -> PathBuf {
+    let norm = root().join(format!("kernels/norm/{op}.toml"));
+    if norm.is_file() {
+        norm
+    } else {
+        root().join(format!("kernels/{op}/{op}.toml"))
+    }
 }
 
-/// The shipped manifest of `op` with `from` replaced by `to`, loaded from a scratch directory.
-fn variant(op: &str, from: &str, to: &str) -> String {
-    let text = std::fs::read_to_string(root().join(format!("kernels/norm/{op}.toml"))).unwrap();
-    assert!(text.contains(from), "{from:?} not in {op}.toml");
+fn shipped(op: &str) -> Manifest {
+    Manifest::load(&kernel_path(op)).expect("shipped manifest loads")
+}
+
+/// The shipped manifest of `op` with each `from` replaced by its `to`, loaded from a scratch
+/// directory.
+fn load_variant(op: &str, edits: &[(&str, &str)]) -> Result<Manifest, String> {
+    let mut text = std::fs::read_to_string(kernel_path(op)).unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from:?} not in {op}.toml");
+        text = text.replacen(from, to, 1);
+    }
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join(format!("{op}.cu")), "// stand-in\n").unwrap();
     let path = dir.path().join(format!("{op}.toml"));
-    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
-    Manifest::load(&path).expect_err("the variant should be rejected").to_string()
+    std::fs::write(&path, text).unwrap();
+    Manifest::load(&path).map_err(|e| e.to_string())
+}
+
+/// The error of a variant that must be rejected.
+fn variant(op: &str, from: &str, to: &str) -> String {
+    load_variant(op, &[(from, to)]).expect_err("the variant should be rejected")
+}
+
+/// The small example case of a manifest, planned, with its drawn inputs.
+fn example(m: &Manifest) -> (Case, Plan, data::Inputs) {
+    let case = cudafuzz::generate::example(m);
+    let plan = Plan::new(&case, m).expect("the example plans");
+    let inputs = data::generate(&case, &plan, m);
+    (case, plan, inputs)
+}
+
+#[test]
+fn optional_scalar_roles_bind_by_name_literal_or_not_at_all() {
+    let bind = |m: &Manifest| match &m.reference {
+        ReferenceSpec::Op { bind, .. } => bind.clone(),
+        _ => panic!("binds an op"),
+    };
+    // Shipped gemm: beta and the transpose flags bind the scalars of their names.
+    let m = shipped("gemm");
+    let b = bind(&m);
+    assert_eq!((b["beta"].as_str(), b["trans_a"].as_str()), ("beta", "trans_a"));
+    // Without a scalar `beta` the role stays unbound (no c₀ term), a literal binds.
+    let m = load_variant("gemm", &[("bind = { a = \"a\", b = \"b\", c = \"c\" }", "bind = { a = \"a\", b = \"b\", c = \"c\", trans_b = \"true\" }")]).unwrap();
+    assert_eq!(bind(&m)["trans_b"], "true");
+    let m = load_variant("gemm", &[("beta = { type", "beta2 = { type"), ("{ f32 = \"beta\" }", "{ f32 = \"beta2\" }")]).unwrap();
+    assert!(!bind(&m).contains_key("beta"));
+    // A name that is neither a scalar nor a literal, for an optional role, still names the role.
+    let msg = variant("gemm", "c = \"c\" }", "c = \"c\", beta = \"b0\" }");
+    assert!(msg.contains("reference.bind.beta") && msg.contains("no scalar `b0`") && msg.contains("leave it unbound"), "{msg}");
+    // A required scalar role is still required.
+    let msg = variant("gemm", "alpha = { type", "alpha2 = { type");
+    assert!(msg.contains("reference.bind.alpha") && msg.contains("no scalar `alpha`"), "{msg}");
+    let msg = variant("gemm", "shape = [\"m\", \"n\"]", "shape = [\"m\", \"n\", \"1\"]");
+    assert!(msg.contains("reference.bind.c") && msg.contains("rank 2") && msg.contains("has rank 3"), "{msg}");
+}
+
+#[test]
+fn an_in_place_output_needs_a_written_tensor() {
+    // rotary without `y` rotates `x` in place: an input `x` has nowhere to be judged.
+    let msg = variant("rotary", "role = \"in_out\"\nshape = [\"tokens\", \"heads\", \"head_dim\"]\nlayout = \"inner\"\nalign = 2\ninit = \"drawn\"", "role = \"input\"\nshape = [\"tokens\", \"heads\", \"head_dim\"]\nlayout = \"inner\"\nalign = 2");
+    assert!(msg.contains("reference.bind.y") && msg.contains("in place") && msg.contains("in_out"), "{msg}");
+    let msg = variant("rotary", "name = \"positions\"\nrole = \"input\"\nshape = [\"tokens\"]", "name = \"positions\"\nrole = \"input\"\nshape = [\"tokens\", \"1\"]");
+    assert!(msg.contains("reference.bind.positions") && msg.contains("rank 1"), "{msg}");
+}
+
+#[test]
+fn in_out_tensors_are_read_as_drawn_and_judged_in_place() {
+    // rotary in place: the op reads x's drawn initial contents and judges x by y's values.
+    let m = shipped("rotary");
+    let (_, plan, inputs) = example(&m);
+    let refs = cpu_op_reference(&m, &plan, &inputs).unwrap().unwrap();
+    let x = plan.tensor("x").unwrap();
+    assert_eq!(x.role, Role::InOut);
+    assert_eq!(refs.expected.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["x"]);
+    let ReferenceSpec::Op { op, bind } = &m.reference else { unreachable!() };
+    let ri = role_inputs(*op, &Bound { bind, plan: &plan }, &inputs).unwrap();
+    assert_eq!(ri["x"], inputs.get(x.index).unwrap());
+    // gemm: c is read when beta != 0 and judged; a c whose initial contents are not drawn
+    // cannot be read, and the message says how to fix it.
+    let m = shipped("gemm");
+    let (mut case, _, _) = example(&m);
+    case.scalars.insert("beta".into(), cudafuzz::case::Scalar::Float(1.0));
+    let plan = Plan::new(&case, &m).unwrap();
+    let inputs = data::generate(&case, &plan, &m);
+    let refs = cpu_op_reference(&m, &plan, &inputs).unwrap().unwrap();
+    assert_eq!(refs.expected[0].name, "c");
+    let (a, c) = (inputs.get(plan.tensor("a").unwrap().index).unwrap(), inputs.get(plan.tensor("c").unwrap().index).unwrap());
+    let k = plan.dim("k") as usize;
+    let b = inputs.get(plan.tensor("b").unwrap().index).unwrap();
+    if !case.scalars["trans_a"].as_f64().eq(&1.0) && !case.scalars["trans_b"].as_f64().eq(&1.0) {
+        let n = plan.dim("n") as usize;
+        let want = case.scalars["alpha"].as_f64() as f32 as f64 * (0..k).map(|kk| a[kk] * b[kk * n]).sum::<f64>() + c[0];
+        assert!((refs.expected[0].gold[0] - want).abs() <= 1e-9 * want.abs().max(1.0), "{} vs {want}", refs.expected[0].gold[0]);
+    }
+    let m = load_variant("gemm", &[("init = \"drawn\"", "init = \"zero\"")]).unwrap();
+    let plan = Plan::new(&Case { kernel: m.path.display().to_string(), ..case.clone() }, &m).unwrap();
+    let inputs = data::generate(&case, &plan, &m);
+    let err = cpu_op_reference(&m, &plan, &inputs).unwrap().unwrap_err();
+    assert!(err.contains("`c`") && err.contains("init = \"drawn\""), "{err}");
 }
 
 #[test]
@@ -43,7 +143,7 @@ fn binding_errors_name_the_role() {
     let msg = variant("rmsnorm", "bind = { eps = \"eps\" }", "bind = { eps = \"epsilon\" }");
     assert!(msg.contains("reference.bind.eps") && msg.contains("no scalar `epsilon`"), "{msg}");
     let msg = variant("softmax", "op = \"softmax\"", "op = \"softmax2\"");
-    assert!(msg.contains("reference.op") && msg.contains("softmax, rmsnorm, layernorm"), "{msg}");
+    assert!(msg.contains("reference.op") && msg.contains("softmax, rmsnorm, layernorm, gemm, rotary"), "{msg}");
 }
 
 #[test]
@@ -64,7 +164,7 @@ fn every_op_has_a_reference_with_a_gpu_kernel() {
         let gpu = r.gpu();
         let m = Manifest::load(&root().join("kernels/reference").join(gpu.manifest)).expect("the op's GPU reference kernel loads");
         for o in gpu.outputs {
-            assert!(m.tensor(o.gold).is_some() && m.tensor(o.baseline).is_some(), "{op}: {o:?}");
+            assert!(m.tensor(o.gold).is_some() && m.tensor(o.baseline).is_some() && o.cond.is_none_or(|c| m.tensor(c).is_some()), "{op}: {o:?}");
             assert!(op.spec().tensors.iter().any(|t| t.name == o.role), "{op}: {} is not a role", o.role);
         }
         for t in m.tensors.iter().filter(|t| t.role == cudafuzz::manifest::Role::Input) {

@@ -708,7 +708,7 @@ impl Loader<'_> {
     /// role needs; a role not listed binds the tensor or scalar of the same name.
     fn bind(&self, op: BuiltinOp, given: BTreeMap<String, String>, tensors: &[TensorSpec], scalars: &[ScalarSpec]) -> Result<BTreeMap<String, String>, ManifestError> {
         let spec = op.spec();
-        let roles: BTreeSet<&str> = spec.tensors.iter().map(|r| r.name).chain(spec.scalars.iter().copied()).collect();
+        let roles: BTreeSet<&str> = spec.tensors.iter().map(|r| r.name).chain(spec.scalars.iter().map(|r| r.name)).collect();
         if let Some(unknown) = given.keys().find(|k| !roles.contains(k.as_str())) {
             return Err(self.invalid(&format!("reference.bind.{unknown}"), format!("`{unknown}` is not a role of {op} (roles: {})", roles.iter().copied().collect::<Vec<_>>().join(", "))));
         }
@@ -726,13 +726,25 @@ impl Loader<'_> {
                 None if r.required => {
                     return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs a tensor for `{role}`, and there is no tensor `{name}`; bind it: [reference.bind] {role} = \"...\"")));
                 }
-                None => {}
+                None => {
+                    // Unbound, the op writes the role in place: that tensor must be written.
+                    let target = r.in_place.and_then(|to| bind.get(to)).and_then(|n| tensors.iter().find(|t| &t.name == n));
+                    if let Some(t) = target.filter(|t| !t.role.is_written()) {
+                        return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} writes `{role}` in place into `{}` when `{role}` is unbound, and tensor `{}` is an input; bind `{role}` to the output tensor, or give `{}` role = \"in_out\"", r.in_place.unwrap_or_default(), t.name, t.name)));
+                    }
+                }
             }
         }
-        for &role in spec.scalars {
-            let name = given.get(role).cloned().unwrap_or_else(|| role.to_string());
+        for r in spec.scalars {
+            let role = r.name;
+            let name = match given.get(role) {
+                Some(name) => name.clone(),
+                None if r.required || scalars.iter().any(|s| s.name == role) => role.to_string(),
+                None => continue,
+            };
             if !scalars.iter().any(|s| s.name == name) && name.parse::<f64>().is_err() && name != "true" && name != "false" {
-                return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs a scalar for `{role}`, and there is no scalar `{name}`; declare it under [scalars] or bind a literal (\"false\", \"0.125\")")));
+                let fix = if r.required { "declare it under [scalars] or bind a literal (\"false\", \"0.125\")" } else { "declare it under [scalars], bind a literal (\"false\", \"0.5\") or leave it unbound" };
+                return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs a scalar for `{role}`, and there is no scalar `{name}`; {fix}")));
             }
             bind.insert(role.to_string(), name);
         }

@@ -273,6 +273,13 @@ pub enum BuiltinOp {
     /// LayerNorm over the last axis: `y = (x - mean) / sqrt(var + eps) · weight + bias`, with
     /// the biased variance.
     Layernorm,
+    /// `c = alpha · op(a) · op(b) + beta · c`, fp32 accumulate; `op` transposes when the
+    /// `trans_a` / `trans_b` flag is set; `beta == 0` never reads `c` (BLAS semantics).
+    Gemm,
+    /// Rotary position embedding of `x [tokens, heads, head_dim]` by `cos`/`sin [max_pos,
+    /// rot_dim / 2]` at `positions [tokens]`, interleaved or half-split pairs; into `y` when
+    /// bound, else in place.
+    Rotary,
 }
 
 /// The rank a role's tensor must have.
@@ -312,6 +319,9 @@ pub struct TensorRole {
     pub rank: Rank,
     /// Whether a manifest must bind it (optional roles are judged when bound: `lse`).
     pub required: bool,
+    /// For an optional output role: when unbound, the op writes it in place into the tensor
+    /// bound to this role (rotary's `y` into `x`), which must then be written by the kernel.
+    pub in_place: Option<&'static str>,
 }
 
 /// What a built-in op needs from a manifest: its tensor and scalar roles, and the dim it reduces
@@ -322,8 +332,8 @@ pub struct OpSpec {
     pub name: &'static str,
     /// Tensor roles, inputs then outputs.
     pub tensors: &'static [TensorRole],
-    /// Scalar roles (all needed; a literal may stand in).
-    pub scalars: &'static [&'static str],
+    /// Scalar roles (a literal may stand in).
+    pub scalars: &'static [ScalarRole],
     /// The role whose last dimension the op reduces over, when that is the shape's hard part.
     pub reduces: Option<&'static str>,
     /// Boundary values for that dimension: added to its dim's hints when the shape entry is a
@@ -347,8 +357,31 @@ impl OpSpec {
     }
 }
 
+/// One scalar role of an op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScalarRole {
+    /// The role's name (`eps`, `beta`), also the default scalar it binds.
+    pub name: &'static str,
+    /// Whether a manifest must bind it. An optional role binds the scalar of its name when the
+    /// manifest has one (or the literal `bind` gives), else stays unbound; each op says what
+    /// unbound means (gemm: no `beta` term, not transposed).
+    pub required: bool,
+}
+
 const fn role(name: &'static str, rank: Rank) -> TensorRole {
-    TensorRole { name, rank, required: true }
+    TensorRole { name, rank, required: true, in_place: None }
+}
+
+const fn optional_role(name: &'static str, rank: Rank) -> TensorRole {
+    TensorRole { name, rank, required: false, in_place: None }
+}
+
+const fn scalar(name: &'static str) -> ScalarRole {
+    ScalarRole { name, required: true }
+}
+
+const fn optional_scalar(name: &'static str) -> ScalarRole {
+    ScalarRole { name, required: false }
 }
 
 /// Row lengths around the warp (32), the 16-byte vector widths (4 and 8 elements), the usual
@@ -357,8 +390,8 @@ const ROW_HINTS: &[u64] = &[1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 
 
 const ATTENTION: OpSpec = OpSpec {
     name: "attention_fwd",
-    tensors: &[role("q", Rank::Exact(4)), role("k", Rank::Exact(4)), role("v", Rank::Exact(4)), role("o", Rank::Exact(4)), TensorRole { name: "lse", rank: Rank::Exact(3), required: false }],
-    scalars: &["scale", "causal"],
+    tensors: &[role("q", Rank::Exact(4)), role("k", Rank::Exact(4)), role("v", Rank::Exact(4)), role("o", Rank::Exact(4)), optional_role("lse", Rank::Exact(3))],
+    scalars: &[scalar("scale"), scalar("causal")],
     reduces: None,
     reduce_hints: &[],
 };
@@ -366,21 +399,37 @@ const SOFTMAX: OpSpec = OpSpec { name: "softmax", tensors: &[role("x", Rank::AtL
 const RMSNORM: OpSpec = OpSpec {
     name: "rmsnorm",
     tensors: &[role("x", Rank::AtLeast(1)), role("weight", Rank::Exact(1)), role("y", Rank::AtLeast(1))],
-    scalars: &["eps"],
+    scalars: &[scalar("eps")],
     reduces: Some("x"),
     reduce_hints: ROW_HINTS,
 };
 const LAYERNORM: OpSpec = OpSpec {
     name: "layernorm",
     tensors: &[role("x", Rank::AtLeast(1)), role("weight", Rank::Exact(1)), role("bias", Rank::Exact(1)), role("y", Rank::AtLeast(1))],
-    scalars: &["eps"],
+    scalars: &[scalar("eps")],
     reduces: Some("x"),
     reduce_hints: ROW_HINTS,
+};
+/// GEMM's reduced dim `k` is a shape expression of the transpose flags, so its boundary values
+/// (around the tile sizes) are the kernel manifest's own hints.
+const GEMM: OpSpec = OpSpec {
+    name: "gemm",
+    tensors: &[role("a", Rank::Exact(2)), role("b", Rank::Exact(2)), role("c", Rank::Exact(2))],
+    scalars: &[scalar("alpha"), optional_scalar("beta"), optional_scalar("trans_a"), optional_scalar("trans_b")],
+    reduces: None,
+    reduce_hints: &[],
+};
+const ROTARY: OpSpec = OpSpec {
+    name: "rotary",
+    tensors: &[role("x", Rank::Exact(3)), role("cos", Rank::Exact(2)), role("sin", Rank::Exact(2)), role("positions", Rank::Exact(1)), TensorRole { name: "y", rank: Rank::Exact(3), required: false, in_place: Some("x") }],
+    scalars: &[optional_scalar("interleaved")],
+    reduces: None,
+    reduce_hints: &[],
 };
 
 impl BuiltinOp {
     /// Every op.
-    pub const ALL: [BuiltinOp; 4] = [BuiltinOp::AttentionFwd, BuiltinOp::Softmax, BuiltinOp::Rmsnorm, BuiltinOp::Layernorm];
+    pub const ALL: [BuiltinOp; 6] = [BuiltinOp::AttentionFwd, BuiltinOp::Softmax, BuiltinOp::Rmsnorm, BuiltinOp::Layernorm, BuiltinOp::Gemm, BuiltinOp::Rotary];
 
     /// What the op needs from a manifest.
     pub fn spec(self) -> &'static OpSpec {
@@ -389,17 +438,14 @@ impl BuiltinOp {
             BuiltinOp::Softmax => &SOFTMAX,
             BuiltinOp::Rmsnorm => &RMSNORM,
             BuiltinOp::Layernorm => &LAYERNORM,
+            BuiltinOp::Gemm => &GEMM,
+            BuiltinOp::Rotary => &ROTARY,
         }
     }
 
     /// The name used in manifests.
     pub fn name(self) -> &'static str {
         self.spec().name
-    }
-
-    /// The op's scalar roles (all needed).
-    pub fn scalar_roles(self) -> &'static [&'static str] {
-        self.spec().scalars
     }
 }
 

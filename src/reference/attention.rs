@@ -431,11 +431,11 @@ impl OpReference for AttentionOp {
         let a = Attention::from_case(c);
         let view = AttentionInputs { q: inputs["q"], k: inputs["k"], v: inputs["v"] };
         let (gold, lowp) = (CpuF64.forward(&a, &view), CpuSamePrecision.forward(&a, &view));
-        OpValues::from([("o".to_string(), RoleValues { gold: gold.o, baseline: lowp.o }), ("lse".to_string(), RoleValues { gold: gold.lse, baseline: lowp.lse })])
+        OpValues::from([("o".to_string(), RoleValues::new(gold.o, lowp.o)), ("lse".to_string(), RoleValues::new(gold.lse, lowp.lse))])
     }
 
     fn gpu(&self) -> GpuReference {
-        const OUTPUTS: &[GpuOutput] = &[GpuOutput { role: "o", gold: "ref_o", baseline: "ref_o_lowp" }, GpuOutput { role: "lse", gold: "ref_lse", baseline: "ref_lse" }];
+        const OUTPUTS: &[GpuOutput] = &[GpuOutput { role: "o", gold: "ref_o", baseline: "ref_o_lowp", cond: None }, GpuOutput { role: "lse", gold: "ref_lse", baseline: "ref_lse", cond: None }];
         GpuReference { manifest: "attention_f64.toml", outputs: OUTPUTS }
     }
 

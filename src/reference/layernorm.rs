@@ -46,7 +46,7 @@ pub fn layernorm(c: &OpCase, x: &[f64], w: &[f64], b: &[f64]) -> RoleValues {
         let rstd32 = 1.0f32 / (var32 + eps as f32).sqrt();
         baseline.extend(row.iter().zip(w.iter().zip(b)).map(|(&v, (&wj, &bj))| round_t((v as f32 - mean32) * rstd32 * wj as f32 + bj as f32, c.dtype) as f64));
     }
-    RoleValues { gold, baseline }
+    RoleValues::new(gold, baseline)
 }
 
 /// `max_row(max|x| · rstd)` over the finite rows: how far the mean's rounding is amplified.
@@ -70,7 +70,7 @@ impl OpReference for Layernorm {
     }
 
     fn gpu(&self) -> GpuReference {
-        GpuReference { manifest: "layernorm_f64.toml", outputs: &[GpuOutput { role: "y", gold: "ref_y", baseline: "ref_y_lowp" }] }
+        GpuReference { manifest: "layernorm_f64.toml", outputs: &[GpuOutput { role: "y", gold: "ref_y", baseline: "ref_y_lowp", cond: None }] }
     }
 
     fn rule(&self, _role: &str, c: &OpCase, values: &OpValues, inputs: &RoleInputs<'_>) -> Rule {

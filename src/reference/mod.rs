@@ -10,8 +10,8 @@
 //!
 //! # Built-in ops
 //!
-//! Built in: `attention_fwd` ([`attention`]), `softmax` ([`softmax`]), `rmsnorm` ([`rmsnorm`])
-//! and `layernorm` ([`layernorm`]). Each is one [`OpReference`] in the [`OPS`] table; nothing
+//! Built in: `attention_fwd` ([`attention`]), `softmax` ([`softmax`]), `rmsnorm` ([`rmsnorm`]),
+//! `layernorm` ([`layernorm`]), `gemm` ([`gemm`]) and `rotary` ([`rotary`]). Each is one [`OpReference`] in the [`OPS`] table; nothing
 //! else in the crate names an op, so every stage (the CPU and GPU references, the emitted
 //! repros, the worker) reaches an op through [`op_reference`].
 //!
@@ -27,7 +27,8 @@
 //!      the dims and scalars of the op's GPU reference kernel's manifest, so the GPU path sets
 //!      them without knowing the op.
 //!    * [`OpReference::cpu`]: the fp64 gold and the same-precision baseline of every output
-//!      role, logical order ([`OpValues`]). The baseline is computed the way a real kernel is:
+//!      role, logical order ([`OpValues`]), and where the rule is condition-derived, each
+//!      element's condition. The baseline is computed the way a real kernel is:
 //!      inputs as stored in the case's type, f32 accumulation, each output rounded to the type.
 //!    * [`OpReference::gpu`]: the GPU reference kernel's manifest file (under
 //!      `kernels/reference/`) and which of its outputs hold each role's gold and baseline.
@@ -37,11 +38,15 @@
 //!    named after the roles; an input of the case's rank reads the case's own allocation where
 //!    it lies (any layout, offset, broadcast), another reads a dense copy of the case's values
 //!    (a rank-3 `x` reduced over its last dim is a dense `[rows, n]`); its outputs are its own
-//!    dense f64 tensors (`layout = "fixed"`).
+//!    dense f64 tensors (`layout = "fixed"`). An op input bound to a tensor the kernel under
+//!    test writes (gemm's `c`, rotary's in-place `x`) always reads a dense copy of that tensor's
+//!    drawn initial contents, so the reference never depends on when it runs.
 
 pub mod attention;
+pub mod gemm;
 pub mod layernorm;
 pub mod rmsnorm;
+pub mod rotary;
 mod rows;
 pub mod softmax;
 
@@ -49,7 +54,7 @@ use std::collections::BTreeMap;
 
 use crate::case::{Dtype, Scalar};
 use crate::data::Inputs;
-use crate::manifest::{BuiltinOp, DtypeSpec, LayoutFreedom, Manifest, ReferenceKernel, ReferenceSpec};
+use crate::manifest::{BuiltinOp, DtypeSpec, LayoutFreedom, Manifest, ReferenceKernel, ReferenceSpec, Role};
 use crate::plan::{Plan, TensorPlan};
 
 pub use attention::attention_geometry;
@@ -122,6 +127,16 @@ pub struct RoleValues {
     pub gold: Vec<f64>,
     /// The same-precision baseline.
     pub baseline: Vec<f64>,
+    /// Per element, the condition a condition-derived bound scales with (gemm:
+    /// `|alpha| Σ|a·b| + |beta·c₀|`); empty for ops whose rule needs none.
+    pub cond: Vec<f64>,
+}
+
+impl RoleValues {
+    /// Gold and baseline, no condition.
+    pub fn new(gold: Vec<f64>, baseline: Vec<f64>) -> RoleValues {
+        RoleValues { gold, baseline, cond: Vec::new() }
+    }
 }
 
 /// Every output role's values.
@@ -136,6 +151,8 @@ pub struct GpuOutput {
     pub gold: &'static str,
     /// The reference kernel's tensor holding the baseline (may be the gold's).
     pub baseline: &'static str,
+    /// The reference kernel's tensor holding each element's condition, for ops that have one.
+    pub cond: Option<&'static str>,
 }
 
 /// An op's GPU fp64 reference kernel.
@@ -163,32 +180,48 @@ pub trait OpReference: Sync {
 }
 
 /// Every built-in op's reference.
-pub static OPS: [&dyn OpReference; 4] = [&attention::AttentionOp, &softmax::Softmax, &rmsnorm::Rmsnorm, &layernorm::Layernorm];
+pub static OPS: [&dyn OpReference; 6] = [&attention::AttentionOp, &softmax::Softmax, &rmsnorm::Rmsnorm, &layernorm::Layernorm, &gemm::GemmOp, &rotary::RotaryOp];
 
 /// The reference of `op`.
 pub fn op_reference(op: BuiltinOp) -> &'static dyn OpReference {
     *OPS.iter().find(|r| r.op() == op).expect("every built-in op is listed in OPS")
 }
 
-/// The values of the op's bound input tensors, by role.
+/// The values the op reads, by role: every bound input tensor's, and the drawn initial contents
+/// of a bound tensor the kernel writes (`init = "drawn"`: gemm's `c`, rotary's in-place `x`).
 pub fn role_inputs<'a>(op: BuiltinOp, b: &Bound<'_>, inputs: &'a Inputs) -> Result<RoleInputs<'a>, String> {
     let mut out = RoleInputs::new();
     for r in op.spec().tensors {
         let Some(t) = b.tensor(r.name) else { continue };
-        if t.role == crate::manifest::Role::Input {
-            let values = inputs.get(t.index).ok_or_else(|| format!("input `{}` has no generated values", t.name))?;
-            out.insert(r.name.to_string(), values);
+        match inputs.get(t.index) {
+            Some(values) => {
+                out.insert(r.name.to_string(), values);
+            }
+            None if t.role == Role::Input => return Err(format!("input `{}` has no generated values", t.name)),
+            None => {}
         }
     }
     Ok(out)
 }
 
-/// The judged outputs of an op's case from its values: every bound output role that has
-/// values, judged by the op's rule.
+/// Whether the tensor bound to `role` has values the op can read before the kernel runs (an
+/// input, or a written tensor whose initial contents are drawn); else a message with the fix.
+pub fn readable(b: &Bound<'_>, role: &str) -> Result<(), String> {
+    let t = b.need(role)?;
+    if t.role == Role::Input || t.init == crate::manifest::Init::Drawn {
+        return Ok(());
+    }
+    Err(format!("the op reads the initial contents of `{role}`, and tensor `{}` ({}) does not draw them: give it init = \"drawn\"", t.name, t.role.name()))
+}
+
+/// The judged outputs of an op's case from its values: every output role that has values,
+/// bound or written in place ([`crate::manifest::TensorRole::in_place`]), judged by the op's
+/// rule.
 pub fn op_expected(r: &dyn OpReference, c: &OpCase, b: &Bound<'_>, mut values: OpValues, inputs: &RoleInputs<'_>) -> RefOutputs {
     let mut expected = Vec::new();
     for role in r.op().spec().tensors {
-        let Some(t) = b.tensor(role.name).filter(|t| t.role.is_judged()) else { continue };
+        let target = b.tensor(role.name).or_else(|| b.tensor(role.in_place?));
+        let Some(t) = target.filter(|t| t.role.is_judged()) else { continue };
         if !values.contains_key(role.name) {
             continue;
         }
@@ -211,6 +244,40 @@ pub fn cpu_op_reference(m: &Manifest, plan: &Plan, inputs: &Inputs) -> Option<Re
         let values = r.cpu(&c, &ri);
         Ok(op_expected(r, &c, &b, values, &ri))
     })())
+}
+
+/// The tensor of the case an op's GPU reference kernel `refm` reads in place as its input
+/// `name`: the case's input bound to that role, when it has the reference tensor's rank. Any
+/// other input (another rank, or a tensor the kernel under test writes, such as gemm's in-out
+/// `c`) is read from a dense copy of the case's drawn values.
+pub fn gpu_viewed<'p>(refm: &Manifest, b: &Bound<'p>, name: &str) -> Option<&'p TensorPlan> {
+    let ref_t = refm.tensor(name).filter(|t| t.role == Role::Input)?;
+    b.plan.tensor(b.bind.get(name)?).filter(|t| t.role == Role::Input && t.shape.len() == ref_t.rank())
+}
+
+/// The case an op's GPU reference kernel `refm` runs for op case `oc` of `case`: the op case's
+/// dims and scalars, the case's element type and placement, and the layout of every input read
+/// in place ([`gpu_viewed`]); `None` when a bound tensor's element type is not the one the
+/// reference declares (it reads the case's values as they are stored, or not at all).
+pub fn gpu_case(refm: &Manifest, b: &Bound<'_>, oc: &OpCase, case: &crate::case::Case) -> Option<crate::case::Case> {
+    let mut rc = crate::case::Case::new(&refm.path.display().to_string(), case.dtype);
+    rc.params = refm.default_params();
+    rc.dims = oc.dims.clone();
+    rc.scalars = oc.scalars.clone();
+    rc.placement = case.placement;
+    let inputs = || refm.tensors.iter().filter(|t| t.role == Role::Input);
+    if !inputs().all(|t| b.tensor(&t.name).is_none_or(|c| c.dtype == t.dtype.resolve(rc.dtype))) {
+        return None;
+    }
+    // The values read are the case's, whatever their classes: the layout names one the
+    // reference accepts (an integer tensor allows only `uniform`).
+    for t in inputs() {
+        if let Some(case_t) = gpu_viewed(refm, b, &t.name) {
+            let values = t.values.first().map_or_else(|| crate::case::TensorLayout::dense().values, |&v| vec![v]);
+            rc.tensors.insert(t.name.clone(), crate::case::TensorLayout { values, ..case_t.layout.clone() });
+        }
+    }
+    Some(rc)
 }
 
 /// How far a kernel's output may be from the gold.

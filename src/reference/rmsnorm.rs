@@ -37,7 +37,7 @@ pub fn rmsnorm(c: &OpCase, x: &[f64], w: &[f64]) -> RoleValues {
         let r32 = 1.0f32 / (ms32 + eps as f32).sqrt();
         baseline.extend(row.iter().zip(w).map(|(&v, &wj)| round_t((v as f32) * r32 * (wj as f32), c.dtype) as f64));
     }
-    RoleValues { gold, baseline }
+    RoleValues::new(gold, baseline)
 }
 
 impl OpReference for Rmsnorm {
@@ -54,7 +54,7 @@ impl OpReference for Rmsnorm {
     }
 
     fn gpu(&self) -> GpuReference {
-        GpuReference { manifest: "rmsnorm_f64.toml", outputs: &[GpuOutput { role: "y", gold: "ref_y", baseline: "ref_y_lowp" }] }
+        GpuReference { manifest: "rmsnorm_f64.toml", outputs: &[GpuOutput { role: "y", gold: "ref_y", baseline: "ref_y_lowp", cond: None }] }
     }
 
     fn rule(&self, _role: &str, c: &OpCase, values: &OpValues, _inputs: &RoleInputs<'_>) -> Rule {

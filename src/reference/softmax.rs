@@ -42,7 +42,7 @@ pub fn softmax(c: &OpCase, x: &[f64]) -> RoleValues {
         }
         baseline.extend(e32.iter().map(|&ej| round_t(ej / l32, c.dtype) as f64));
     }
-    RoleValues { gold, baseline }
+    RoleValues::new(gold, baseline)
 }
 
 impl OpReference for Softmax {
@@ -59,7 +59,7 @@ impl OpReference for Softmax {
     }
 
     fn gpu(&self) -> GpuReference {
-        GpuReference { manifest: "softmax_f64.toml", outputs: &[GpuOutput { role: "y", gold: "ref_y", baseline: "ref_y_lowp" }] }
+        GpuReference { manifest: "softmax_f64.toml", outputs: &[GpuOutput { role: "y", gold: "ref_y", baseline: "ref_y_lowp", cond: None }] }
     }
 
     fn rule(&self, _role: &str, c: &OpCase, values: &OpValues, _inputs: &RoleInputs<'_>) -> Rule {

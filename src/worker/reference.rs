@@ -3,10 +3,13 @@
 //! reference kernel run twice, as gold and as same-precision baseline.
 //!
 //! An op's reference kernel takes the op's case dims and scalars. Each of its inputs is named
-//! after an op role: where the case's tensor bound to that role has the reference tensor's rank,
-//! the reference reads the case's own allocation (no copy): its plan uses the case's layout, and
-//! a view arena puts the case's allocation where that input goes. Otherwise (a rank-3 `x` read
-//! as `[rows, n]`) it reads a dense copy of the case's values. Its outputs are its own.
+//! after an op role: where the case's tensor bound to that role is an input of the reference
+//! tensor's rank, the reference reads the case's own allocation (no copy): its plan uses the
+//! case's layout, and a view arena puts the case's allocation where that input goes. Otherwise
+//! (a rank-3 `x` read as `[rows, n]`, or a tensor the kernel under test writes: gemm's in-out
+//! `c`) it reads a dense copy of the case's drawn values, so it sees initial contents whenever
+//! it runs. A bound tensor whose element type differs from the reference's leaves the case to
+//! the CPU reference. Its outputs are its own.
 //! A user's reference kernel gets a fresh arena in which every tensor is dense at offset 0 and
 //! every floating tensor is f64 (the gold run) or as the case has it (the baseline run); it reads
 //! the case's generated values, so both runs see exactly the kernel's inputs, and its launch
@@ -14,12 +17,11 @@
 
 use crate::arena::device::DeviceArena;
 use crate::arena::{sentinel_bits, ArenaLayout, HostImage};
-use crate::case::{Case, TensorLayout};
 use crate::data::{self, Inputs};
 use crate::launch;
 use crate::manifest::{ReferenceKernel, ReferenceSpec, Role};
 use crate::plan::{check_contract, Plan};
-use crate::reference::{cpu_op_reference, kernel_expected, kernel_manifest, op_expected, op_reference, reference_case, role_inputs, Bound, OpReference, OpValues, RefOutputs, RoleValues};
+use crate::reference::{cpu_op_reference, gpu_case, gpu_viewed, kernel_expected, kernel_manifest, op_expected, op_reference, reference_case, role_inputs, Bound, OpReference, OpValues, RefOutputs, RoleValues};
 
 use super::engine::{Engine, EngineError, Prepared, ReferenceChoice, ReferenceUsed};
 
@@ -53,22 +55,8 @@ impl Engine {
         let refm = self.manifest(&path)?;
         let b = Bound { bind, plan: &prep.plan };
         let Ok(oc) = op.case(&b) else { return Ok(None) };
-        let mut rc = Case::new(&refm.path.display().to_string(), prep.case.dtype);
-        rc.params = refm.default_params();
-        rc.dims = oc.dims.clone();
-        rc.scalars = oc.scalars.clone();
-        rc.placement = prep.case.placement;
-        // Inputs of the case's rank are read where they are: the same layouts (the reference's
-        // plan then has their strides); the values read are the case's, whatever their classes.
-        let viewed = |name: &str| -> Option<&crate::plan::TensorPlan> {
-            let ref_t = refm.tensor(name).filter(|t| t.role == Role::Input)?;
-            b.tensor(name).filter(|t| t.shape.len() == ref_t.rank())
-        };
-        for t in refm.tensors.iter().filter(|t| t.role == Role::Input) {
-            if let Some(case_t) = viewed(&t.name) {
-                rc.tensors.insert(t.name.clone(), TensorLayout { values: TensorLayout::dense().values, ..case_t.layout.clone() });
-            }
-        }
+        let Some(rc) = gpu_case(&refm, &b, &oc, prep.case) else { return Ok(None) };
+        let viewed = |name: &str| gpu_viewed(&refm, &b, name);
         let Ok(rplan) = Plan::new(&rc, &refm) else { return Ok(None) };
         if !check_contract(&refm, &rc, &rplan).is_inside() {
             return Ok(None);
@@ -112,7 +100,11 @@ impl Engine {
         };
         let mut out = OpValues::new();
         for o in gpu.outputs {
-            out.insert(o.role.to_string(), RoleValues { gold: values(o.gold)?, baseline: values(o.baseline)? });
+            let cond = match o.cond {
+                Some(name) => values(name)?,
+                None => Vec::new(),
+            };
+            out.insert(o.role.to_string(), RoleValues { gold: values(o.gold)?, baseline: values(o.baseline)?, cond });
         }
         let ri = role_inputs(op.op(), &b, &prep.inputs).map_err(reference)?;
         Ok(Some(op_expected(op, &oc, &b, out, &ri)))
