@@ -207,8 +207,8 @@ impl EngineConfig {
         Ok(Supervisor::new(SupervisorConfig {
             exe,
             gpu,
-            reference_manifest: match self.reference {
-                ReferenceChoice::Gpu => registry::reference_manifest(),
+            reference_dir: match self.reference {
+                ReferenceChoice::Gpu => registry::reference_dir(),
                 ReferenceChoice::Cpu => None,
             },
             journal: Some(journal),

@@ -61,10 +61,11 @@ pub fn kernels_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels")
 }
 
-/// The GPU fp64 reference kernel's manifest, when shipped.
-pub fn reference_manifest() -> Option<PathBuf> {
-    let p = kernels_dir().join("reference").join("attention_f64.toml");
-    p.is_file().then_some(p)
+/// The directory of the built-in ops' GPU fp64 reference kernels (`<op>_f64.toml`), when
+/// shipped.
+pub fn reference_dir() -> Option<PathBuf> {
+    let p = kernels_dir().join("reference");
+    p.is_dir().then_some(p)
 }
 
 /// The `cudafuzz` executable that serves as the worker for programs that are not it (the

@@ -37,7 +37,7 @@ fn supervisor(reference: bool) -> Supervisor {
     Supervisor::new(SupervisorConfig {
         exe: exe(),
         gpu: 0,
-        reference_manifest: reference.then(|| root().join("kernels/reference/attention_f64.toml")),
+        reference_dir: reference.then(|| root().join("kernels/reference")),
         journal: Some(journal),
         stop: Arc::new(AtomicBool::new(false)),
         sanitizer: None,

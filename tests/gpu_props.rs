@@ -47,7 +47,7 @@ impl Gpu {
         let sup = Supervisor::new(SupervisorConfig {
             exe: exe(),
             gpu: 0,
-            reference_manifest: Some(root().join("kernels/reference/attention_f64.toml")),
+            reference_dir: Some(root().join("kernels/reference")),
             journal: Some(journal),
             stop: Arc::new(AtomicBool::new(false)),
             sanitizer: None,

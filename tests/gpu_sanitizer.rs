@@ -35,7 +35,7 @@ fn supervisor(tools: &[Tool], batch: usize) -> (tempfile::TempDir, Supervisor) {
     let sup = Supervisor::new(SupervisorConfig {
         exe: exe(),
         gpu: 0,
-        reference_manifest: Some(root().join("kernels/reference/attention_f64.toml")),
+        reference_dir: Some(root().join("kernels/reference")),
         journal: Some(dir.path().join("journal.jsonl")),
         stop: Arc::new(AtomicBool::new(false)),
         sanitizer: Some(SanitizerPass { sanitizer, tools: tools.to_vec(), dir: dir.path().to_path_buf(), batch }),

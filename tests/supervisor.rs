@@ -47,7 +47,7 @@ fn setup() -> (tempfile::TempDir, Manifest, SupervisorConfig) {
     let cfg = SupervisorConfig {
         exe: fake_worker(dir.path()),
         gpu: 0,
-        reference_manifest: None,
+        reference_dir: None,
         journal: Some(dir.path().join("journal.jsonl")),
         stop: Arc::new(AtomicBool::new(false)),
         sanitizer: None,

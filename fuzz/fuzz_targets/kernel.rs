@@ -109,7 +109,7 @@ fn target() -> &'static Mutex<Target> {
         let supervisor = Supervisor::new(SupervisorConfig {
             exe: s.exe.clone(),
             gpu: std::env::var("CUDAFUZZ_GPU").ok().and_then(|g| g.parse().ok()).unwrap_or(0),
-            reference_manifest: registry::reference_manifest(),
+            reference_dir: registry::reference_dir(),
             journal: Some(s.out.join("journal.jsonl")),
             stop: Arc::new(AtomicBool::new(false)),
             sanitizer: None,

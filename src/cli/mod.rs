@@ -110,7 +110,7 @@ enum Command {
         /// GPU index.
         #[arg(long, default_value_t = 0)]
         gpu: usize,
-        /// GPU reference kernel manifest.
+        /// Directory of the built-in ops' GPU reference kernels (`kernels/reference`).
         #[arg(long)]
         reference: Option<PathBuf>,
     },

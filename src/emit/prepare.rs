@@ -12,7 +12,7 @@ use crate::compile::{request_for, Arch};
 use crate::data::{self, Inputs};
 use crate::manifest::{ArgSpec, Manifest, ReferenceKernel, ReferenceSpec, ResolvedLaunch};
 use crate::plan::{check_contract, ContractVerdict, Plan, TensorPlan};
-use crate::reference::{cpu_reference, RefOutputs, Rule};
+use crate::reference::{cpu_op_reference, RefOutputs, Rule};
 use crate::sanitizer::{padding_for, Tool};
 use crate::supervisor::kernel_timeout;
 use crate::reference::{kernel_manifest, reference_case};
@@ -336,8 +336,8 @@ pub fn prepare(case: &Case, manifest: &Manifest, tool: Option<Tool>) -> Result<P
 fn judge(m: &Manifest, plan: &Plan, inputs: &Inputs) -> Result<Judge, EmitError> {
     Ok(match &m.reference {
         ReferenceSpec::None => Judge::None,
-        ReferenceSpec::Op { .. } => {
-            let refs = cpu_reference(m, plan, inputs).ok_or_else(|| EmitError::Reference(format!("{}: the reference op's binding does not fit this case's tensors", m.name)))?;
+        ReferenceSpec::Op { op, .. } => {
+            let refs = cpu_op_reference(m, plan, inputs).expect("an op reference").map_err(|e| EmitError::Reference(format!("{}: {op}: {e}", m.name)))?;
             Judge::Host(refs)
         }
         ReferenceSpec::Kernel(k) => Judge::Kernel { factor: k.factor, floor: k.floor, outputs: plan.tensors.iter().filter(|t| t.role.is_judged()).map(|t| t.index).collect() },

@@ -21,7 +21,9 @@ use crate::plan::Plan;
 
 /// A small, valid case for the kernel of `m`: every dim at the low end of its range (relations
 /// kept), scalars at their first choice, the first element type, default params, every tensor
-/// dense at offset 0, data seed 1. What `cudafuzz case example` prints.
+/// dense at offset 0, values of the default class (`normal`) or, where the tensor does not
+/// allow it (integer tensors: `uniform` over their range), its first allowed class; data seed 1.
+/// What `cudafuzz case example` prints.
 pub fn example(m: &Manifest) -> Case {
     let vars = m.sample_vars();
     let mut case = Case::new(&m.path.display().to_string(), m.dtypes[0]);
@@ -29,6 +31,12 @@ pub fn example(m: &Manifest) -> Case {
     case.dims = vars.dims;
     case.scalars = vars.scalars;
     relations::repair(&mut case, m, 0);
+    let default = crate::case::TensorLayout::dense().values;
+    for t in &m.tensors {
+        if !t.values.is_empty() && !default.iter().all(|c| t.values.contains(c)) {
+            case.layout_mut(&t.name).values = vec![t.values[0]];
+        }
+    }
     case
 }
 

@@ -182,6 +182,10 @@ impl Manifest {
         let contract = l.contract(t)?;
         let launch = l.launch(t, &tensors)?;
         let reference = l.reference(t, &tensors, &scalars, &launch)?;
+        let mut dims = dims;
+        if let ReferenceSpec::Op { op, bind } = &reference {
+            op.spec().add_hints(&mut dims, &tensors, bind);
+        }
         let manifest =
             Manifest { path: path.to_path_buf(), name, description, source, entry, fuzz, options, dtypes, defines, params, dims, requires, scalars, tensors, contract, reference, launch };
         l.check_names(&manifest)?;
@@ -701,39 +705,51 @@ impl Loader<'_> {
                 Ok(ReferenceSpec::Kernel(Box::new(ReferenceKernel { source, entry, options: raw.options, launch, factor, floor: raw.floor })))
             }
             (Some(_), Some(_)) => Err(self.invalid("reference", "give either op or source/entry, not both".into())),
-            (None, None) => Err(self.invalid("reference", "give op = \"attention_fwd\" (a built-in op), source and entry of your reference kernel, or op = \"none\"".into())),
+            (None, None) => Err(self.invalid("reference", "give op = \"attention_fwd\" or another built-in op, source and entry of your reference kernel, or op = \"none\"".into())),
         }
     }
 
-    /// An op's binding: every role names a tensor (or scalar) of this manifest; a role not
-    /// listed binds the tensor or scalar of the same name.
+    /// An op's binding: every role names a tensor (or scalar) of this manifest, of the rank the
+    /// role needs; a role not listed binds the tensor or scalar of the same name.
     fn bind(&self, op: BuiltinOp, given: BTreeMap<String, String>, tensors: &[TensorSpec], scalars: &[ScalarSpec]) -> Result<BTreeMap<String, String>, ManifestError> {
-        let (needed, optional) = op.tensor_roles();
-        let roles: BTreeSet<&str> = needed.iter().chain(optional).chain(op.scalar_roles()).copied().collect();
+        let spec = op.spec();
+        let roles: BTreeSet<&str> = spec.tensors.iter().map(|r| r.name).chain(spec.scalars.iter().map(|r| r.name)).collect();
         if let Some(unknown) = given.keys().find(|k| !roles.contains(k.as_str())) {
             return Err(self.invalid(&format!("reference.bind.{unknown}"), format!("`{unknown}` is not a role of {op} (roles: {})", roles.iter().copied().collect::<Vec<_>>().join(", "))));
         }
         let mut bind = BTreeMap::new();
-        for &role in needed.iter().chain(optional) {
+        for r in spec.tensors {
+            let role = r.name;
             let name = given.get(role).cloned().unwrap_or_else(|| role.to_string());
             match tensors.iter().find(|t| t.name == name) {
                 Some(t) => {
-                    let rank = if role == "lse" { 3 } else { 4 };
-                    if t.rank() != rank {
-                        return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs `{role}` of rank {rank}, and tensor `{name}` has rank {}", t.rank())));
+                    if !r.rank.admits(t.rank()) {
+                        return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs `{role}` of {}, and tensor `{name}` has rank {}", r.rank, t.rank())));
                     }
                     bind.insert(role.to_string(), name);
                 }
-                None if needed.contains(&role) => {
+                None if r.required => {
                     return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs a tensor for `{role}`, and there is no tensor `{name}`; bind it: [reference.bind] {role} = \"...\"")));
                 }
-                None => {}
+                None => {
+                    // Unbound, the op writes the role in place: that tensor must be written.
+                    let target = r.in_place.and_then(|to| bind.get(to)).and_then(|n| tensors.iter().find(|t| &t.name == n));
+                    if let Some(t) = target.filter(|t| !t.role.is_written()) {
+                        return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} writes `{role}` in place into `{}` when `{role}` is unbound, and tensor `{}` is an input; bind `{role}` to the output tensor, or give `{}` role = \"in_out\"", r.in_place.unwrap_or_default(), t.name, t.name)));
+                    }
+                }
             }
         }
-        for &role in op.scalar_roles() {
-            let name = given.get(role).cloned().unwrap_or_else(|| role.to_string());
+        for r in spec.scalars {
+            let role = r.name;
+            let name = match given.get(role) {
+                Some(name) => name.clone(),
+                None if r.required || scalars.iter().any(|s| s.name == role) => role.to_string(),
+                None => continue,
+            };
             if !scalars.iter().any(|s| s.name == name) && name.parse::<f64>().is_err() && name != "true" && name != "false" {
-                return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs a scalar for `{role}`, and there is no scalar `{name}`; declare it under [scalars] or bind a literal (\"false\", \"0.125\")")));
+                let fix = if r.required { "declare it under [scalars] or bind a literal (\"false\", \"0.125\")" } else { "declare it under [scalars], bind a literal (\"false\", \"0.5\") or leave it unbound" };
+                return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs a scalar for `{role}`, and there is no scalar `{name}`; {fix}")));
             }
             bind.insert(role.to_string(), name);
         }

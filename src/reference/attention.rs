@@ -348,9 +348,14 @@ impl Reference for CpuSamePrecision {
 /// the row maximum and the maximum plus `ln seq_k`). For f16/bf16 with ordinary data the term is
 /// negligible next to the first.
 pub fn tolerance(dtype: Dtype, ref64: &RefOutput, lowp: &RefOutput) -> Tolerance {
-    let err_lowp = max_abs_diff(&lowp.o, &ref64.o);
-    let peak = ref64.o.iter().fold(0.0f64, |a, &x| a.max(x.abs()));
-    let logits = ref64.lse.iter().filter(|x| x.is_finite()).fold(0.0f64, |a, &x| a.max(x.abs()));
+    tolerance_of(dtype, &ref64.o, &lowp.o, &ref64.lse)
+}
+
+/// [`tolerance`] from the gold and baseline `o` and the gold `lse` (empty when unknown).
+fn tolerance_of(dtype: Dtype, gold_o: &[f64], lowp_o: &[f64], gold_lse: &[f64]) -> Tolerance {
+    let err_lowp = max_abs_diff(lowp_o, gold_o);
+    let peak = gold_o.iter().fold(0.0f64, |a, &x| a.max(x.abs()));
+    let logits = gold_lse.iter().filter(|x| x.is_finite()).fold(0.0f64, |a, &x| a.max(x.abs()));
     let u_f32 = Dtype::F32.unit_roundoff();
     let floor = 4.0 * dtype.unit_roundoff() * peak.max(1.0) + 16.0 * u_f32 * logits.max(1.0) * peak.max(1.0);
     Tolerance { factor: 2.0, err_lowp, floor, bound: 2.0 * err_lowp + floor }
@@ -359,7 +364,98 @@ pub fn tolerance(dtype: Dtype, ref64: &RefOutput, lowp: &RefOutput) -> Tolerance
 /// A kernel's log-sum-exp passes where it is within `1e-3 · max(1, |lse|)` of the f64
 /// reference, or equal to it when that is infinite (a row with no allowed key).
 pub const LSE_REL: f64 = 1e-3;
-use super::{max_abs_diff, Tolerance};
+
+/// The attention op's geometry for a planned case, read from the tensors and scalars the
+/// manifest binds (`bind` role → name; a literal binds a constant).
+pub fn attention_geometry(bind: &BTreeMap<String, String>, plan: &Plan) -> Option<Attention> {
+    let b = Bound { bind, plan };
+    let (q, k) = (b.tensor("q")?, b.tensor("k")?);
+    Some(Attention {
+        batch: q.shape[0],
+        heads_q: q.shape[1],
+        heads_kv: k.shape[1],
+        seq_q: q.shape[2],
+        seq_k: k.shape[2],
+        head_dim: q.shape[3],
+        causal: b.scalar("causal")? != 0.0,
+        scale: b.scalar("scale")? as f32,
+        dtype: q.dtype,
+    })
+}
+
+impl Attention {
+    /// The geometry of an op case (the dims and scalars of `attention_f64`'s manifest).
+    pub fn from_case(c: &OpCase) -> Attention {
+        Attention {
+            batch: c.dim("batch"),
+            heads_q: c.dim("heads_q"),
+            heads_kv: c.dim("heads_kv"),
+            seq_q: c.dim("seq_q"),
+            seq_k: c.dim("seq_k"),
+            head_dim: c.dim("head_dim"),
+            causal: c.scalar("causal") != 0.0,
+            scale: c.scalar("scale") as f32,
+            dtype: c.dtype,
+        }
+    }
+
+    /// The op case of this geometry.
+    pub fn to_case(&self) -> OpCase {
+        let dims = [("batch", self.batch), ("heads_q", self.heads_q), ("heads_kv", self.heads_kv), ("seq_q", self.seq_q), ("seq_k", self.seq_k), ("head_dim", self.head_dim)];
+        let scalars = [("causal", Scalar::Bool(self.causal)), ("scale", Scalar::Float(self.scale as f64))];
+        OpCase { dims: dims.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), scalars: scalars.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), dtype: self.dtype }
+    }
+}
+
+/// The built-in op `attention_fwd`: `o` judged by [`tolerance`], `lse` (when bound) within
+/// [`LSE_REL`]; on the GPU, `attention_f64` (whose `ref_lse` serves as both gold and baseline:
+/// the lse rule uses only the gold).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AttentionOp;
+
+impl OpReference for AttentionOp {
+    fn op(&self) -> BuiltinOp {
+        BuiltinOp::AttentionFwd
+    }
+
+    fn case(&self, b: &Bound<'_>) -> Result<OpCase, String> {
+        let a = attention_geometry(b.bind, b.plan).ok_or_else(|| "the attention binding does not fit this case's tensors".to_string())?;
+        let (q, k, v, o) = (b.need("q")?, b.need("k")?, b.need("v")?, b.need("o")?);
+        if k.shape != v.shape || o.shape != q.shape || q.shape[0] != k.shape[0] || q.shape[3] != k.shape[3] || a.heads_kv == 0 || a.heads_q % a.heads_kv != 0 {
+            return Err(format!("attention_fwd needs q {:?} and o of one shape, k and v {:?} of one shape with q's batch and head_dim, and heads_q a multiple of heads_kv", q.shape, k.shape));
+        }
+        Ok(a.to_case())
+    }
+
+    fn cpu(&self, c: &OpCase, inputs: &RoleInputs<'_>) -> OpValues {
+        let a = Attention::from_case(c);
+        let view = AttentionInputs { q: inputs["q"], k: inputs["k"], v: inputs["v"] };
+        let (gold, lowp) = (CpuF64.forward(&a, &view), CpuSamePrecision.forward(&a, &view));
+        OpValues::from([("o".to_string(), RoleValues::new(gold.o, lowp.o)), ("lse".to_string(), RoleValues::new(gold.lse, lowp.lse))])
+    }
+
+    fn gpu(&self) -> GpuReference {
+        const OUTPUTS: &[GpuOutput] = &[GpuOutput { role: "o", gold: "ref_o", baseline: "ref_o_lowp", cond: None }, GpuOutput { role: "lse", gold: "ref_lse", baseline: "ref_lse", cond: None }];
+        GpuReference { manifest: "attention_f64.toml", outputs: OUTPUTS }
+    }
+
+    fn rule(&self, role: &str, c: &OpCase, values: &OpValues, _inputs: &RoleInputs<'_>) -> Rule {
+        match (role, values.get("o")) {
+            ("o", Some(o)) => {
+                let lse = values.get("lse").map(|l| l.gold.as_slice()).unwrap_or(&[]);
+                Rule::Bound(tolerance_of(c.dtype, &o.gold, &o.baseline, lse))
+            }
+            _ => Rule::Relative(LSE_REL),
+        }
+    }
+}
+
+use std::collections::BTreeMap;
+
+use super::{max_abs_diff, Bound, GpuOutput, GpuReference, OpCase, OpReference, OpValues, RoleInputs, RoleValues, Rule, Tolerance};
+use crate::case::Scalar;
+use crate::manifest::BuiltinOp;
+use crate::plan::Plan;
 
 #[cfg(test)]
 mod tests {

@@ -116,8 +116,8 @@ pub struct SupervisorConfig {
     pub exe: PathBuf,
     /// GPU index for the worker.
     pub gpu: usize,
-    /// The GPU reference kernel's manifest, passed to workers.
-    pub reference_manifest: Option<PathBuf>,
+    /// The built-in ops' GPU reference kernels' directory, passed to workers.
+    pub reference_dir: Option<PathBuf>,
     /// Where cases are journalled before they are sent.
     pub journal: Option<PathBuf>,
     /// Set to stop between (or during) cases.
@@ -226,7 +226,7 @@ impl Supervisor {
             _ => Command::new(&self.cfg.exe),
         };
         cmd.arg("worker").arg("--gpu").arg(self.cfg.gpu.to_string());
-        if let Some(r) = &self.cfg.reference_manifest {
+        if let Some(r) = &self.cfg.reference_dir {
             cmd.arg("--reference").arg(r);
         }
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).process_group(0);

@@ -232,7 +232,8 @@ pub struct Engine {
     manifests: HashMap<PathBuf, Manifest>,
     /// Which loaded module serves a configuration: skips hashing sources per case.
     module_keys: HashMap<ModuleMemo, String>,
-    pub(super) reference_manifest: Option<PathBuf>,
+    /// Where the built-in ops' GPU reference kernels are (`<op>_f64.toml`).
+    pub(super) reference_dir: Option<PathBuf>,
 }
 
 /// What a case's verdict holds besides its outcome, filled in as the case moves through the
@@ -293,11 +294,13 @@ impl Prepared<'_> {
 }
 
 impl Engine {
-    /// Opens GPU `ordinal`; `reference_manifest` is the GPU reference kernel's manifest.
-    pub fn new(ordinal: usize, reference_manifest: Option<PathBuf>) -> Result<Engine, EngineError> {
+    /// Opens GPU `ordinal`; `reference_dir` holds the built-in ops' GPU reference kernels (a
+    /// manifest file there stands for its directory).
+    pub fn new(ordinal: usize, reference_dir: Option<PathBuf>) -> Result<Engine, EngineError> {
         let gpu = Gpu::open(ordinal)?;
         let compiler = Compiler::new(None)?;
-        Ok(Engine { marker: None, allocations: None, gpu, compiler, manifests: HashMap::new(), modules: HashMap::new(), module_keys: HashMap::new(), reference_manifest })
+        let reference_dir = reference_dir.map(|p| if p.is_file() { p.parent().map(Path::to_path_buf).unwrap_or(p) } else { p });
+        Ok(Engine { marker: None, allocations: None, gpu, compiler, manifests: HashMap::new(), modules: HashMap::new(), module_keys: HashMap::new(), reference_dir })
     }
 
     /// What GPU this engine runs on.

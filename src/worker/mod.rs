@@ -71,10 +71,10 @@ fn emit(out: &mut impl Write, event: &WorkerEvent) {
 }
 
 /// Runs the worker loop on stdin/stdout until stdin closes; returns the process exit status.
-pub fn main(gpu: usize, reference_manifest: Option<PathBuf>) -> i32 {
+pub fn main(gpu: usize, reference_dir: Option<PathBuf>) -> i32 {
     // Unlocked: the launch callback writes to stdout too.
     let mut out = std::io::stdout();
-    let mut engine = match Engine::new(gpu, reference_manifest) {
+    let mut engine = match Engine::new(gpu, reference_dir) {
         Ok(e) => e,
         Err(e) => {
             emit(&mut out, &WorkerEvent::StartFailed { message: crate::error::chain(&e) });

@@ -1,8 +1,15 @@
-//! The GPU references of a case: the built-in attention op's fp64 kernel (`attention_f64`),
-//! and a user's reference kernel run twice, as gold and as same-precision baseline.
+//! The GPU references of a case: a built-in op's fp64 reference kernel (`<op>_f64` under the
+//! reference directory, named by the op's [`crate::reference::OpReference::gpu`]), and a user's
+//! reference kernel run twice, as gold and as same-precision baseline.
 //!
-//! The attention kernel reads the case's own q, k and v allocations (no copy): its plan uses the
-//! case's layouts for them, and a view arena puts the case's allocations where its inputs go.
+//! An op's reference kernel takes the op's case dims and scalars. Each of its inputs is named
+//! after an op role: where the case's tensor bound to that role is an input of the reference
+//! tensor's rank, the reference reads the case's own allocation (no copy): its plan uses the
+//! case's layout, and a view arena puts the case's allocation where that input goes. Otherwise
+//! (a rank-3 `x` read as `[rows, n]`, or a tensor the kernel under test writes: gemm's in-out
+//! `c`) it reads a dense copy of the case's drawn values, so it sees initial contents whenever
+//! it runs. A bound tensor whose element type differs from the reference's leaves the case to
+//! the CPU reference. Its outputs are its own.
 //! A user's reference kernel gets a fresh arena in which every tensor is dense at offset 0 and
 //! every floating tensor is f64 (the gold run) or as the case has it (the baseline run); it reads
 //! the case's generated values, so both runs see exactly the kernel's inputs, and its launch
@@ -10,63 +17,56 @@
 
 use crate::arena::device::DeviceArena;
 use crate::arena::{sentinel_bits, ArenaLayout, HostImage};
-use crate::case::{Case, Scalar, TensorLayout};
 use crate::data::{self, Inputs};
 use crate::launch;
-use crate::manifest::{BuiltinOp, ReferenceKernel, ReferenceSpec, Role};
+use crate::manifest::{ReferenceKernel, ReferenceSpec, Role};
 use crate::plan::{check_contract, Plan};
-use crate::reference::attention::RefOutput;
-use crate::reference::{attention_expected, attention_geometry, cpu_reference, kernel_expected, kernel_manifest, reference_case, RefOutputs};
+use crate::reference::{cpu_op_reference, gpu_case, gpu_viewed, kernel_expected, kernel_manifest, op_expected, op_reference, reference_case, role_inputs, Bound, OpReference, OpValues, RefOutputs, RoleValues};
 
 use super::engine::{Engine, EngineError, Prepared, ReferenceChoice, ReferenceUsed};
 
 impl Engine {
-    /// The references of a prepared case: none, the attention op's (on the GPU kernel when
-    /// asked for and it can take the case, else on the CPU), or the user's reference kernel (on
-    /// the GPU, whatever `choice` says: it is a CUDA kernel).
+    /// The references of a prepared case: none, a built-in op's (on its GPU kernel when asked
+    /// for and it can take the case, else on the CPU), or the user's reference kernel (on the
+    /// GPU, whatever `choice` says: it is a CUDA kernel).
     pub(super) fn references(&mut self, prep: &Prepared<'_>, arena: &DeviceArena, choice: ReferenceChoice) -> Result<(RefOutputs, ReferenceUsed), EngineError> {
         match &prep.manifest.reference {
             ReferenceSpec::None => Ok((RefOutputs::default(), ReferenceUsed::None)),
-            ReferenceSpec::Op { op: BuiltinOp::AttentionFwd, bind } => {
+            ReferenceSpec::Op { op, bind } => {
                 if choice == ReferenceChoice::Gpu {
-                    if let Some(refs) = self.gpu_attention(prep, bind, arena)? {
+                    if let Some(refs) = self.gpu_op(prep, op_reference(*op), bind, arena)? {
                         return Ok((refs, ReferenceUsed::Gpu));
                     }
                 }
-                let refs = cpu_reference(&prep.manifest, &prep.plan, &prep.inputs).ok_or_else(|| EngineError::Reference("the attention binding does not fit this case's tensors".into()))?;
+                let refs = cpu_op_reference(&prep.manifest, &prep.plan, &prep.inputs).expect("an op reference").map_err(|m| EngineError::Reference(format!("{op}: {m}")))?;
                 Ok((refs, ReferenceUsed::Cpu))
             }
             ReferenceSpec::Kernel(k) => Ok((self.reference_kernel(prep, k)?, ReferenceUsed::Gpu)),
         }
     }
 
-    /// The attention op on the `attention_f64` kernel, reading the case's q, k, v; `None` when
-    /// there is no such kernel or the case lies outside its contract.
-    fn gpu_attention(&mut self, prep: &Prepared<'_>, bind: &std::collections::BTreeMap<String, String>, arena: &DeviceArena) -> Result<Option<RefOutputs>, EngineError> {
+    /// A built-in op on its GPU reference kernel; `None` when there is no such kernel, the
+    /// binding does not fit, or the case lies outside the reference kernel's contract (the CPU
+    /// reference then judges).
+    fn gpu_op(&mut self, prep: &Prepared<'_>, op: &dyn OpReference, bind: &std::collections::BTreeMap<String, String>, arena: &DeviceArena) -> Result<Option<RefOutputs>, EngineError> {
         let reference = |m: String| EngineError::Reference(m);
-        let Some(path) = self.reference_manifest.clone() else { return Ok(None) };
+        let gpu = op.gpu();
+        let Some(path) = self.reference_dir.as_ref().map(|d| d.join(gpu.manifest)).filter(|p| p.is_file()) else { return Ok(None) };
         let refm = self.manifest(&path)?;
-        let Some(a) = attention_geometry(bind, &prep.plan) else { return Ok(None) };
-        let mut rc = Case::new(&refm.path.display().to_string(), prep.case.dtype);
-        rc.params = refm.default_params();
-        for (name, v) in [("batch", a.batch), ("heads_q", a.heads_q), ("heads_kv", a.heads_kv), ("seq_q", a.seq_q), ("seq_k", a.seq_k), ("head_dim", a.head_dim)] {
-            rc.dims.insert(name.into(), v);
-        }
-        rc.scalars.insert("causal".into(), Scalar::Bool(a.causal));
-        rc.scalars.insert("scale".into(), Scalar::Float(a.scale as f64));
-        rc.placement = prep.case.placement;
-        // The reference reads the case's q, k, v where they are: the same layouts (its plan then
-        // has their strides); the values it reads are the case's, whatever their classes.
-        for role in ["q", "k", "v"] {
-            let layout = bind.get(role).and_then(|n| prep.plan.tensor(n)).map(|t| t.layout.clone()).unwrap_or_default();
-            rc.tensors.insert(role.into(), TensorLayout { values: TensorLayout::dense().values, ..layout });
-        }
+        let b = Bound { bind, plan: &prep.plan };
+        let Ok(oc) = op.case(&b) else { return Ok(None) };
+        let Some(rc) = gpu_case(&refm, &b, &oc, prep.case) else { return Ok(None) };
+        let viewed = |name: &str| gpu_viewed(&refm, &b, name);
         let Ok(rplan) = Plan::new(&rc, &refm) else { return Ok(None) };
         if !check_contract(&refm, &rc, &rplan).is_inside() {
             return Ok(None);
         }
         let resolved = refm.resolve(&rplan.vars)?;
-        let rimage = HostImage::build_selected(&rc, &rplan, &Inputs::default(), &|tp| tp.role != Role::Input);
+        // Copied inputs carry the case's values, in logical order, into the reference's roster.
+        let copies = Inputs {
+            values: rplan.tensors.iter().map(|tp| if tp.role == Role::Input && viewed(&tp.name).is_none() { b.tensor(&tp.name).and_then(|t| prep.inputs.get(t.index)).map(<[f64]>::to_vec) } else { None }).collect(),
+        };
+        let rimage = HostImage::build_selected(&rc, &rplan, &copies, &|tp| viewed(&tp.name).is_none());
         let rarena = DeviceArena::upload(&rimage).map_err(|s| reference(format!("reference buffer allocation failed: {s}")))?;
         let gpu_info = self.gpu.info.clone();
         let module = self.module(&refm, &rc, false)?;
@@ -76,14 +76,12 @@ impl Engine {
         let mut view = DeviceArena { allocs: Vec::with_capacity(rplan.tensors.len()) };
         let mut layouts = Vec::with_capacity(rplan.tensors.len());
         for tp in &rplan.tensors {
-            // The reference's inputs are bound by role name (q, k, v); its outputs are its own.
-            let case_input = bind.get(&tp.name).and_then(|n| prep.plan.tensor(n)).filter(|_| tp.role == Role::Input);
-            match (tp.role, case_input) {
-                (Role::Input, Some(case_t)) => {
+            match viewed(&tp.name) {
+                Some(case_t) => {
                     view.allocs.push(arena.allocs[case_t.index]);
                     layouts.push(prep.image.layout.allocs[case_t.index].clone());
                 }
-                _ => {
+                None => {
                     view.allocs.push(rarena.allocs[tp.index]);
                     layouts.push(rimage.layout.allocs[tp.index].clone());
                 }
@@ -100,10 +98,16 @@ impl Engine {
             let bytes = rarena.download_one(&rimage, tp.index).map_err(|s| reference(s.to_string()))?;
             Ok(data::read_strided(rimage.data(tp.index, &bytes), tp))
         };
-        let lse = values("ref_lse")?;
-        let gold = RefOutput { o: values("ref_o")?, lse: lse.clone() };
-        let lowp = RefOutput { o: values("ref_o_lowp")?, lse };
-        Ok(Some(attention_expected(&prep.manifest, &prep.plan, bind, gold, &lowp)))
+        let mut out = OpValues::new();
+        for o in gpu.outputs {
+            let cond = match o.cond {
+                Some(name) => values(name)?,
+                None => Vec::new(),
+            };
+            out.insert(o.role.to_string(), RoleValues { gold: values(o.gold)?, baseline: values(o.baseline)?, cond });
+        }
+        let ri = role_inputs(op.op(), &b, &prep.inputs).map_err(reference)?;
+        Ok(Some(op_expected(op, &oc, &b, out, &ri)))
     }
 
     /// A user's reference kernel, run as gold (every floating tensor f64) and as baseline (the
