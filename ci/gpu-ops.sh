@@ -38,7 +38,7 @@ op_of() { basename "$1"; }
 want() { printf '%s\n' "${stages[@]}" | grep -qx "$1"; }
 rows=()
 row() { rows+=("$(printf '| %s | %s | %s | %s | %s |' "$@")"); echo "${rows[-1]}"; }
-# The campaign summary line: "<kernel>: N cases in S s ... F failed, E errors; D distinct".
+# The campaign summary line: "<kernel>: N cases in S s ... F failed, E errors; B new bugs (S new signatures)".
 summary() { grep -E "^[A-Za-z0-9_]+: [0-9]+ cases" "$1" | tail -n1; }
 first() { grep -m1 -Eo 'NEW +after [0-9.]+ s' "$1" | grep -Eo '[0-9.]+' || echo "-"; }
 case_no() { grep -m1 -E '^NEW' "$1" | grep -Eo 'case #[0-9]+' | head -n1 || true; }
@@ -56,7 +56,7 @@ if want clean; then
     secs=$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N)-$t0}")
     s=$(summary "$logs/clean-$k.log")
     n=$(echo "$s" | grep -Eo '[0-9]+ cases' | head -n1 | grep -Eo '[0-9]+')
-    f=$(echo "$s" | sed -nE 's/.* ([0-9]+) failed, ([0-9]+) errors; ([0-9]+) distinct.*/\1 failed, \2 errors, \3 distinct/p')
+    f=$(echo "$s" | sed -nE 's/.* ([0-9]+) failed, ([0-9]+) errors; ([0-9]+) new bugs.*/\1 failed, \2 errors, \3 new bugs/p')
     row "clean $k" "${n:-?} cases" "${f:-?} (rc=$st)" "$secs s" "$(echo "$s" | grep -Eo '[0-9.]+ s \([0-9]+/s\)'); $(echo "$s" | grep -Eo 'inside the contract: [0-9.]+%' | head -n1)"
   done
 fi
@@ -106,7 +106,7 @@ if want attention; then
   "$bin" fuzz --kernel kernels/attention/flash_fwd.toml --cases "${ATT_CASES:-3000}" --jobs "$jobs" --escalate none --out "$logs/out-flash" > "$logs/clean-flash_fwd.log" 2>&1
   st=$?
   s=$(summary "$logs/clean-flash_fwd.log")
-  row "clean flash_fwd" "$(echo "$s" | grep -Eo '[0-9]+ cases' | head -n1)" "$(echo "$s" | sed -nE 's/.* ([0-9]+) failed, ([0-9]+) errors; ([0-9]+) distinct.*/\1 failed, \2 errors, \3 distinct/p') (rc=$st)" "$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N)-$t0}") s" "$(echo "$s" | grep -Eo 'inside the contract: [0-9.]+%' | head -n1)"
+  row "clean flash_fwd" "$(echo "$s" | grep -Eo '[0-9]+ cases' | head -n1)" "$(echo "$s" | sed -nE 's/.* ([0-9]+) failed, ([0-9]+) errors; ([0-9]+) new bugs.*/\1 failed, \2 errors, \3 new bugs/p') (rc=$st)" "$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N)-$t0}") s" "$(echo "$s" | grep -Eo 'inside the contract: [0-9.]+%' | head -n1)"
   timeout 150 "$bin" fuzz --kernel kernels/mutants/seqk_tail.toml --time "${MUT_TIME:-60s}" --stop-after 1 --out "$logs/out-mut-seqk_tail" > "$logs/mut-seqk_tail.log" 2>&1
   row "mutant seqk_tail" "$(first "$logs/mut-seqk_tail.log") s to first finding" "$(case_no "$logs/mut-seqk_tail.log")" "default fuzz" "$(oracle "$logs/mut-seqk_tail.log")"
 fi
