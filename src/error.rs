@@ -8,6 +8,29 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+/// A file or directory that could not be read or written, with the operating system's reason
+/// (permission denied, is a directory, not found) as its source. Every stage's error enum
+/// carries its file failures as this one value.
+#[derive(Debug, Error)]
+#[error("{path}: cannot {action}")]
+pub struct FileError {
+    /// The file or directory.
+    pub path: PathBuf,
+    /// What was being done: `read`, `write`, `create directory`, `read manifest`...
+    pub action: &'static str,
+    /// The I/O error.
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl FileError {
+    /// The error for an I/O failure while doing `action` on `path`, for `map_err`.
+    pub fn at(path: impl Into<PathBuf>, action: &'static str) -> impl FnOnce(std::io::Error) -> FileError {
+        let path = path.into();
+        move |source| FileError { path, action, source }
+    }
+}
+
 /// The most characters of one line of user text an error message quotes.
 pub const MAX_QUOTED_LINE: usize = 160;
 
@@ -60,17 +83,9 @@ pub enum CaseError {
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum SeedError {
-    /// Reading or writing failed.
-    #[error("{path}: cannot {action}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// `read`, `write` or `create directory`.
-        action: &'static str,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
+    /// Reading or writing a file failed.
+    #[error(transparent)]
+    Io(#[from] FileError),
     /// The file looks like JSON but does not parse as a seed or a case.
     #[error("{path}: not a valid cudafuzz seed (line {line}, column {column}): {message}")]
     Json {

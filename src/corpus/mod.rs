@@ -128,7 +128,7 @@ pub fn load(path: &Path, ctx: Option<&DecodeContext>) -> Result<(Seed, SeedEncod
 
 /// [`load`], with the caller saying when the file is raw fuzzer bytes.
 pub fn load_as(path: &Path, ctx: Option<&DecodeContext>, raw: RawInput) -> Result<(Seed, SeedEncoding), SeedError> {
-    let bytes = crate::userfile::read(path).map_err(|source| SeedError::Io { path: path.into(), action: "read", source })?;
+    let bytes = crate::userfile::read(path).map_err(crate::error::FileError::at(path, "read"))?;
     let raw = raw == RawInput::Always || is_libfuzzer_artifact(path);
     let (seed, encoding) = if raw { (Seed::new(decode_raw(path, &bytes, ctx)?), SeedEncoding::Raw) } else { parse_json(path, &bytes)? };
     seed.case.validate().map_err(|source| SeedError::Case { path: path.into(), source })?;
@@ -220,7 +220,7 @@ pub fn case_hash(case: &Case) -> String {
 /// holds the same bytes, its path is returned (`already == true`); if it holds something else, a
 /// numbered sibling name is used.
 pub fn save(dir: &Path, seed: &Seed) -> Result<SavedSeed, SeedError> {
-    let io = |action, source| SeedError::Io { path: dir.into(), action, source };
+    let io = |action, source| SeedError::Io(crate::error::FileError { path: dir.into(), action, source });
     fs::create_dir_all(dir).map_err(|e| io("create directory", e))?;
     let kernel = Path::new(&seed.case.kernel)
         .file_stem()
@@ -246,7 +246,7 @@ pub fn save(dir: &Path, seed: &Seed) -> Result<SavedSeed, SeedError> {
         match tmp.persist_noclobber(&path) {
             Ok(_) => return Ok(SavedSeed { path, already: false }),
             Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(SeedError::Io { path, action: "write", source: e.error }),
+            Err(e) => return Err(SeedError::Io(crate::error::FileError { path: path.into(), action: "write", source: e.error })),
         }
     }
     unreachable!("the loop above returns")
@@ -255,7 +255,7 @@ pub fn save(dir: &Path, seed: &Seed) -> Result<SavedSeed, SeedError> {
 /// Writes `seed` to exactly `path`, atomically, refusing to replace an existing file.
 pub fn save_as(path: &Path, seed: &Seed) -> Result<(), SeedError> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let io = |action, source| SeedError::Io { path: path.into(), action, source };
+    let io = |action, source| SeedError::Io(crate::error::FileError { path: path.into(), action, source });
     let mut tmp = crate::userfile::temp_in(dir).map_err(|e| io("write", e))?;
     tmp.write_all(seed.to_json().as_bytes()).map_err(|e| io("write", e))?;
     tmp.persist_noclobber(path).map_err(|e| io("write", e.error))?;

@@ -19,15 +19,9 @@ use super::budget::{parse_budget, Budget};
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum GateError {
-    /// The file cannot be read.
-    #[error("{path}: cannot read the gate configuration")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+    /// Reading or writing a file failed.
+    #[error(transparent)]
+    Io(#[from] crate::error::FileError),
     /// Not valid TOML, or a key that is unknown, missing or of the wrong type.
     #[error("{path}: {message}\n(every key is described in ci/gate.toml)")]
     Toml {
@@ -253,7 +247,7 @@ fn default_sanitizer_cases() -> u64 {
 impl GateConfig {
     /// Reads and checks a configuration file (the schema only; [`GateConfig::plan`] resolves it).
     pub fn load(path: &Path) -> Result<GateConfig, GateError> {
-        let text = crate::userfile::read_text(path).map_err(|source| GateError::Io { path: path.into(), source })?;
+        let text = crate::userfile::read_text(path).map_err(crate::error::FileError::at(path, "read the gate configuration"))?;
         GateConfig::from_toml(path, &text)
     }
 

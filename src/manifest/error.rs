@@ -13,15 +13,9 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum ManifestError {
-    /// The file could not be read.
-    #[error("{path}: cannot read manifest")]
-    Io {
-        /// The manifest file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
+    /// Reading or writing a file failed.
+    #[error(transparent)]
+    Io(#[from] crate::error::FileError),
     /// A manifest of an older format: the command that converts it is named.
     #[error("{path}: this is a format-1 (attention-only) manifest; this cudafuzz reads format 2 (named tensors over named dims): convert it with `cudafuzz manifest migrate {path}` (writes the format-2 manifest beside it), then review the result (kernels/README.md describes the schema)")]
     OldFormat {

@@ -157,7 +157,7 @@ impl Manifest {
     /// known dims, scalars, params and tensors, that the contract is satisfiable, and that every
     /// expression evaluates cleanly for a sample case.
     pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
-        let text = crate::userfile::read_text(path).map_err(|source| ManifestError::Io { path: path.to_path_buf(), source })?;
+        let text = crate::userfile::read_text(path).map_err(crate::error::FileError::at(path, "read manifest"))?;
         Manifest::from_toml(path, &text)
     }
 

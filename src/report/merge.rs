@@ -23,17 +23,9 @@ use crate::shard::Shard;
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum MergeError {
-    /// Reading or writing failed.
-    #[error("{path}: cannot {action}")]
-    Io {
-        /// The file or directory.
-        path: PathBuf,
-        /// What was being done.
-        action: &'static str,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
+    /// Reading or writing a file failed.
+    #[error(transparent)]
+    Io(#[from] crate::error::FileError),
 }
 
 /// Name of the environment check a merge adds about shard completeness.
@@ -200,14 +192,14 @@ pub struct CopiedSeed {
 /// replacing a file: see the module docs. Directories that do not exist are an error (a shard
 /// whose seeds are missing should be noticed); subdirectories are not descended into.
 pub fn copy_seeds(dirs: &[PathBuf], to: &Path) -> Result<Vec<CopiedSeed>, MergeError> {
-    std::fs::create_dir_all(to).map_err(|source| MergeError::Io { path: to.into(), action: "create directory", source })?;
+    std::fs::create_dir_all(to).map_err(crate::error::FileError::at(to, "create directory"))?;
     let mut out = Vec::new();
     for dir in dirs {
-        let entries = std::fs::read_dir(dir).map_err(|source| MergeError::Io { path: dir.clone(), action: "read directory", source })?;
+        let entries = std::fs::read_dir(dir).map_err(crate::error::FileError::at(dir.clone(), "read directory"))?;
         let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_file()).collect();
         files.sort();
         for from in files {
-            let bytes = crate::userfile::read(&from).map_err(|source| MergeError::Io { path: from.clone(), action: "read", source })?;
+            let bytes = crate::userfile::read(&from).map_err(crate::error::FileError::at(from.clone(), "read"))?;
             let (to_path, action) = place(to, &from, &bytes)?;
             out.push(CopiedSeed { from, to: to_path, action });
         }
@@ -223,7 +215,7 @@ fn place(dir: &Path, from: &Path, bytes: &[u8]) -> Result<(PathBuf, CopyAction),
         Some((s, e)) if !s.is_empty() => (s.to_string(), format!(".{e}")),
         _ => (name.clone(), String::new()),
     };
-    let io = |path: &Path, action, source| MergeError::Io { path: path.into(), action, source };
+    let io = |path: &Path, action, source| MergeError::Io(crate::error::FileError { path: path.into(), action, source });
     for n in 1u32.. {
         let candidate = if n == 1 { dir.join(&name) } else { dir.join(format!("{stem}-{n}{ext}")) };
         if candidate.exists() {

@@ -24,17 +24,9 @@ pub const BUG_INDEX_VERSION: u32 = 1;
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum IndexError {
-    /// Reading or writing failed.
-    #[error("{path}: cannot {action}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// `read` or `write`.
-        action: &'static str,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
+    /// Reading or writing a file failed.
+    #[error(transparent)]
+    Io(#[from] crate::error::FileError),
     /// Not a bug index this build reads.
     #[error("{path}: not a cudafuzz bug index ({message}); it is the {BUG_INDEX_FILE} that `cudafuzz fuzz` writes, format `{BUG_INDEX_FORMAT}` version {BUG_INDEX_VERSION}")]
     Format {
@@ -120,7 +112,7 @@ impl BugIndex {
 
     /// Reads an index file.
     pub fn load(path: &Path) -> Result<BugIndex, IndexError> {
-        let text = crate::userfile::read_text(path).map_err(|source| IndexError::Io { path: path.into(), action: "read", source })?;
+        let text = crate::userfile::read_text(path).map_err(crate::error::FileError::at(path, "read"))?;
         let bad = |message: String| IndexError::Format { path: path.into(), message };
         let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
         let format = value.get("format").and_then(|v| v.as_str()).unwrap_or("?");
@@ -135,7 +127,7 @@ impl BugIndex {
     /// replaces it; seeds are never touched).
     pub fn write(&self, dir: &Path) -> Result<PathBuf, IndexError> {
         let path = dir.join(BUG_INDEX_FILE);
-        let io = |source| IndexError::Io { path: path.clone(), action: "write", source };
+        let io = |source| IndexError::Io(crate::error::FileError { path: path.clone().into(), action: "write", source });
         std::fs::create_dir_all(dir).map_err(io)?;
         let mut tmp = crate::userfile::temp_in(dir).map_err(io)?;
         std::io::Write::write_all(&mut tmp, self.to_json().as_bytes()).map_err(io)?;

@@ -57,16 +57,8 @@ pub const REPORT_FILES: [&str; 4] = ["report.json", "report.md", "junit.xml", "r
 #[non_exhaustive]
 pub enum ReportError {
     /// Reading or writing a file failed.
-    #[error("{path}: cannot {action}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// `read`, `write` or `create directory`.
-        action: &'static str,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::error::FileError),
     /// The file is not a report this build reads.
     #[error("{path}: not a cudafuzz report (line {line}, column {column}): {message}; reports are the report.json that `cudafuzz gate` writes")]
     Json {
@@ -118,19 +110,19 @@ impl RunReport {
 
     /// Reads a report file.
     pub fn load(path: &Path) -> Result<RunReport, ReportError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io { path: path.into(), action: "read", source })?;
+        let text = std::fs::read_to_string(path).map_err(crate::error::FileError::at(path, "read"))?;
         RunReport::from_json(path, &text)
     }
 
     /// Writes the four renderings into `dir` ([`REPORT_FILES`]), each atomically; returns the
     /// paths written.
     pub fn write_all(&self, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
-        std::fs::create_dir_all(dir).map_err(|source| ReportError::Io { path: dir.into(), action: "create directory", source })?;
+        std::fs::create_dir_all(dir).map_err(crate::error::FileError::at(dir, "create directory"))?;
         let texts = [self.to_json(), self.to_markdown(), self.to_junit(), self.to_sarif()];
         let mut out = Vec::new();
         for (name, text) in REPORT_FILES.iter().zip(texts) {
             let path = dir.join(name);
-            let io = |source| ReportError::Io { path: path.clone(), action: "write", source };
+            let io = |source| ReportError::Io(crate::error::FileError { path: path.clone().into(), action: "write", source });
             let mut tmp = crate::userfile::temp_in(dir).map_err(io)?;
             std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(io)?;
             tmp.persist(&path).map_err(|e| io(e.error))?;

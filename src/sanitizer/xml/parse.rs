@@ -88,14 +88,8 @@ pub enum XmlError {
         path: PathBuf,
     },
     /// The file exists but cannot be read.
-    #[error("{}: cannot read the compute-sanitizer XML", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::error::FileError),
     /// The file was read but its content is unusable.
     #[error("{}: {problem}", path.display())]
     InFile {
@@ -110,7 +104,7 @@ pub enum XmlError {
 pub fn parse_file(path: &Path) -> Result<Parsed, XmlError> {
     let bytes = std::fs::read(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => XmlError::Missing { path: path.to_path_buf() },
-        _ => XmlError::Io { path: path.to_path_buf(), source: e },
+        _ => XmlError::Io(crate::error::FileError { path: path.into(), action: "read the compute-sanitizer XML", source: e }),
     })?;
     let text = String::from_utf8_lossy(&bytes);
     parse(&text).map_err(|e| XmlError::InFile { path: path.to_path_buf(), problem: Box::new(e) })
