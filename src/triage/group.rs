@@ -207,7 +207,10 @@ impl Triage {
             }
         }
         for (bug, mut seeds) in bugs.iter_mut().zip(sizes) {
-            seeds.sort();
+            // Ties between seeds of one case break on the file's name, not its path: arranging
+            // moves the others into `<id>/examples/` under their own names, and the choice must
+            // not change because of that move.
+            seeds.sort_by(|a, b| (a.0, a.1, a.2.file_name(), &a.2).cmp(&(b.0, b.1, b.2.file_name(), &b.2)));
             let mut paths = seeds.into_iter().map(|(_, _, p)| p);
             bug.smallest = paths.next();
             bug.examples = paths.collect();
@@ -263,11 +266,18 @@ fn new_bug(key: &BugKey, members: &[Member], idx: &[usize], summary: &str) -> Bu
 }
 
 /// Whether a native finding and a sanitizer record of the same case can be the same bug: a
-/// misaligned fault only with a misaligned access, a finding in a tensor only with a record in
-/// that tensor (or in none the tool could name).
+/// misaligned fault only with a misaligned access; a value symptom with any site; a memory
+/// finding in a tensor (canary damage, changed input, fault) only with a record in that tensor
+/// (or in none the tool could name).
 fn compatible(native: &Member, site: &Member) -> bool {
     if native.kind == FindingKind::MisalignedAddress {
         return site.misaligned;
+    }
+    // A symptom in an output's values (a NaN, a wrong, unwritten or unstable element) shows
+    // where the damage arrived, not where the bad access was: a read past b's end leaks its NaN
+    // into c. Any site the sanitizer named in the same case can be its cause.
+    if matches!(native.kind, FindingKind::NanLeak | FindingKind::NumericalError | FindingKind::UnwrittenOutput | FindingKind::Nondeterminism) {
+        return true;
     }
     match (&native.tensor, &site.tensor) {
         (Some(a), Some(b)) => a == b,

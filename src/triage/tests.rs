@@ -102,6 +102,35 @@ fn native_findings_of_one_case_are_one_bug() {
 }
 
 #[test]
+fn a_value_symptom_in_one_tensor_goes_to_the_site_that_read_another() {
+    // gemm_tail_tile on an H100: a NaN read past b's end shows in c; memcheck names the read.
+    let mut t = Triage::new();
+    t.observe("c0", "c0", 1, vec![(native(FindingKind::NanLeak, Some("c"), [16; 4]), None)]);
+    t.observe("c0", "c0", 1, vec![(site("b", 82, "invalid_global_read_out_of_bounds", [16; 4]), None)]);
+    let bugs = t.bugs();
+    assert_eq!(bugs.len(), 1, "{bugs:#?}");
+    assert!(bugs[0].id.as_str().starts_with('B'));
+    // A memory finding keeps to its tensor: canary damage in c is not b's read.
+    let mut t = Triage::new();
+    t.observe("c0", "c0", 1, vec![(native(FindingKind::CanaryDamage, Some("c"), [16; 4]), None)]);
+    t.observe("c0", "c0", 1, vec![(site("b", 82, "invalid_global_read_out_of_bounds", [16; 4]), None)]);
+    assert_eq!(t.bugs().len(), 2);
+}
+
+#[test]
+fn a_tie_between_seeds_of_one_case_survives_arranging() {
+    let mut t = Triage::new();
+    let f = native(FindingKind::CanaryDamage, Some("o"), [16; 4]);
+    t.observe("c0", "c0", 5, vec![(f.clone(), Some("s/k-canary-aa.json".into()))]);
+    t.observe("c0", "c0", 5, vec![(native(FindingKind::NanLeak, Some("o"), [16; 4]), Some("s/k-canary-aa-2.json".into()))]);
+    let before = t.bugs()[0].smallest.clone().unwrap();
+    let other = if before.ends_with("k-canary-aa.json") { "k-canary-aa-2.json" } else { "k-canary-aa.json" };
+    let bug_id = t.bugs()[0].id.clone();
+    t.rename_seed(&std::path::Path::new("s").join(other), &std::path::Path::new("s").join(bug_id.as_str()).join("examples").join(other));
+    assert_eq!(t.bugs()[0].smallest.as_ref(), Some(&before));
+}
+
+#[test]
 fn ids_are_the_hash_of_the_key_text() {
     let key = BugKey::of(&site("v", 209, MIS, [16; 4]), false).unwrap();
     assert_eq!(key.to_string(), "site/fa/fa.cu:209/invalid_global_read_misaligned");
