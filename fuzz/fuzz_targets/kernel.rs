@@ -80,7 +80,7 @@ fn settings() -> &'static Settings {
         if let Err(e) = cudafuzz::gpu::device_count() {
             setup_failure(
                 cudafuzz::exit::NO_GPU,
-                format!("no GPU: {e}; this target runs kernels and needs an NVIDIA GPU (the host targets case_decode, seed_parse, sanitizer_xml do not)"),
+                format!("no GPU: {e}; this target runs kernels and needs an NVIDIA GPU (the host targets case_decode, seed_parse, sanitizer_xml, manifest_parse and gate_config do not)"),
             );
         }
         let usage = |msg: String| -> ! { setup_failure(cudafuzz::exit::USAGE, msg) };
