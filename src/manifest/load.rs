@@ -8,7 +8,7 @@
 //! each, and the first problem found is the one reported; the finished manifest is then
 //! evaluated once for a sample case so that every expression is known to work.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -19,7 +19,7 @@ use crate::case::{Dtype, Scalar, ValueClass, MAX_DIM, MAX_RANK};
 
 use super::expr::{self, Env, TensorVars, Vars};
 use super::{
-    ArgSpec, BuiltinOp, ContractSpec, DimSpec, DtypeSpec, Hint, Init, LaunchSpec, LayoutFreedom, Manifest, ManifestError, ReferenceKernel, ReferenceSpec,
+    ArgSpec, ContractSpec, DimSpec, DtypeSpec, Hint, Init, LaunchSpec, LayoutFreedom, Manifest, ManifestError, ReferenceSpec,
     Role, ScalarChoice, ScalarSpec, ScalarType, TensorSpec, MANIFEST_FORMAT,
 };
 
@@ -98,26 +98,8 @@ struct RawLaunch {
     args: Vec<toml::Value>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawReference {
-    op: Option<String>,
-    #[serde(default)]
-    bind: BTreeMap<String, String>,
-    source: Option<String>,
-    entry: Option<String>,
-    #[serde(default)]
-    options: Vec<String>,
-    factor: Option<f64>,
-    floor: Option<f64>,
-    grid: Option<Vec<Expression>>,
-    block: Option<Vec<Expression>>,
-    shared_bytes: Option<Expression>,
-    args: Option<Vec<toml::Value>>,
-}
-
 /// An expression written as a string or a bare number.
-struct Expression(String);
+pub(super) struct Expression(pub(super) String);
 
 impl<'de> Deserialize<'de> for Expression {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -269,7 +251,7 @@ impl Loader<'_> {
         })
     }
 
-    fn required<T: DeserializeOwned>(&self, v: Option<toml::Value>, field: &str, example: &str) -> Result<T, ManifestError> {
+    pub(super) fn required<T: DeserializeOwned>(&self, v: Option<toml::Value>, field: &str, example: &str) -> Result<T, ManifestError> {
         match v {
             Some(v) => self.decode(v, field),
             None => Err(self.invalid(field, format!("missing; add {example}"))),
@@ -318,7 +300,7 @@ impl Loader<'_> {
     }
 
     /// A source file relative to the manifest's directory, which must exist.
-    fn source_file(&self, rel: &str, field: &str) -> Result<PathBuf, ManifestError> {
+    pub(super) fn source_file(&self, rel: &str, field: &str) -> Result<PathBuf, ManifestError> {
         let dir = self.path.parent().unwrap_or(Path::new(""));
         let source = dir.join(rel);
         if !source.is_file() {
@@ -348,7 +330,7 @@ impl Loader<'_> {
 
     /// Extra NVRTC options may not set the architecture (cudafuzz compiles each kernel for
     /// every `--arch` it is asked for, and NVRTC would take the last one given) or be empty.
-    fn check_options(&self, options: &[String], field: &str) -> Result<(), ManifestError> {
+    pub(super) fn check_options(&self, options: &[String], field: &str) -> Result<(), ManifestError> {
         for (i, o) in options.iter().enumerate() {
             if ["-arch", "--gpu-architecture", "--gpu-name"].iter().any(|p| o.starts_with(p)) {
                 return Err(self.invalid(&format!("{field}[{i}]"), format!("{o:?} sets the architecture, which cudafuzz chooses per run (--arch); remove it")));
@@ -638,14 +620,14 @@ impl Loader<'_> {
         Ok(launch)
     }
 
-    fn three(&self, v: Vec<Expression>, field: &str) -> Result<[String; 3], ManifestError> {
+    pub(super) fn three(&self, v: Vec<Expression>, field: &str) -> Result<[String; 3], ManifestError> {
         match <[Expression; 3]>::try_from(v) {
             Ok([x, y, z]) => Ok([x.0, y.0, z.0]),
             Err(v) => Err(self.invalid(field, format!("{} entries; give exactly three: [x, y, z]", v.len()))),
         }
     }
 
-    fn args(&self, raw: Vec<toml::Value>, tensors: &[TensorSpec], field: &str) -> Result<Vec<ArgSpec>, ManifestError> {
+    pub(super) fn args(&self, raw: Vec<toml::Value>, tensors: &[TensorSpec], field: &str) -> Result<Vec<ArgSpec>, ManifestError> {
         let mut args = Vec::new();
         for (i, v) in raw.into_iter().enumerate() {
             let f = format!("{field}[{i}]");
@@ -659,101 +641,6 @@ impl Loader<'_> {
             args.push(arg);
         }
         Ok(args)
-    }
-
-    /// `[reference]`: an op with its binding, the user's kernel, or `op = "none"`.
-    fn reference(&self, t: &mut toml::Table, tensors: &[TensorSpec], scalars: &[ScalarSpec], launch: &LaunchSpec) -> Result<ReferenceSpec, ManifestError> {
-        let raw: RawReference = self.required(t.remove("reference"), "reference", "a [reference] section: op = \"attention_fwd\", or source and entry of your reference kernel, or op = \"none\"")?;
-        match (raw.op.as_deref(), raw.source) {
-            (Some("none"), None) => Ok(ReferenceSpec::None),
-            (Some(op), None) => {
-                let op = BuiltinOp::ALL.into_iter().find(|o| o.name() == op).ok_or_else(|| {
-                    self.invalid("reference.op", format!("`{op}` is not a built-in op (built in: {}, or \"none\"); or give the source and entry of your own reference kernel", BuiltinOp::ALL.map(|o| o.name()).join(", ")))
-                })?;
-                Ok(ReferenceSpec::Op { op, bind: self.bind(op, raw.bind, tensors, scalars)? })
-            }
-            (None, Some(source)) => {
-                let source = self.source_file(&source, "reference.source")?;
-                let entry = raw.entry.ok_or_else(|| self.invalid("reference.entry", "missing; name the reference kernel's extern \"C\" function".into()))?;
-                if !expr::is_identifier(&entry) {
-                    return Err(self.invalid("reference.entry", format!("{entry:?} is not a C identifier")));
-                }
-                self.check_options(&raw.options, "reference.options")?;
-                let factor = raw.factor.unwrap_or(2.0);
-                if !(factor.is_finite() && factor >= 1.0) {
-                    return Err(self.invalid("reference.factor", format!("{factor} must be a finite number >= 1 (2 is FlashAttention's rule)")));
-                }
-                if raw.floor.is_some_and(|f| !(f.is_finite() && f >= 0.0)) {
-                    return Err(self.invalid("reference.floor", "must be a finite number >= 0".into()));
-                }
-                let launch = LaunchSpec {
-                    grid: match raw.grid {
-                        Some(g) => self.three(g, "reference.grid")?,
-                        None => launch.grid.clone(),
-                    },
-                    block: match raw.block {
-                        Some(b) => self.three(b, "reference.block")?,
-                        None => launch.block.clone(),
-                    },
-                    shared_bytes: raw.shared_bytes.map(|e| e.0).unwrap_or_else(|| if raw.args.is_none() { launch.shared_bytes.clone() } else { "0".into() }),
-                    timeout_ms: launch.timeout_ms,
-                    args: match raw.args {
-                        Some(a) => self.args(a, tensors, "reference.args")?,
-                        None => launch.args.clone(),
-                    },
-                };
-                Ok(ReferenceSpec::Kernel(Box::new(ReferenceKernel { source, entry, options: raw.options, launch, factor, floor: raw.floor })))
-            }
-            (Some(_), Some(_)) => Err(self.invalid("reference", "give either op or source/entry, not both".into())),
-            (None, None) => Err(self.invalid("reference", "give op = \"attention_fwd\" or another built-in op, source and entry of your reference kernel, or op = \"none\"".into())),
-        }
-    }
-
-    /// An op's binding: every role names a tensor (or scalar) of this manifest, of the rank the
-    /// role needs; a role not listed binds the tensor or scalar of the same name.
-    fn bind(&self, op: BuiltinOp, given: BTreeMap<String, String>, tensors: &[TensorSpec], scalars: &[ScalarSpec]) -> Result<BTreeMap<String, String>, ManifestError> {
-        let spec = op.spec();
-        let roles: BTreeSet<&str> = spec.tensors.iter().map(|r| r.name).chain(spec.scalars.iter().map(|r| r.name)).collect();
-        if let Some(unknown) = given.keys().find(|k| !roles.contains(k.as_str())) {
-            return Err(self.invalid(&format!("reference.bind.{unknown}"), format!("`{unknown}` is not a role of {op} (roles: {})", roles.iter().copied().collect::<Vec<_>>().join(", "))));
-        }
-        let mut bind = BTreeMap::new();
-        for r in spec.tensors {
-            let role = r.name;
-            let name = given.get(role).cloned().unwrap_or_else(|| role.to_string());
-            match tensors.iter().find(|t| t.name == name) {
-                Some(t) => {
-                    if !r.rank.admits(t.rank()) {
-                        return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs `{role}` of {}, and tensor `{name}` has rank {}", r.rank, t.rank())));
-                    }
-                    bind.insert(role.to_string(), name);
-                }
-                None if r.required => {
-                    return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs a tensor for `{role}`, and there is no tensor `{name}`; bind it: [reference.bind] {role} = \"...\"")));
-                }
-                None => {
-                    // Unbound, the op writes the role in place: that tensor must be written.
-                    let target = r.in_place.and_then(|to| bind.get(to)).and_then(|n| tensors.iter().find(|t| &t.name == n));
-                    if let Some(t) = target.filter(|t| !t.role.is_written()) {
-                        return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} writes `{role}` in place into `{}` when `{role}` is unbound, and tensor `{}` is an input; bind `{role}` to the output tensor, or give `{}` role = \"in_out\"", r.in_place.unwrap_or_default(), t.name, t.name)));
-                    }
-                }
-            }
-        }
-        for r in spec.scalars {
-            let role = r.name;
-            let name = match given.get(role) {
-                Some(name) => name.clone(),
-                None if r.required || scalars.iter().any(|s| s.name == role) => role.to_string(),
-                None => continue,
-            };
-            if !scalars.iter().any(|s| s.name == name) && name.parse::<f64>().is_err() && name != "true" && name != "false" {
-                let fix = if r.required { "declare it under [scalars] or bind a literal (\"false\", \"0.125\")" } else { "declare it under [scalars], bind a literal (\"false\", \"0.5\") or leave it unbound" };
-                return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs a scalar for `{role}`, and there is no scalar `{name}`; {fix}")));
-            }
-            bind.insert(role.to_string(), name);
-        }
-        Ok(bind)
     }
 
     /// Shapes, relations, scalar expressions and integer ranges name only known dims, scalars,

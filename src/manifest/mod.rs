@@ -36,6 +36,7 @@ mod error;
 pub mod expr;
 mod load;
 pub mod migrate;
+mod reference;
 mod resolve;
 
 pub use check::{params_text, ArchLimits, LaunchNeeds, DEFAULT_TARGETS};
