@@ -7,6 +7,7 @@
 //! case cost only its upload, launch and download ([`BenchRow::floor_per_sec`]).
 
 use std::ops::ControlFlow;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -175,14 +176,14 @@ pub fn table(rows: &[BenchRow]) -> String {
 pub fn measure_pool(pool: &mut Pool, m: &Manifest, opts: &RunOptions, size: CaseSize, cases: u64, label: &str) -> Result<BenchRow, SupervisorError> {
     let ctx = DecodeContext::new(m);
     let timeout = Duration::from_secs(30);
-    let warm = |i: u64| Some(sized_case(m, &ctx, size, 99, i));
+    let warm = |i: u64, _: &AtomicBool| Some(sized_case(m, &ctx, size, 99, i));
     // Under a sanitizer one warm-up case per worker loads the caches; more would only measure
     // sanitizer start-ups.
     let per_worker = if pool.slots[0].sanitized() { 1 } else { 16 };
     pool.run_indexed(per_worker * pool.slots.len() as u64, None, m, opts, timeout, &warm, &mut |_, _| Ok(ControlFlow::Continue(())))?;
     let mut sum = StageTimes::default();
     let mut not_passed = 0;
-    let make = |i: u64| Some(sized_case(m, &ctx, size, 1, i));
+    let make = |i: u64, _: &AtomicBool| Some(sized_case(m, &ctx, size, 1, i));
     let started = Instant::now();
     pool.run_indexed(cases, None, m, opts, timeout, &make, &mut |_, slot| {
         if let Slot::Ran(_, v) = slot {

@@ -311,7 +311,7 @@ pub fn run_cell(
 ) -> Result<Cell, SupervisorError> {
     let (m, class) = (c.manifest, &c.class);
     let ctx = crate::generate::DecodeContext::new(m);
-    let base = |rep: u64| {
+    let base = |rep: u64, _: &std::sync::atomic::AtomicBool| {
         (0..DRAWS_PER_REPETITION).find_map(|t| {
             let mut case = generated_case(&ctx, c.seed, rep * DRAWS_PER_REPETITION + t);
             case.params.extend(c.params.clone());

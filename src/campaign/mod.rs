@@ -210,7 +210,7 @@ pub fn run(
     let started = Instant::now();
     let mut summary = CampaignSummary::default();
     let m = spec.stream.manifest();
-    let make = |i: u64| spec.stream.case(i);
+    let make = |i: u64, _: &std::sync::atomic::AtomicBool| spec.stream.case(i);
     let mut on_result = |i: u64, slot: Slot| -> Result<ControlFlow<()>, SupervisorError> {
         let mut emit = |kind: EventKind<'_>| on_event(CampaignEvent { elapsed: started.elapsed(), kind });
         let (case, verdict) = match slot {

@@ -78,7 +78,7 @@ fn without_gpu(plan: &ProbePlan, why: &str) -> Result<i32> {
 fn run_all(pool: &mut Pool, m: &Manifest, opts: &RunOptions, limit: std::time::Duration, groups: &[Vec<Case>]) -> Result<Vec<Vec<Outcome>>> {
     let index: Vec<(usize, &Case)> = groups.iter().enumerate().flat_map(|(g, cases)| cases.iter().map(move |c| (g, c))).collect();
     let mut out: Vec<Vec<Outcome>> = groups.iter().map(|g| Vec::with_capacity(g.len())).collect();
-    let make = |i: u64| Some(m.bind(index[i as usize].1.clone()));
+    let make = |i: u64, _: &std::sync::atomic::AtomicBool| Some(m.bind(index[i as usize].1.clone()));
     let mut on_result = |i: u64, slot: Slot| -> Result<ControlFlow<()>, SupervisorError> {
         let outcome = match slot {
             Slot::Ran(_, verdict) => verdict.outcome,

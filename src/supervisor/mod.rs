@@ -498,7 +498,9 @@ impl Pool {
         self.slots.iter().map(|s| s.starts).sum()
     }
 
-    /// Runs indices `0..n` against `manifest`: `make(i)` gives the case or `None` to skip.
+    /// Runs indices `0..n` against `manifest`: `make(i, abort)` gives the case or `None` to
+    /// skip; a `make` that waits (a campaign steering by what earlier cases found) must give up
+    /// once `abort` is set, which happens when the run ends early.
     /// Stops handing out new indices at `deadline`, or once `on_result` answers
     /// `ControlFlow::Break` (no later index is reported then). `on_result` sees every handled
     /// index in increasing order; indices never handed out are not reported.
@@ -511,7 +513,7 @@ impl Pool {
         manifest: &Manifest,
         opts: &RunOptions,
         timeout: Duration,
-        make: &(dyn Fn(u64) -> Option<Case> + Sync),
+        make: &(dyn Fn(u64, &AtomicBool) -> Option<Case> + Sync),
         on_result: &mut dyn FnMut(u64, Slot) -> Result<ControlFlow<()>, SupervisorError>,
     ) -> Result<(), SupervisorError> {
         let next = std::sync::atomic::AtomicU64::new(0);
@@ -531,7 +533,7 @@ impl Pool {
                     }
                     let (mut ran, mut cases, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
                     for i in first..(first + chunk).min(n) {
-                        match make(i) {
+                        match make(i, abort) {
                             Some(case) => {
                                 ran.push(i);
                                 cases.push(case);
