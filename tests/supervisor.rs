@@ -147,7 +147,7 @@ fn a_pool_reports_results_in_case_order() {
         .collect();
     let mut pool = Pool::new(slots);
     let mut seen = Vec::new();
-    let make = |i: u64| (i % 5 != 4).then(|| case(if i % 7 == 3 { 4 } else { 1 }));
+    let make = |i: u64, _: &std::sync::atomic::AtomicBool| (i % 5 != 4).then(|| case(if i % 7 == 3 { 4 } else { 1 }));
     pool.run_indexed(40, None, &m, &opts(), Duration::from_secs(5), &make, &mut |i, slot| {
         seen.push((i, matches!(slot, Slot::Skipped)));
         Ok(std::ops::ControlFlow::Continue(()))
