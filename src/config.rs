@@ -227,6 +227,13 @@ impl EngineConfig {
         Ok(sup)
     }
 
+    /// An escalation's supervisors: one per tool, in order, each journalled in
+    /// `journal-escalate-<tool>.jsonl` ([`crate::campaign::Escalator`] runs the next tool only
+    /// when the ones before it named nothing).
+    pub fn escalation_supervisors(&self, sanitizer: &Sanitizer, tools: &[Tool]) -> Result<Vec<Supervisor>, ConfigError> {
+        tools.iter().map(|&t| self.sanitizer_supervisor(sanitizer.clone(), &[t], &format!("journal-escalate-{}.jsonl", t.name()))).collect()
+    }
+
     fn sanitizer_pass(&self, sanitizer: Sanitizer, tools: &[Tool], batch: usize) -> Result<SanitizerPass, ConfigError> {
         let dir = self.out.join("sanitizer");
         std::fs::create_dir_all(&dir).map_err(|source| ConfigError::CreateDir { path: dir.clone(), source })?;

@@ -25,17 +25,22 @@ pub enum Escalation {
     Silent(String),
 }
 
-/// Re-runs new findings under compute-sanitizer (a supervisor whose worker runs under the
-/// tools), remembering the misaligned faults it has already traced to a tensor.
+/// Re-runs new findings under compute-sanitizer (a supervisor per tool, whose worker runs under
+/// it), remembering the misaligned faults it has already traced to a tensor.
+///
+/// The tools run in order and stop at the first that names something: memcheck names a fault's
+/// site, and racecheck (a second sanitizer process, seconds more while the campaign waits) is
+/// run only for a finding memcheck cannot explain.
 pub struct Escalator {
-    sup: Supervisor,
+    sups: Vec<Supervisor>,
     explained: ExplainedFaults,
 }
 
 impl Escalator {
-    /// An escalator over a supervisor already set up with its sanitizer pass.
-    pub fn new(sup: Supervisor) -> Escalator {
-        Escalator { sup, explained: ExplainedFaults::default() }
+    /// An escalator over supervisors already set up with their sanitizer passes, in the order
+    /// the tools should be tried.
+    pub fn new(sups: Vec<Supervisor>) -> Escalator {
+        Escalator { sups, explained: ExplainedFaults::default() }
     }
 
     /// The sanitizer findings of the case behind `finding` (campaign index `index`), or the
@@ -51,14 +56,22 @@ impl Escalator {
         named
     }
 
-    /// The sanitizer findings of one case, or why there are none.
+    /// The sanitizer findings of one case from the first tool that names any, or why there are
+    /// none.
     fn rerun(&mut self, case: &Case, m: &Manifest, timeout: Duration) -> Escalation {
         let opts = RunOptions { determinism: false, ..RunOptions::default() };
-        match self.sup.run(case, m, &opts, timeout) {
-            Ok(Verdict { outcome: Outcome::Fail { findings }, .. }) => Escalation::Named(findings.into_iter().filter(|f| f.oracle.is_sanitizer()).collect()),
-            Ok(Verdict { outcome: Outcome::Error { message }, .. }) => Escalation::Silent(format!("sanitizer re-run: {message}")),
-            Ok(_) => Escalation::Silent("the sanitizer tools reported nothing for this case".into()),
-            Err(e) => Escalation::Silent(format!("sanitizer re-run failed: {e}")),
+        let mut last = Escalation::Silent("the sanitizer tools reported nothing for this case".into());
+        for sup in &mut self.sups {
+            last = match sup.run(case, m, &opts, timeout) {
+                Ok(Verdict { outcome: Outcome::Fail { findings }, .. }) => Escalation::Named(findings.into_iter().filter(|f| f.oracle.is_sanitizer()).collect()),
+                Ok(Verdict { outcome: Outcome::Error { message }, .. }) => Escalation::Silent(format!("sanitizer re-run: {message}")),
+                Ok(_) => Escalation::Silent("the sanitizer tools reported nothing for this case".into()),
+                Err(e) => Escalation::Silent(format!("sanitizer re-run failed: {e}")),
+            };
+            if matches!(&last, Escalation::Named(named) if !named.is_empty()) {
+                break;
+            }
         }
+        last
     }
 }

@@ -11,6 +11,7 @@
 
 mod escalate;
 mod keep;
+mod steer;
 mod stream;
 
 use std::ops::ControlFlow;
@@ -19,7 +20,8 @@ use std::time::{Duration, Instant};
 
 pub use escalate::{Escalation, Escalator};
 pub use keep::{case_size, Kept, SeedKeeper};
-pub use stream::{campaign_case, generated_case, CaseStream, PAST_INT32_AT, PAST_INT32_EVERY};
+pub use steer::{features, Features, Steering, Triggers};
+pub use stream::{campaign_case, generated_case, redrawn_case, CaseStream, PAST_INT32_AT, PAST_INT32_EVERY};
 
 use crate::case::Case;
 use crate::coverage::CoverageMap;
@@ -86,6 +88,8 @@ pub struct CampaignSpec<'a> {
     pub options: RunOptions,
     /// The watchdog's limit for one kernel run.
     pub timeout: Duration,
+    /// Steer most cases away from the bugs already found ([`steer`]).
+    pub steer: bool,
 }
 
 /// How far a campaign has got, as events report it.
@@ -191,6 +195,8 @@ pub struct CampaignSummary {
     pub tally: Tally,
     /// Cases skipped outside the contract.
     pub skipped: u64,
+    /// Cases that ran re-drawn away from a known bug's trigger ([`steer`]).
+    pub steered: u64,
     /// New signatures, and the kernel paths reached.
     pub progress: Progress,
     /// Wall time.
@@ -210,72 +216,121 @@ pub fn run(
     let started = Instant::now();
     let mut summary = CampaignSummary::default();
     let m = spec.stream.manifest();
-    let make = |i: u64, _: &std::sync::atomic::AtomicBool| spec.stream.case(i);
+    let spacing = pool.slots.iter().map(|s| s.batch_size() as u64).max().unwrap_or(1);
+    let steering = spec.steer.then(|| Steering::new(spacing));
+    let make = |i: u64, abort: &std::sync::atomic::AtomicBool| match &steering {
+        None => spec.stream.case(i),
+        Some(s) => {
+            let triggers = s.triggers_for(i, abort)?;
+            let (case, steered) = spec.stream.steered(i, &triggers);
+            if steered {
+                s.mark_steered(i);
+            }
+            case
+        }
+    };
     let mut on_result = |i: u64, slot: Slot| -> Result<ControlFlow<()>, SupervisorError> {
-        let mut emit = |kind: EventKind<'_>| on_event(CampaignEvent { elapsed: started.elapsed(), kind });
-        let (case, verdict) = match slot {
-            Slot::Skipped => {
-                summary.skipped += 1;
-                emit(EventKind::CaseDone { index: i, verdict: None, progress: &summary.progress });
-                return Ok(ControlFlow::Continue(()));
-            }
-            Slot::Ran(case, verdict) => (case, verdict),
-        };
-        summary.tally.add(&verdict);
-        if let Some(c) = &verdict.coverage {
-            summary.progress.kernel_paths.add(c);
+        let flow = deliver(i, slot, spec, keeper, escalator.as_deref_mut(), steering.as_ref(), &mut summary, &mut |kind| {
+            on_event(CampaignEvent { elapsed: started.elapsed(), kind })
+        });
+        if steering.as_ref().is_some_and(|s| s.delivered(i)) {
+            summary.steered += 1;
         }
-        match &verdict.outcome {
-            Outcome::Fail { findings } => {
-                // Every finding of the case, with its seed when one was saved, for the bugs.
-                let mut filed: Vec<(Finding, Option<PathBuf>)> = Vec::new();
-                for finding in findings {
-                    let seed = match keeper.keep(m, &case, finding)? {
-                        Kept::Known => {
-                            filed.push((finding.clone(), None));
-                            continue;
-                        }
-                        Kept::Smaller(seed) => {
-                            emit(EventKind::SmallerCase { index: i, case: &case, finding, seed: &seed });
-                            filed.push((finding.clone(), Some(seed)));
-                            continue;
-                        }
-                        Kept::New(seed) => seed,
-                    };
-                    filed.push((finding.clone(), Some(seed.clone())));
-                    emit(EventKind::NewFinding { index: i, case: &case, finding, seed: &seed });
-                    summary.progress.new_findings += 1;
-                    if let (Some(esc), false) = (escalator.as_deref_mut(), finding.oracle.is_sanitizer()) {
-                        match esc.name(finding, &case, m, spec.timeout, spec.stream.global(i)) {
-                            Escalation::Named(named) => {
-                                for n in &named {
-                                    let kept = keeper.keep(m, &case, n)?;
-                                    emit(EventKind::Named { index: i, case: &case, finding: n, kept: &kept });
-                                    let seed = match kept {
-                                        Kept::New(p) | Kept::Smaller(p) => Some(p),
-                                        Kept::Known => None,
-                                    };
-                                    filed.push((n.clone(), seed));
-                                }
-                            }
-                            Escalation::Explained(why) => emit(EventKind::NotNamed { index: i, seed: &seed, why: &why }),
-                            Escalation::Silent(note) => emit(EventKind::EscalationSilent { note: &note }),
-                        }
-                    }
-                }
-                for bug in keeper.observe(m, &case, filed) {
-                    summary.progress.new_bugs += 1;
-                    emit(EventKind::NewBug { index: i, bug: &bug });
-                }
-            }
-            Outcome::Error { message } => emit(EventKind::HarnessError { case: &case, message }),
-            _ => {}
-        }
-        emit(EventKind::CaseDone { index: i, verdict: Some(&verdict), progress: &summary.progress });
-        let enough = spec.stop_after.is_some_and(|n| summary.progress.new_bugs >= n);
-        Ok(if enough { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+        flow
     };
     let result = pool.run_indexed(spec.cases, spec.deadline, m, &spec.options, spec.timeout, &make, &mut on_result);
     summary.elapsed = started.elapsed();
     (summary, result)
+}
+
+/// Everything case `i` gives: its verdict counted, its findings kept, escalated and filed into
+/// bugs (what steering learns from), its events sent. Says whether the campaign goes on.
+#[allow(clippy::too_many_arguments)]
+fn deliver(
+    i: u64,
+    slot: Slot,
+    spec: &CampaignSpec<'_>,
+    keeper: &mut SeedKeeper,
+    mut escalator: Option<&mut Escalator>,
+    steering: Option<&Steering>,
+    summary: &mut CampaignSummary,
+    emit: &mut dyn FnMut(EventKind<'_>),
+) -> Result<ControlFlow<()>, SupervisorError> {
+    let m = spec.stream.manifest();
+    let (case, verdict) = match slot {
+        Slot::Skipped => {
+            summary.skipped += 1;
+            emit(EventKind::CaseDone { index: i, verdict: None, progress: &summary.progress });
+            return Ok(ControlFlow::Continue(()));
+        }
+        Slot::Ran(case, verdict) => (case, verdict),
+    };
+    summary.tally.add(&verdict);
+    if let Some(c) = &verdict.coverage {
+        summary.progress.kernel_paths.add(c);
+    }
+    match &verdict.outcome {
+        Outcome::Fail { findings } => {
+            // Every finding of the case, with its seed when one was saved, for the bugs.
+            let mut filed: Vec<(Finding, Option<PathBuf>)> = Vec::new();
+            for finding in findings {
+                let seed = match keeper.keep(m, &case, finding)? {
+                    Kept::Known => {
+                        filed.push((finding.clone(), None));
+                        continue;
+                    }
+                    Kept::Smaller(seed) => {
+                        emit(EventKind::SmallerCase { index: i, case: &case, finding, seed: &seed });
+                        filed.push((finding.clone(), Some(seed)));
+                        continue;
+                    }
+                    Kept::New(seed) => seed,
+                };
+                filed.push((finding.clone(), Some(seed.clone())));
+                emit(EventKind::NewFinding { index: i, case: &case, finding, seed: &seed });
+                summary.progress.new_findings += 1;
+                if let (Some(esc), false) = (escalator.as_deref_mut(), finding.oracle.is_sanitizer()) {
+                    match esc.name(finding, &case, m, spec.timeout, spec.stream.global(i)) {
+                        Escalation::Named(named) => {
+                            for n in &named {
+                                let kept = keeper.keep(m, &case, n)?;
+                                emit(EventKind::Named { index: i, case: &case, finding: n, kept: &kept });
+                                let seed = match kept {
+                                    Kept::New(p) | Kept::Smaller(p) => Some(p),
+                                    Kept::Known => None,
+                                };
+                                filed.push((n.clone(), seed));
+                            }
+                        }
+                        Escalation::Explained(why) => emit(EventKind::NotNamed { index: i, seed: &seed, why: &why }),
+                        Escalation::Silent(note) => emit(EventKind::EscalationSilent { note: &note }),
+                    }
+                }
+            }
+            let bugs = keeper.observe(m, &case, filed.clone());
+            if let Some(s) = steering {
+                learn(s, keeper, m, &case, &filed);
+            }
+            for bug in bugs {
+                summary.progress.new_bugs += 1;
+                emit(EventKind::NewBug { index: i, bug: &bug });
+            }
+        }
+        Outcome::Error { message } => emit(EventKind::HarnessError { case: &case, message }),
+        _ => {}
+    }
+    emit(EventKind::CaseDone { index: i, verdict: Some(&verdict), progress: &summary.progress });
+    let enough = spec.stop_after.is_some_and(|n| summary.progress.new_bugs >= n);
+    Ok(if enough { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+}
+
+/// Tells steering which bugs a failing case showed, with the case's features.
+fn learn(s: &Steering, keeper: &SeedKeeper, m: &crate::manifest::Manifest, case: &Case, filed: &[(Finding, Option<PathBuf>)]) {
+    let id = crate::corpus::case_hash(case);
+    let features = features(m, case);
+    for (finding, _) in filed {
+        if let Some(bug) = keeper.triage().bug_of(&id, finding) {
+            s.observe(bug, &features, steer::named_trigger(finding));
+        }
+    }
 }

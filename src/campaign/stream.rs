@@ -7,6 +7,7 @@
 
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 
+use super::steer::{features, steers, Triggers, MAX_DRAWS};
 use crate::case::Case;
 use crate::generate::{decode_case, past_int32_variant, DecodeContext, PAST_INT32_ONE_IN};
 use crate::manifest::Manifest;
@@ -15,8 +16,16 @@ use crate::shard::Shard;
 /// The case a fuzz campaign draws as number `index`: fuzzer-style bytes from a ChaCha stream,
 /// decoded like libFuzzer inputs, so a `(seed, index)` pair always gives the same case.
 pub fn generated_case(ctx: &DecodeContext, seed: u64, index: u64) -> Case {
+    redrawn_case(ctx, seed, index, 0)
+}
+
+/// Draw `draw` of case `index`: draw 0 is [`generated_case`], later draws decode the next bytes
+/// of the same stream (a steered case's alternatives, [`super::steer`]).
+pub fn redrawn_case(ctx: &DecodeContext, seed: u64, index: u64, draw: u32) -> Case {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(index);
+    // 128 bytes are 32 words of the stream.
+    rng.set_word_pos(u128::from(draw) * 32);
     let mut bytes = [0u8; 128];
     rng.fill_bytes(&mut bytes);
     decode_case(&mut arbitrary::Unstructured::new(&bytes), ctx).expect("decoding never fails")
@@ -36,7 +45,12 @@ pub const PAST_INT32_EVERY: u64 = PAST_INT32_ONE_IN as u64;
 /// instead of being left to the decoder's 1-in-512 chance: a campaign of a few hundred cases
 /// (one minute of a slow kernel) would otherwise miss 32-bit index overflow about half the time.
 pub fn campaign_case(ctx: &DecodeContext, seed: u64, index: u64) -> Case {
-    let case = generated_case(ctx, seed, index);
+    campaign_redraw(ctx, seed, index, 0)
+}
+
+/// Draw `draw` of [`campaign_case`] `index` (see [`redrawn_case`]).
+fn campaign_redraw(ctx: &DecodeContext, seed: u64, index: u64, draw: u32) -> Case {
+    let case = redrawn_case(ctx, seed, index, draw);
     if index % PAST_INT32_EVERY == PAST_INT32_AT && ctx.allows_int32_overflow() {
         let eligible = ctx.past_int32_tensors();
         let t = &eligible[(index / PAST_INT32_EVERY % eligible.len() as u64) as usize];
@@ -98,8 +112,38 @@ impl<'a> CaseStream<'a> {
 
     /// Local case `local` as drawn and bound, whichever side of the contract it lies on.
     pub fn drawn(&self, local: u64) -> Case {
+        self.redrawn(local, 0)
+    }
+
+    /// Draw `draw` of local case `local`, bound ([`redrawn_case`]).
+    fn redrawn(&self, local: u64, draw: u32) -> Case {
         let global = self.global(local);
-        let case = if self.schedule_past_int32 { campaign_case(&self.ctx, self.seed, global) } else { generated_case(&self.ctx, self.seed, global) };
+        let case =
+            if self.schedule_past_int32 { campaign_redraw(&self.ctx, self.seed, global, draw) } else { redrawn_case(&self.ctx, self.seed, global, draw) };
         self.manifest.bind(case)
+    }
+
+    /// Local case `local` steered away from `triggers` ([`super::steer`]): when it is one of the
+    /// nine in ten that are steered, the first draw that shows no trigger (else the one that
+    /// shows the fewest, earliest first). Returns the case as [`CaseStream::case`] does, and
+    /// whether a later draw replaced the first.
+    pub fn steered(&self, local: u64, triggers: &Triggers) -> (Option<Case>, bool) {
+        if triggers.is_empty() || !steers(self.seed, self.global(local)) {
+            return (self.case(local), false);
+        }
+        let mut best: Option<(usize, u32, Case)> = None;
+        for draw in 0..MAX_DRAWS {
+            let case = self.redrawn(local, draw);
+            let hits = triggers.hits(&features(self.manifest, &case));
+            if best.as_ref().is_none_or(|(fewest, ..)| hits < *fewest) {
+                best = Some((hits, draw, case));
+            }
+            if hits == 0 {
+                break;
+            }
+        }
+        let (_, draw, case) = best.expect("MAX_DRAWS is at least 1");
+        let inside = self.outside_contract || crate::plan::admits(self.manifest, &case);
+        (inside.then_some(case), draw > 0)
     }
 }

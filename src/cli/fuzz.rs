@@ -50,6 +50,7 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
             stop_after: f.stop_after,
             options: cfg.options(),
             timeout: cfg.timeout(m),
+            steer: !f.no_steer,
         };
         let mut render = |e: CampaignEvent<'_>| render_event(&e, &bar, cfg.coverage);
         let (summary, result) = campaign::run(&mut pool, &spec, &mut keeper, escalator.as_mut(), &mut render);
@@ -75,7 +76,7 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
         bar.finish();
         let (t, secs) = (&summary.tally, summary.elapsed.as_secs_f64());
         outln!(
-            "{}: {} cases in {secs:.1} s ({:.0}/s): {} passed, {} failed, {} errors; {} new bugs ({} new signatures); {}; {} worker starts so far",
+            "{}: {} cases in {secs:.1} s ({:.0}/s): {} passed, {} failed, {} errors; {} new bugs ({} new signatures); {} steered past known bugs; {}; {} worker starts so far",
             m.name,
             t.total(),
             t.total() as f64 / secs.max(1e-9),
@@ -84,6 +85,7 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
             t.error,
             summary.progress.new_bugs,
             summary.progress.new_findings,
+            summary.steered,
             contract_rate(t.total(), summary.skipped, f.outside_contract),
             pool.starts()
         )?;
@@ -175,9 +177,10 @@ fn escalator(f: &FuzzArgs, cfg: &EngineConfig) -> Result<Option<Escalator>> {
             return Ok(None);
         }
     };
-    outln!("escalation: new findings are re-run under {} ({})", f.escalate, sanitizer.version)?;
-    let sup = cfg.sanitizer_supervisor(sanitizer, &tools, "journal-escalate.jsonl").map_err(setup)?;
-    Ok(Some(Escalator::new(sup)))
+    let order = tools.iter().map(|t| t.name()).collect::<Vec<_>>().join(", then ");
+    outln!("escalation: new findings are re-run under {order} (each tool only if the ones before named nothing; {})", sanitizer.version)?;
+    let sups = cfg.escalation_supervisors(&sanitizer, &tools).map_err(setup)?;
+    Ok(Some(Escalator::new(sups)))
 }
 
 /// With no GPU, do what the host can: compile every configuration, plan the cases the campaign

@@ -152,6 +152,11 @@ impl GpuBackend {
     }
 
     /// A one-worker supervisor whose worker runs under `tools`.
+    fn escalation_supervisors(&self, tools: &[Tool]) -> Result<Vec<Supervisor>, StepError> {
+        let sanitizer = Sanitizer::locate().map_err(|e| StepError::Failed(e.to_string()))?;
+        self.cfg.escalation_supervisors(&sanitizer, tools).map_err(|e| StepError::Failed(chain(e)))
+    }
+
     fn sanitizer_supervisor(&self, tools: &[Tool], journal: &str) -> Result<Supervisor, StepError> {
         let sanitizer = Sanitizer::locate().map_err(|e| StepError::Failed(e.to_string()))?;
         self.cfg.sanitizer_supervisor(sanitizer, tools, journal).map_err(|e| StepError::Failed(chain(e)))
@@ -188,6 +193,7 @@ impl GpuBackend {
             failed: t.fail,
             errors: t.error,
             skipped: summary.skipped,
+            steered: summary.steered,
             elapsed_secs: summary.elapsed.as_secs_f64(),
             ..Campaign::default()
         })
@@ -242,7 +248,7 @@ impl Backend for GpuBackend {
     fn fuzz(&mut self, job: &FuzzJob<'_>, found: &mut dyn FnMut(Found)) -> Result<Campaign, StepError> {
         let m = job.manifest;
         if self.escalator.is_none() && !job.escalate.is_empty() {
-            let esc = match self.sanitizer_supervisor(job.escalate, "journal-escalate.jsonl") {
+            let esc = match self.escalation_supervisors(job.escalate) {
                 Ok(s) => Some(Escalator::new(s)),
                 Err(e) => {
                     let _ = outln!("new findings will not be named by compute-sanitizer: {e}");
@@ -258,6 +264,7 @@ impl Backend for GpuBackend {
             stop_after: None,
             options: self.cfg.options(),
             timeout: self.cfg.timeout(m),
+            steer: true,
         };
         self.pool()?;
         let GpuBackend { pool, keeper, escalator, .. } = self;
@@ -277,6 +284,7 @@ impl Backend for GpuBackend {
             stop_after: None,
             options: self.cfg.options(),
             timeout: self.cfg.timeout(m),
+            steer: true,
         };
         GpuBackend::campaign(&mut spool, &spec, &mut self.keeper, None, found)
     }

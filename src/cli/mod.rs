@@ -303,6 +303,11 @@ pub(super) struct FuzzArgs {
     /// Move on to the next kernel after this many new bugs (e.g. 1: time to first finding).
     #[arg(long, value_parser = positive::<usize>)]
     pub(super) stop_after: Option<usize>,
+    /// Do not steer cases away from bugs already found. By default, nine cases in ten are
+    /// re-drawn until they avoid every known bug's trigger (the tensor and alignment a sanitizer
+    /// named, or what all of the bug's cases had in common), so bugs behind the first are reached.
+    #[arg(long)]
+    pub(super) no_steer: bool,
     /// Re-run each new finding's case under these compute-sanitizer tools to name the bug
     /// (kind, source line, tensor, distance past its end); `none` turns this off.
     #[arg(long, default_value = "memcheck,racecheck", value_name = "TOOL[,TOOL]|all|none", value_parser = |s: &str| if s == "none" { Ok(s.to_string()) } else { tool_list(s) })]

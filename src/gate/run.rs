@@ -398,8 +398,8 @@ impl GateRun<'_> {
                 c.elapsed_secs = t0.elapsed().as_secs_f64();
                 c.seed = self.seed;
                 (self.log)(&format!(
-                    "{}: {} cases in {:.0} s of {:.0} s: {} passed, {} failed, {} errors, {} skipped",
-                    k.manifest.name, c.cases, c.elapsed_secs, c.budget_secs, c.passed, c.failed, c.errors, c.skipped
+                    "{}: {} cases in {:.0} s of {:.0} s: {} passed, {} failed, {} errors, {} skipped, {} steered past known bugs",
+                    k.manifest.name, c.cases, c.elapsed_secs, c.budget_secs, c.passed, c.failed, c.errors, c.skipped, c.steered
                 ));
                 section(&mut self.report, &k.manifest).campaign = Some(c);
             }

@@ -167,11 +167,11 @@ impl RunReport {
             })
             .collect();
         if !campaigns.is_empty() {
-            s.push_str("\n### Campaigns\n\n| kernel | run | budget s | elapsed s | cases | passed | failed | errors | skipped |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+            s.push_str("\n### Campaigns\n\n| kernel | run | budget s | elapsed s | cases | passed | failed | errors | skipped | steered |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
             for (k, what, c) in campaigns {
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {:.0} | {:.1} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {:.0} | {:.1} | {} | {} | {} | {} | {} | {} |",
                     md(&k.kernel),
                     md(&what),
                     c.budget_secs,
@@ -180,7 +180,8 @@ impl RunReport {
                     c.passed,
                     c.failed,
                     c.errors,
-                    c.skipped
+                    c.skipped,
+                    c.steered
                 );
             }
         }

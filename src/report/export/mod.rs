@@ -213,7 +213,7 @@ pub(crate) mod tests {
             classes: vec!["aligned".into(), "q+8".into()],
             cells: BTreeMap::from([("aligned".to_string(), cell), ("q+8".to_string(), bad)]),
         });
-        k.campaign = Some(Campaign { budget_secs: 600.0, elapsed_secs: 600.5, seed: 0, cases: 1000, passed: 990, failed: 10, errors: 0, skipped: 50 });
+        k.campaign = Some(Campaign { budget_secs: 600.0, elapsed_secs: 600.5, seed: 0, cases: 1000, passed: 990, failed: 10, errors: 0, skipped: 50, steered: 0 });
         k.sanitizer.push(SanitizerRun { tools: "memcheck".into(), counts: Campaign { cases: 200, passed: 199, failed: 1, ..Campaign::default() } });
         let f = finding("oob_read_k", FindingKind::SanitizerMemory, Oracle::Memcheck, Some(("simple_attn.cu", 42)));
         k.findings.push(FindingEntry {

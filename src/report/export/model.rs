@@ -234,6 +234,9 @@ pub struct Campaign {
     pub errors: u64,
     /// Generated cases outside the contract, skipped.
     pub skipped: u64,
+    /// Cases re-drawn away from a known bug's trigger (absent in reports before steering).
+    #[serde(default)]
+    pub steered: u64,
 }
 
 impl Campaign {
@@ -246,6 +249,7 @@ impl Campaign {
         self.failed += o.failed;
         self.errors += o.errors;
         self.skipped += o.skipped;
+        self.steered += o.steered;
     }
 }
 
