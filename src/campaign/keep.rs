@@ -95,6 +95,15 @@ impl SeedKeeper {
         self.triage.bugs().into_iter().filter(|b| fresh.contains(&b.id)).collect()
     }
 
+    /// Arranges the saved seeds one per bug ([`crate::triage::layout::arrange`]: each bug's
+    /// smallest in the seed directory, its others under `<id>/examples/`, nothing overwritten)
+    /// and records where they went. Returns each move as (old path, new path).
+    pub fn arrange(&mut self) -> std::io::Result<Vec<(PathBuf, PathBuf)>> {
+        let moves = crate::triage::layout::arrange(&self.dir, &self.triage.bugs())?;
+        moves.iter().for_each(|(from, to)| self.triage.rename_seed(from, to));
+        Ok(moves)
+    }
+
     /// The bugs filed so far.
     pub fn triage(&self) -> &Triage {
         &self.triage

@@ -120,10 +120,8 @@ fn lend_earlier_mappings(keeper: &mut SeedKeeper, out: &Path) {
 /// The end of a run: one seed per bug in `seeds/` (the others moved to `seeds/<id>/examples/`),
 /// the bug index written, and the bug table.
 fn finish_bugs(keeper: &mut SeedKeeper, out: &Path) -> Result<()> {
-    let seeds = keeper.dir().to_path_buf();
-    match triage::layout::arrange(&seeds, &keeper.triage().bugs()) {
-        Ok(moves) => moves.iter().for_each(|(from, to)| keeper.triage_mut().rename_seed(from, to)),
-        Err(e) => errln!("cudafuzz: seeds stay where they were saved: cannot arrange {}: {e}", seeds.display()),
+    if let Err(e) = keeper.arrange() {
+        errln!("cudafuzz: seeds stay where they were saved: cannot arrange {}: {e}", keeper.dir().display());
     }
     let bugs = keeper.triage().bugs();
     match BugIndex::new(keeper.triage(), out).write(out) {

@@ -73,10 +73,20 @@ pub(super) fn gate_command(a: GateArgs) -> Result<i32> {
         return Ok(exit::OK);
     }
     let mut backend = GpuBackend::new(cfg.clone());
-    let report = gate::run(&plan, budget, shard, &mut backend, &mut |line| {
+    let mut report = gate::run(&plan, budget, shard, &mut backend, &mut |line| {
         // A closed stdout raised the stop flag: the gate stops at its next step.
         let _ = outln!("{line}");
     });
+    // One seed per bug in seeds/, the others under seeds/<id>/examples/, and the bug index.
+    match backend.keeper.arrange() {
+        Ok(moves) => report.rename_seeds(&moves),
+        Err(e) => errln!("cudafuzz: seeds stay where they were saved: cannot arrange {}: {e}", backend.keeper.dir().display()),
+    }
+    if !backend.keeper.is_empty() {
+        if let Err(e) = crate::triage::BugIndex::new(backend.keeper.triage(), &cfg.out).write(&cfg.out) {
+            errln!("cudafuzz: {}", chain(e));
+        }
+    }
     drop(backend);
     let written = report.write_all(&cfg.out).map_err(|e| fail(exit::SETUP, chain(e)))?;
     outln!("{}", report.headline())?;

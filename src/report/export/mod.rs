@@ -233,6 +233,17 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn findings_follow_their_seeds_when_seeds_are_arranged_per_bug() {
+        let mut r = sample();
+        let cwd = std::env::current_dir().unwrap();
+        let from = cwd.join("out/seeds/oob_read_k-sanitizer_memory-abc.json");
+        let to = cwd.join("out/seeds/B0123456789/examples/oob_read_k-sanitizer_memory-abc.json");
+        r.rename_seeds(&[(from, to)]);
+        let seeds: Vec<Option<&str>> = r.kernels[0].findings.iter().map(|f| f.seed.as_deref()).collect();
+        assert_eq!(seeds, [Some("out/seeds/B0123456789/examples/oob_read_k-sanitizer_memory-abc.json"), None]);
+    }
+
+    #[test]
     fn json_round_trips_and_rejects_other_formats() {
         let r = sample();
         let text = r.to_json();

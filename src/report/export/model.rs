@@ -425,6 +425,17 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// Points the findings at seeds that moved (`(from, to)`, as [`crate::triage::layout::arrange`]
+    /// moved them): seeds are arranged one per bug after the run that saved them.
+    pub fn rename_seeds(&mut self, moves: &[(std::path::PathBuf, std::path::PathBuf)]) {
+        let moved: BTreeMap<String, String> = moves.iter().map(|(from, to)| (super::relative_path(from), super::relative_path(to))).collect();
+        for entry in self.kernels.iter_mut().flat_map(|k| k.findings.iter_mut()) {
+            if let Some(to) = entry.seed.as_ref().and_then(|s| moved.get(s)) {
+                entry.seed = Some(to.clone());
+            }
+        }
+    }
+
     /// An empty report started now.
     pub fn new() -> RunReport {
         let now = timestamp(SystemTime::now());
