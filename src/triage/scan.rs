@@ -7,11 +7,14 @@
 //! case. A bug index found on the way (`bugs.json`) lends its mappings. Files that are not
 //! seeds (reports, indexes, cases without findings) are counted and skipped.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{BugIndex, Triage, BUG_INDEX_FILE};
 use crate::case::Case;
 use crate::corpus;
+use crate::manifest::Manifest;
+use crate::plan::Plan;
 
 /// What [`scan`] read.
 #[derive(Debug, Default)]
@@ -31,6 +34,14 @@ pub fn dims_size(case: &Case) -> u64 {
     case.dims.values().fold(1u64, |acc, &d| acc.saturating_mul(d.max(1)))
 }
 
+/// A case's size for "smallest" as a campaign counts it (its tensors' logical elements) when
+/// its kernel's manifest resolves (a shipped name or a manifest path, each loaded once into
+/// `manifests`), else [`dims_size`]: seeds of one kernel are all measured the same way.
+fn case_size(case: &Case, manifests: &mut BTreeMap<String, Option<Manifest>>) -> u64 {
+    let m = manifests.entry(case.kernel.clone()).or_insert_with(|| crate::registry::resolve(&case.kernel).ok());
+    m.as_ref().and_then(|m| Plan::new(&m.bind(case.clone()), m).ok()).map(|p| p.tensors.iter().map(|t| t.numel).sum()).unwrap_or_else(|| dims_size(case))
+}
+
 /// Reads every seed under `roots` (directories, walked recursively, or files). A root that does
 /// not exist is an error naming it.
 pub fn scan(roots: &[PathBuf]) -> Result<Scan, std::io::Error> {
@@ -46,6 +57,7 @@ pub fn scan(roots: &[PathBuf]) -> Result<Scan, std::io::Error> {
     files.sort();
     files.dedup();
     let mut out = Scan::default();
+    let mut manifests = BTreeMap::new();
     for path in files {
         if path.file_name().is_some_and(|n| n == BUG_INDEX_FILE) {
             match BugIndex::load(&path) {
@@ -61,7 +73,7 @@ pub fn scan(roots: &[PathBuf]) -> Result<Scan, std::io::Error> {
             Ok((seed, _)) => match seed.finding {
                 Some(f) => {
                     let id = corpus::case_hash(&seed.case);
-                    out.triage.observe(&id, &seed.case.summary(), dims_size(&seed.case), vec![(f, Some(path))]);
+                    out.triage.observe(&id, &seed.case.summary(), case_size(&seed.case, &mut manifests), vec![(f, Some(path))]);
                     out.seeds += 1;
                 }
                 None => out.skipped.push((path, "a case without a finding".into())),
