@@ -4,9 +4,11 @@
 //! it. Each case is appended to the journal *before* it is sent, so a worker that dies — sticky
 //! 700/716, segfault, `kill -9`, a hang the watchdog ends — never takes the case with it. A dead
 //! worker becomes a [`FindingKind::WorkerCrash`] or [`FindingKind::Hang`] finding, and the next
-//! case gets a fresh worker. Workers run in their own process group, so the watchdog's SIGTERM,
-//! grace period and SIGKILL reach everything they started, and a terminal's Ctrl-C reaches only
-//! the supervisor, which stops cleanly.
+//! case gets a fresh worker: once one worker has been lost, a spare is kept warming (its GPU
+//! context opened) so that the next loss costs no start-up. Workers run in their own process
+//! group, so the watchdog's SIGTERM, grace period and SIGKILL reach everything they started, and
+//! a terminal's Ctrl-C reaches only the supervisor, which stops cleanly. A [`Pool`] whose run
+//! ends early abandons the cases still running (their workers are killed, nothing waits).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
