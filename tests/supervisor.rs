@@ -1,7 +1,8 @@
 //! The supervisor against a scripted fake worker: hangs, crashes, sticky exits, the journal and
 //! Ctrl-C, all without a GPU. The fake speaks the real protocol (one JSON object per line) and
 //! picks its behaviour from the case's dim `seq_q`: 1 passes, 2 hangs after launching, 3 dies after
-//! launching, 4 reports a sticky fault and exits like a poisoned worker does.
+//! launching, 4 reports a sticky fault and exits like a poisoned worker does, 5 passes after 0.2 s.
+//! A fake compute-sanitizer takes 0.3 s to start its program and writes no XML.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use cudafuzz::case::Case;
 use cudafuzz::finding::{FindingKind, Oracle};
 use cudafuzz::manifest::Manifest;
-use cudafuzz::supervisor::{Pool, Slot, Supervisor, SupervisorConfig, SupervisorError};
+use cudafuzz::supervisor::{Pool, SanitizerPass, Slot, Supervisor, SupervisorConfig, SupervisorError};
 use cudafuzz::worker::{Outcome, RunOptions};
 
 mod common;
@@ -27,18 +28,30 @@ while IFS= read -r line; do
   case "$seq" in
     2) sleep 600 ;;
     3) exit 9 ;;
+    5) sleep 0.2; echo "{\"event\":\"done\",\"id\":$id,\"verdict\":{\"outcome\":\"pass\",\"contract\":{\"verdict\":\"inside\"},\"reference\":\"cpu\",\"sticky\":false,\"times\":$times}}" ;;
     4) echo "{\"event\":\"done\",\"id\":$id,\"verdict\":{\"outcome\":\"fail\",\"findings\":[],\"contract\":{\"verdict\":\"inside\"},\"reference\":\"none\",\"sticky\":true,\"times\":$times}}"; exit 86 ;;
     *) echo "{\"event\":\"done\",\"id\":$id,\"verdict\":{\"outcome\":\"pass\",\"contract\":{\"verdict\":\"inside\"},\"reference\":\"cpu\",\"sticky\":false,\"times\":$times}}" ;;
   esac
 done
 "#;
 
-fn fake_worker(dir: &Path) -> PathBuf {
+const FAKE_SANITIZER: &str = r#"#!/usr/bin/env bash
+while [ "$#" -gt 0 ] && [ "$1" != "--show-backtrace=device" ]; do shift; done
+shift
+sleep 0.3
+exec "$@"
+"#;
+
+fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let p = dir.join("fake-cudafuzz");
-    std::fs::write(&p, FAKE_WORKER).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     p
+}
+
+fn fake_worker(dir: &Path) -> PathBuf {
+    script(dir, "fake-cudafuzz", FAKE_WORKER)
 }
 
 fn setup() -> (tempfile::TempDir, Manifest, SupervisorConfig) {
@@ -83,9 +96,9 @@ fn a_hang_becomes_a_watchdog_finding_and_the_next_case_gets_a_new_worker() {
     assert!(started.elapsed() < Duration::from_secs(10), "the watchdog fired late: {:?}", started.elapsed());
     assert!(f.detail.contains("did not finish"), "{}", f.detail);
     assert_eq!(sup.run(&case(1), &m, &opts(), Duration::from_secs(5)).unwrap().outcome, Outcome::Pass);
-    // The hang is confirmed once in a fresh worker (a second start), then the next case gets a
-    // third worker.
-    assert_eq!(sup.starts, 3);
+    // The hang is confirmed once in a fresh worker, then the next case gets a third; after the
+    // first loss each replacement is a warm spare, and one more spare warms for the next loss.
+    assert_eq!((sup.starts, sup.spares_used), (4, 2));
 }
 
 #[test]
@@ -106,7 +119,8 @@ fn a_sticky_verdict_retires_the_worker_and_every_case_is_journalled_first() {
         let v = sup.run(&case(seq), &m, &opts(), Duration::from_secs(5)).unwrap();
         assert_eq!(v.sticky, seq == 4);
     }
-    assert_eq!(sup.starts, 3, "one start, then one after each sticky verdict");
+    assert_eq!(sup.spares_used, 2, "each lost worker is replaced by a warm spare");
+    assert_eq!(sup.starts, 4, "one start, a spare after the first loss, one more after each hand-over");
     let journal = std::fs::read_to_string(dir.path().join("journal.jsonl")).unwrap();
     let lines: Vec<serde_json::Value> = journal.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     // Each case: its entry (with the full case) before its outcome.
@@ -155,4 +169,96 @@ fn a_pool_reports_results_in_case_order() {
     .unwrap();
     assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), (0..40).collect::<Vec<_>>());
     assert!(seen.iter().all(|&(i, skipped)| skipped == (i % 5 == 4)));
+}
+
+#[test]
+fn clean_kernels_hold_no_spare_worker() {
+    let (_dir, m, cfg) = setup();
+    let mut sup = Supervisor::new(cfg).unwrap();
+    for _ in 0..5 {
+        assert_eq!(sup.run(&case(1), &m, &opts(), Duration::from_secs(5)).unwrap().outcome, Outcome::Pass);
+    }
+    assert_eq!((sup.starts, sup.spares_used), (1, 0));
+}
+
+fn pool_of(cfg: &SupervisorConfig, slots: usize) -> Pool {
+    let slots = (0..slots)
+        .map(|j| {
+            let mut c = cfg.clone();
+            c.journal = cfg.journal.as_ref().map(|p| p.with_extension(format!("{j}.jsonl")));
+            Supervisor::new(c).unwrap()
+        })
+        .collect();
+    Pool::new(slots)
+}
+
+#[test]
+fn a_pool_that_breaks_returns_at_once_though_other_workers_are_in_slow_cases() {
+    let (_dir, m, cfg) = setup();
+    let mut pool = pool_of(&cfg, 4);
+    // Index 0 passes; every other case hangs far longer than the test may take.
+    let make = |i: u64, _: &AtomicBool| Some(case(if i == 0 { 1 } else { 2 }));
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    pool.run_indexed(100, None, &m, &opts(), Duration::from_secs(60), &make, &mut |i, _| {
+        seen.push(i);
+        Ok(std::ops::ControlFlow::Break(()))
+    })
+    .unwrap();
+    let returned = started.elapsed();
+    drop(pool);
+    let dropped = started.elapsed();
+    assert_eq!(seen, [0]);
+    assert!(returned < Duration::from_secs(1), "run_indexed returned after {returned:?}");
+    assert!(dropped - returned < Duration::from_millis(500), "dropping the pool took {:?}", dropped - returned);
+}
+
+#[test]
+fn a_pool_abandons_cases_still_running_shortly_after_its_deadline() {
+    let (_dir, m, cfg) = setup();
+    let mut pool = pool_of(&cfg, 2);
+    let make = |i: u64, _: &AtomicBool| Some(case(if i < 3 { 1 } else { 2 }));
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    let deadline = started + Duration::from_millis(500);
+    pool.run_indexed(100, Some(deadline), &m, &opts(), Duration::from_secs(60), &make, &mut |i, _| {
+        seen.push(i);
+        Ok(std::ops::ControlFlow::Continue(()))
+    })
+    .unwrap();
+    let took = started.elapsed();
+    assert_eq!(seen, [0, 1, 2], "the hung cases are not reported");
+    let latest = Duration::from_millis(500) + cudafuzz::supervisor::DEADLINE_GRACE + Duration::from_millis(700);
+    assert!(took < latest, "returned after {took:?}");
+}
+
+fn sanitized(cfg: &SupervisorConfig, dir: &Path, batch: usize) -> SupervisorConfig {
+    let sanitizer = cudafuzz::sanitizer::Sanitizer { path: script(dir, "fake-compute-sanitizer", FAKE_SANITIZER), version: "fake".into() };
+    let pass = SanitizerPass { sanitizer, tools: vec![cudafuzz::sanitizer::Tool::Memcheck], dir: dir.to_path_buf(), batch };
+    SupervisorConfig { sanitizer: Some(pass), ..cfg.clone() }
+}
+
+#[test]
+fn sanitizer_batches_grow_from_a_measuring_pair_and_stop_at_the_deadline() {
+    let (dir, m, cfg) = setup();
+    let mut pool = Pool::new(vec![Supervisor::new(sanitized(&cfg, dir.path(), 200)).unwrap()]);
+    assert_eq!((pool.max_chunk(), pool.slots[0].next_chunk(None)), (200, 2));
+    // Cases of 0.2 s in processes that take 0.3 s to start: after the first pair, batches
+    // are sized to the time left, never past it.
+    let make = |_: u64, _: &AtomicBool| Some(case(5));
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    pool.run_indexed(1000, Some(started + Duration::from_secs(3)), &m, &opts(), Duration::from_secs(5), &make, &mut |i, _| {
+        seen.push(i);
+        Ok(std::ops::ControlFlow::Continue(()))
+    })
+    .unwrap();
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(4000), "a 3 s run took {took:?}");
+    assert_eq!(seen, (0..seen.len() as u64).collect::<Vec<_>>(), "the cases run are a prefix, reported in order");
+    assert!(seen.len() >= 5, "only {} cases in 3 s", seen.len());
+    // The fake writes no XML: its processes are counted, a few cases each.
+    assert!(pool.starts() >= 2 && pool.starts() < seen.len() as u64, "{} processes for {} cases", pool.starts(), seen.len());
+    let next = pool.slots[0].next_chunk(None);
+    assert!((10..=30).contains(&next), "6 s of 0.2 s cases: {next}");
 }

@@ -216,7 +216,7 @@ pub fn run(
     let started = Instant::now();
     let mut summary = CampaignSummary::default();
     let m = spec.stream.manifest();
-    let spacing = pool.slots.iter().map(|s| s.batch_size() as u64).max().unwrap_or(1);
+    let spacing = pool.max_chunk() as u64;
     let steering = spec.steer.then(|| Steering::new(spacing));
     let make = |i: u64, abort: &std::sync::atomic::AtomicBool| match &steering {
         None => spec.stream.case(i),

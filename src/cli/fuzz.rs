@@ -76,7 +76,7 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
         bar.finish();
         let (t, secs) = (&summary.tally, summary.elapsed.as_secs_f64());
         outln!(
-            "{}: {} cases in {secs:.1} s ({:.0}/s): {} passed, {} failed, {} errors; {} new bugs ({} new signatures); {} steered past known bugs; {}; {} worker starts so far",
+            "{}: {} cases in {secs:.1} s ({:.0}/s): {} passed, {} failed, {} errors; {} new bugs ({} new signatures); {} steered past known bugs; {}; {} worker starts so far ({} warm spares used)",
             m.name,
             t.total(),
             t.total() as f64 / secs.max(1e-9),
@@ -87,7 +87,8 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
             summary.progress.new_findings,
             summary.steered,
             contract_rate(t.total(), summary.skipped, f.outside_contract),
-            pool.starts()
+            pool.starts(),
+            pool.spares_used()
         )?;
         if cfg.coverage {
             let paths = &summary.progress.kernel_paths;

@@ -4,18 +4,19 @@
 //! it. Each case is appended to the journal *before* it is sent, so a worker that dies — sticky
 //! 700/716, segfault, `kill -9`, a hang the watchdog ends — never takes the case with it. A dead
 //! worker becomes a [`FindingKind::WorkerCrash`] or [`FindingKind::Hang`] finding, and the next
-//! case gets a fresh worker. Workers run in their own process group, so the watchdog's SIGTERM,
-//! grace period and SIGKILL reach everything they started, and a terminal's Ctrl-C reaches only
-//! the supervisor, which stops cleanly.
+//! case gets a fresh worker: once one worker has been lost, a spare is kept warming (its GPU
+//! context opened) so that the next loss costs no start-up. Workers run in their own process
+//! group, so the watchdog's SIGTERM, grace period and SIGKILL reach everything they started, and
+//! a terminal's Ctrl-C reaches only the supervisor, which stops cleanly. A [`Pool`] whose run
+//! ends early abandons the cases still running (their workers are killed, nothing waits).
 
-use std::ops::ControlFlow;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,13 @@ use serde::Serialize;
 use thiserror::Error;
 
 mod batch;
+mod pool;
+mod process;
+
+pub use batch::{chunk_size, BatchCosts, FIRST_CHUNK, TARGET_BATCH};
+pub use pool::{Pool, Slot, DEADLINE_GRACE};
+pub use process::KILL_GRACE;
+use process::{kill_now, retire, spawn, StartFailure, Starting, WorkerHandle};
 
 use crate::case::Case;
 use crate::finding::{FindingKind, Oracle};
@@ -52,8 +60,6 @@ const RESTART_BACKOFF: [Duration; 5] = [
     Duration::from_secs(8),
     Duration::from_secs(16),
 ];
-/// Grace between SIGTERM and SIGKILL.
-pub const KILL_GRACE: Duration = Duration::from_millis(500);
 /// How long a worker under compute-sanitizer gets to exit (the tool writes its XML then).
 pub const SANITIZER_EXIT_PATIENCE: Duration = Duration::from_secs(120);
 
@@ -104,6 +110,10 @@ pub enum SupervisorError {
     /// The user interrupted the run.
     #[error("interrupted")]
     Interrupted,
+    /// The pool's run this case belonged to ended early (its result is no longer wanted); the
+    /// pool drops the case, so callers of [`Pool::run_indexed`] never see this.
+    #[error("the run ended before this case finished")]
+    Cancelled,
     /// A finding's seed could not be saved: the run must stop rather than lose it.
     #[error("cannot save a seed")]
     Seed(#[from] crate::error::SeedError),
@@ -140,11 +150,12 @@ pub struct SanitizerPass {
     pub batch: usize,
 }
 
-struct WorkerHandle {
-    child: Child,
-    stdin: ChildStdin,
-    events: Receiver<String>,
-    gpu: GpuInfo,
+/// What a pool's run asks of its supervisors while it lasts: give up when `cancel` is set, and
+/// start no new sanitizer case after `deadline`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RunLimits {
+    cancel: Option<Arc<AtomicBool>>,
+    deadline: Option<Instant>,
 }
 
 /// One supervised worker slot and its journal.
@@ -162,6 +173,18 @@ pub struct Supervisor {
     /// Whether a worker of this supervisor has opened the GPU before: a later start that
     /// cannot is retried, since the driver may still be recovering from the last fault.
     opened_gpu: bool,
+    /// A native worker warming in the background, kept once a worker has been lost, so the
+    /// next loss costs no start-up (cuInit and a context take ~0.2 s, serialised by the driver).
+    spare: Option<Starting>,
+    /// Whether a worker was ever lost (sticky error, crash, hang): clean kernels hold no spare.
+    lost_once: bool,
+    /// How many lost workers were replaced by a warm spare.
+    pub spares_used: u64,
+    limits: RunLimits,
+    /// Measured sanitizer batch costs, for sizing the next batch.
+    costs: Option<BatchCosts>,
+    /// Time spent starting and ending workers (spawn to ready, stdin closed to exit).
+    overhead: Duration,
 }
 
 #[derive(Serialize)]
@@ -176,13 +199,63 @@ impl Supervisor {
     /// until then: the journal is opened with the first case it records, so a command that
     /// stops on a check (no GPU, a bad option) leaves no empty journals behind.
     pub fn new(cfg: SupervisorConfig) -> Result<Supervisor, SupervisorError> {
-        Ok(Supervisor { cfg, worker: None, tool: None, xml: None, journal: None, next_id: 0, starts: 0, opened_gpu: false })
+        Ok(Supervisor {
+            cfg,
+            worker: None,
+            tool: None,
+            xml: None,
+            journal: None,
+            next_id: 0,
+            starts: 0,
+            opened_gpu: false,
+            spare: None,
+            lost_once: false,
+            spares_used: 0,
+            limits: RunLimits::default(),
+            costs: None,
+            overhead: Duration::ZERO,
+        })
     }
 
-    /// Switches the sanitizer pass (ends the current worker, which may be of the old kind).
+    /// Switches the sanitizer pass (ends the current worker, which may be of the old kind, and
+    /// any spare).
     pub fn set_sanitizer(&mut self, pass: Option<SanitizerPass>) {
         self.end_process();
+        if let Some(s) = self.spare.take() {
+            s.discard();
+        }
+        self.costs = None;
         self.cfg.sanitizer = pass;
+    }
+
+    /// Whether the user stopped the run, or the pool's run no longer wants this case.
+    fn give_up(&self) -> Result<(), SupervisorError> {
+        if self.cfg.stop.load(Ordering::SeqCst) {
+            return Err(SupervisorError::Interrupted);
+        }
+        if self.limits.cancel.as_ref().is_some_and(|c| c.load(Ordering::SeqCst)) {
+            return Err(SupervisorError::Cancelled);
+        }
+        Ok(())
+    }
+
+    /// A worker was lost: from now on a spare is kept warming (natively).
+    fn lost(&mut self) {
+        self.lost_once = true;
+        self.warm_spare();
+    }
+
+    /// Starts a spare unless one is warming, no worker was ever lost, or workers run under a
+    /// sanitizer (those processes live for one batch). A spare that cannot be started is no
+    /// error: the next case starts its worker the usual way and reports why not.
+    fn warm_spare(&mut self) {
+        if !self.lost_once || self.spare.is_some() || self.cfg.sanitizer.is_some() {
+            return;
+        }
+        if let Ok(s) = spawn(self.worker_command()) {
+            self.starts += 1;
+            self.spare = Some(s);
+        }
     }
 
     /// The GPU of the current worker, starting one if needed.
@@ -195,6 +268,19 @@ impl Supervisor {
         if self.worker.is_some() {
             return Ok(());
         }
+        if let Some(spare) = self.spare.take() {
+            match self.ready(spare) {
+                Ok(w) => {
+                    self.worker = Some(w);
+                    self.spares_used += 1;
+                    self.warm_spare();
+                    return Ok(());
+                }
+                Err(e @ (SupervisorError::Interrupted | SupervisorError::Cancelled)) => return Err(e),
+                // The start path below retries a GPU that cannot be opened yet.
+                Err(_) => {}
+            }
+        }
         let mut waits = RESTART_BACKOFF.iter();
         loop {
             match self.start_worker() {
@@ -204,18 +290,33 @@ impl Supervisor {
                     let Some(wait) = waits.next() else { return Err(SupervisorError::NoGpu(message)) };
                     // A closed stderr must not panic a run over a diagnostic.
                     let _ = writeln!(std::io::stderr(), "cudafuzz: worker restart could not open GPU {} ({message}); retrying in {wait:?}", self.cfg.gpu);
-                    std::thread::sleep(*wait);
+                    self.pause(*wait)?;
                 }
                 Err(e) => return Err(e),
                 Ok(()) => {
                     self.opened_gpu = true;
+                    self.warm_spare();
                     return Ok(());
                 }
             }
         }
     }
 
-    fn start_worker(&mut self) -> Result<(), SupervisorError> {
+    /// Sleeps `wait`, unless the run is stopped, cancelled or past its deadline first.
+    fn pause(&self, wait: Duration) -> Result<(), SupervisorError> {
+        let until = Instant::now() + wait;
+        while Instant::now() < until {
+            self.give_up()?;
+            if self.limits.deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(SupervisorError::Cancelled);
+            }
+            std::thread::sleep(until.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)));
+        }
+        Ok(())
+    }
+
+    /// The command line of a new worker (under the pass's current tool, with a fresh XML path).
+    fn worker_command(&mut self) -> Command {
         let mut cmd = match (&self.cfg.sanitizer, self.tool) {
             (Some(pass), Some((tool, padding))) => {
                 let xml = next_xml_path(&pass.dir, tool);
@@ -229,36 +330,30 @@ impl Supervisor {
         if let Some(r) = &self.cfg.reference_dir {
             cmd.arg("--reference").arg(r);
         }
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).process_group(0);
-        let mut child = cmd.spawn().map_err(|source| SupervisorError::Spawn { exe: self.cfg.exe.clone(), source })?;
-        let stdin = child.stdin.take().expect("piped");
-        let stdout = child.stdout.take().expect("piped");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        cmd
+    }
+
+    fn start_worker(&mut self) -> Result<(), SupervisorError> {
+        let cmd = self.worker_command();
+        let starting = spawn(cmd).map_err(|source| SupervisorError::Spawn { exe: self.cfg.exe.clone(), source })?;
         self.starts += 1;
-        // The first event; lines that are not events (a wrapper's banner) are skipped.
-        let deadline = Instant::now() + SETUP_TIMEOUT;
-        let first = std::iter::from_fn(|| rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).ok())
-            .find_map(|l| serde_json::from_str::<WorkerEvent>(&l).ok());
-        match first {
-            Some(WorkerEvent::Ready { gpu }) => {
-                self.worker = Some(WorkerHandle { child, stdin, events: rx, gpu });
-                Ok(())
-            }
-            Some(WorkerEvent::StartFailed { message }) => {
-                let _ = child.wait();
-                Err(SupervisorError::NoGpu(message))
-            }
-            _ => {
-                kill_group(&mut child);
-                let status = child.try_wait().ok().flatten().map(|s| format!(" (status {s})")).unwrap_or_default();
+        self.worker = Some(self.ready(starting)?);
+        Ok(())
+    }
+
+    /// Waits for a started worker to open the GPU, giving up when the run is stopped or
+    /// cancelled; the time from its start counts as overhead.
+    fn ready(&mut self, starting: Starting) -> Result<WorkerHandle, SupervisorError> {
+        let since = starting.since;
+        let give_up = || self.give_up().is_err();
+        let result = starting.ready(since + SETUP_TIMEOUT, &give_up);
+        self.overhead += since.elapsed();
+        match result {
+            Ok(w) => Ok(w),
+            Err(StartFailure::NoGpu(message)) => Err(SupervisorError::NoGpu(message)),
+            Err(StartFailure::GaveUp) => Err(self.give_up().err().unwrap_or(SupervisorError::Cancelled)),
+            Err(StartFailure::Died(status)) => {
+                let status = status.map(|s| format!(" (status {s})")).unwrap_or_default();
                 let log = self.xml.as_ref().map(|x| sanitizer_log_tail(x)).unwrap_or_default();
                 Err(SupervisorError::NoGpu(format!("the worker process exited before opening the GPU{status}{log}")))
             }
@@ -306,9 +401,7 @@ impl Supervisor {
 
     /// One attempt; the flag says the watchdog killed a launched kernel.
     fn run_once(&mut self, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<(Verdict, bool), SupervisorError> {
-        if self.cfg.stop.load(Ordering::SeqCst) {
-            return Err(SupervisorError::Interrupted);
-        }
+        self.give_up()?;
         self.ensure_worker()?;
         let id = self.next_id;
         self.next_id += 1;
@@ -324,11 +417,12 @@ impl Supervisor {
         let mut deadline = Instant::now() + SETUP_TIMEOUT;
         let mut launched_at = None;
         loop {
-            if self.cfg.stop.load(Ordering::SeqCst) {
-                if let Some(mut w) = self.worker.take() {
-                    kill_group(&mut w.child);
+            if let Err(e) = self.give_up() {
+                // Nothing of this worker is wanted any more (not even a sanitizer's XML).
+                if let Some(w) = self.worker.take() {
+                    kill_now(w.child);
                 }
-                return Err(SupervisorError::Interrupted);
+                return Err(e);
             }
             let worker = self.worker.as_mut().expect("started");
             let slice = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
@@ -354,7 +448,8 @@ impl Supervisor {
                         let mut w = self.worker.take().expect("started");
                         // A process stuck in the driver can take tens of seconds to die after
                         // SIGKILL; the next case does not wait for it.
-                        std::thread::spawn(move || kill_group(&mut w.child));
+                        std::thread::spawn(move || process::kill_group(&mut w.child));
+                        self.lost();
                         let verdict = match ran_for {
                             Some(ran_for) => self.synthesize(case, manifest, FindingKind::Hang, Oracle::Watchdog, format!(
                                 "the kernel did not finish within {:.1} s of its launch; the worker was killed (SIGTERM, then SIGKILL)",
@@ -385,10 +480,13 @@ impl Supervisor {
     fn reap(&mut self) {
         if let Some(w) = self.worker.take() {
             if self.tool.is_some() {
-                retire(w, SANITIZER_EXIT_PATIENCE);
+                let ending = Instant::now();
+                retire(w, SANITIZER_EXIT_PATIENCE, &|| self.give_up().is_err());
+                self.overhead += ending.elapsed();
             } else {
-                std::thread::spawn(move || retire(w, Duration::from_secs(5)));
+                std::thread::spawn(move || retire(w, Duration::from_secs(5), &|| false));
             }
+            self.lost();
         }
     }
 
@@ -396,6 +494,7 @@ impl Supervisor {
     fn bury(&mut self, case: &Case, manifest: &Manifest, launched: Option<Instant>) -> Verdict {
         let mut w = self.worker.take().expect("started");
         let status = w.child.wait().ok();
+        self.lost();
         let how = match status {
             Some(s) if s.signal().is_some() => format!("was killed by signal {}", s.signal().unwrap_or(0)),
             Some(s) if s.code() == Some(EXIT_STICKY) => "exited after a sticky CUDA error without reporting it".to_string(),
@@ -423,175 +522,17 @@ impl Supervisor {
     }
 }
 
+/// Dropping ends the worker and any spare at once (SIGKILL to their process groups, reaped on
+/// threads): nothing of them is needed any more, and a command's end must not wait seconds per
+/// slot. A sanitizer's XML is no exception: every batch ends its process itself.
 impl Drop for Supervisor {
     fn drop(&mut self) {
         if let Some(w) = self.worker.take() {
-            retire(w, Duration::from_secs(2));
+            kill_now(w.child);
+        }
+        if let Some(s) = self.spare.take() {
+            s.discard();
         }
     }
 }
 
-/// Closes a worker's stdin (its signal to finish) and waits up to `patience` for it to exit,
-/// then kills its process group.
-fn retire(mut w: WorkerHandle, patience: Duration) {
-    drop(w.stdin);
-    let deadline = crate::clock::deadline_in(patience);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = w.child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    kill_group(&mut w.child);
-}
-
-/// SIGTERM to the child's process group, a grace period, then SIGKILL; reaps the child.
-fn kill_group(child: &mut Child) {
-    let pgid = child.id() as libc::pid_t;
-    // SAFETY: signalling a process group we created; failure (already gone) is harmless.
-    unsafe { libc::kill(-pgid, libc::SIGTERM) };
-    let deadline = Instant::now() + KILL_GRACE;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            // SAFETY: as above; the group may still hold grandchildren.
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    // SAFETY: as above.
-    unsafe { libc::kill(-pgid, libc::SIGKILL) };
-    let _ = child.wait();
-}
-
-/// Several supervised workers (several per GPU, or one per GPU), each driven by its own thread.
-///
-/// Results are handed back in case-index order whatever order the workers finish in, so a
-/// campaign with the same seed and case count saves the same seeds with 1 worker or 16.
-pub struct Pool {
-    /// One supervisor per worker slot.
-    pub slots: Vec<Supervisor>,
-}
-
-/// What happened to case `i` of a pooled run.
-#[derive(Debug)]
-pub enum Slot {
-    /// `make` declined the index (e.g. outside the contract).
-    Skipped,
-    /// The case ran.
-    Ran(Box<Case>, Box<Verdict>),
-}
-
-impl Pool {
-    /// A pool of the given supervisors; the first case of each starts its worker.
-    pub fn new(slots: Vec<Supervisor>) -> Pool {
-        Pool { slots }
-    }
-
-    /// The GPUs the pool's workers opened (starting any worker not started yet).
-    pub fn gpus(&mut self) -> std::collections::BTreeSet<usize> {
-        self.slots.iter_mut().filter_map(|s| s.gpu().ok().map(|g| g.ordinal)).collect()
-    }
-
-    /// Total worker starts over all slots.
-    pub fn starts(&self) -> u64 {
-        self.slots.iter().map(|s| s.starts).sum()
-    }
-
-    /// Runs indices `0..n` against `manifest`: `make(i, abort)` gives the case or `None` to
-    /// skip; a `make` that waits (a campaign steering by what earlier cases found) must give up
-    /// once `abort` is set, which happens when the run ends early.
-    /// Stops handing out new indices at `deadline`, or once `on_result` answers
-    /// `ControlFlow::Break` (no later index is reported then). `on_result` sees every handled
-    /// index in increasing order; indices never handed out are not reported.
-    // Each argument is one independent knob of the campaign loop; a struct would only rename them.
-    #[allow(clippy::too_many_arguments)]
-    pub fn run_indexed(
-        &mut self,
-        n: u64,
-        deadline: Option<Instant>,
-        manifest: &Manifest,
-        opts: &RunOptions,
-        timeout: Duration,
-        make: &(dyn Fn(u64, &AtomicBool) -> Option<Case> + Sync),
-        on_result: &mut dyn FnMut(u64, Slot) -> Result<ControlFlow<()>, SupervisorError>,
-    ) -> Result<(), SupervisorError> {
-        let next = std::sync::atomic::AtomicU64::new(0);
-        let abort = AtomicBool::new(false);
-        let (tx, rx) = mpsc::channel::<(u64, Result<Slot, SupervisorError>)>();
-        std::thread::scope(|scope| {
-            for sup in self.slots.iter_mut() {
-                let (tx, next, abort) = (tx.clone(), &next, &abort);
-                let chunk = sup.batch_size() as u64;
-                scope.spawn(move || loop {
-                    if abort.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d) {
-                        break;
-                    }
-                    let first = next.fetch_add(chunk, Ordering::SeqCst);
-                    if first >= n {
-                        break;
-                    }
-                    let (mut ran, mut cases, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
-                    for i in first..(first + chunk).min(n) {
-                        match make(i, abort) {
-                            Some(case) => {
-                                ran.push(i);
-                                cases.push(case);
-                            }
-                            None => skipped.push(i),
-                        }
-                    }
-                    let verdicts = match sup.run_batch(&cases, manifest, opts, timeout) {
-                        Ok(v) => v,
-                        Err(e) => {
-                            let _ = tx.send((first, Err(e)));
-                            break;
-                        }
-                    };
-                    let ran = ran.into_iter().zip(cases).zip(verdicts).map(|((i, case), v)| (i, Slot::Ran(Box::new(case), Box::new(v))));
-                    let mut gone = false;
-                    for (i, slot) in skipped.into_iter().map(|i| (i, Slot::Skipped)).chain(ran) {
-                        gone |= tx.send((i, Ok(slot))).is_err();
-                    }
-                    if gone {
-                        break;
-                    }
-                });
-            }
-            drop(tx);
-            let mut first_err = None;
-            let mut done = false;
-            let mut deliver = |slot: Result<Slot, SupervisorError>, i: u64| {
-                if done {
-                    return;
-                }
-                match slot.and_then(|s| on_result(i, s)) {
-                    Ok(ControlFlow::Continue(())) => {}
-                    Ok(ControlFlow::Break(())) => {
-                        abort.store(true, Ordering::SeqCst);
-                        done = true;
-                    }
-                    Err(e) => {
-                        abort.store(true, Ordering::SeqCst);
-                        first_err = Some(e);
-                        done = true;
-                    }
-                }
-            };
-            let mut pending = std::collections::BTreeMap::new();
-            let mut expect = 0u64;
-            for (i, slot) in rx.iter() {
-                pending.insert(i, slot);
-                while let Some(slot) = pending.remove(&expect) {
-                    deliver(slot, expect);
-                    expect += 1;
-                }
-            }
-            // Indices after a gap (a worker stopped by the deadline) are still reported, in order.
-            for (i, slot) in pending {
-                deliver(slot, i);
-            }
-            first_err.map_or(Ok(()), Err)
-        })
-    }
-}
