@@ -1,10 +1,17 @@
 //! Escalation: a new native finding's case re-run under compute-sanitizer, to name the bug
 //! (kind, source line, tensor, distance past its end).
 //!
-//! [`Escalator`] owns a supervisor whose worker runs under the tools, and remembers the
-//! misaligned faults it has already traced to a tensor ([`ExplainedFaults`]), so a fault that an
-//! earlier re-run explains is not re-run for every new set of unaligned tensors.
+//! [`Escalator`] owns a supervisor per tool, and remembers the misaligned faults it has already
+//! traced to a tensor ([`ExplainedFaults`]), so a fault that an earlier re-run explains is not
+//! re-run for every new set of unaligned tensors.
+//!
+//! A campaign does not wait for a re-run (seconds under a sanitizer): [`Escalator::serve`] runs
+//! beside it on its own thread, taking [`Request`]s in order and answering each with a [`Done`],
+//! while the workers go on with later cases.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::case::Case;
@@ -73,5 +80,50 @@ impl Escalator {
             }
         }
         last
+    }
+}
+
+/// A new native finding of campaign case `index` to name.
+pub struct Request {
+    /// Local case number.
+    pub index: u64,
+    /// Global case number (shards).
+    pub global: u64,
+    /// The case.
+    pub case: Case,
+    /// The finding.
+    pub finding: Finding,
+    /// The finding's saved seed.
+    pub seed: std::path::PathBuf,
+}
+
+/// A [`Request`] answered.
+pub struct Done {
+    /// The request.
+    pub request: Request,
+    /// What the re-run gave.
+    pub escalation: Escalation,
+}
+
+impl Escalator {
+    /// Names each request's finding in turn until `requests` closes, sending every answer to
+    /// `done`. Once `cancel` is set, a running re-run is given up and later requests are
+    /// dropped unanswered.
+    pub fn serve(&mut self, m: &Manifest, timeout: Duration, requests: Receiver<Request>, done: Sender<Done>, cancel: Arc<AtomicBool>) {
+        for sup in &mut self.sups {
+            sup.cancel_on(Some(cancel.clone()));
+        }
+        for request in requests {
+            if cancel.load(Ordering::SeqCst) {
+                break;
+            }
+            let escalation = self.name(&request.finding, &request.case, m, timeout, request.global);
+            if cancel.load(Ordering::SeqCst) || done.send(Done { request, escalation }).is_err() {
+                break;
+            }
+        }
+        for sup in &mut self.sups {
+            sup.cancel_on(None);
+        }
     }
 }

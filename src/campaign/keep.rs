@@ -82,17 +82,21 @@ impl SeedKeeper {
 
 impl SeedKeeper {
     /// Files one failing case into bugs: every finding it showed (native and, after
-    /// escalation, the sanitizer's) with the seed saved for it, if any. Returns the bugs this
-    /// case shows that no earlier case showed.
-    pub fn observe(&mut self, m: &Manifest, case: &Case, findings: Vec<(Finding, Option<PathBuf>)>) -> Vec<Bug> {
+    /// escalation, the sanitizer's) with the seed saved for it, if any. A case filed again (its
+    /// escalation came back) gains the new findings. Returns the case's bugs as they now stand.
+    pub fn observe(&mut self, m: &Manifest, case: &Case, findings: Vec<(Finding, Option<PathBuf>)>) -> Vec<BugId> {
         let id = corpus::case_hash(case);
         self.triage.observe(&id, &case.summary(), case_size(m, case), findings);
-        let fresh: Vec<BugId> = self.triage.bugs_of(&id).into_iter().filter(|b| !self.announced.contains(b)).collect();
-        if fresh.is_empty() {
-            return Vec::new();
-        }
-        self.announced.extend(fresh.iter().cloned());
-        self.triage.bugs().into_iter().filter(|b| fresh.contains(&b.id)).collect()
+        self.triage.bugs_of(&id)
+    }
+
+    /// The bugs filed so far that were never announced, except those in `held` (a bug whose
+    /// case is still being named by a sanitizer, which may file it under a site instead); the
+    /// returned ones count as announced from now on.
+    pub fn announce(&mut self, held: &BTreeSet<BugId>) -> Vec<Bug> {
+        let fresh: Vec<Bug> = self.triage.bugs().into_iter().filter(|b| !self.announced.contains(&b.id) && !held.contains(&b.id)).collect();
+        self.announced.extend(fresh.iter().map(|b| b.id.clone()));
+        fresh
     }
 
     /// Arranges the saved seeds one per bug ([`crate::triage::layout::arrange`]: each bug's
@@ -152,7 +156,8 @@ mod tests {
             let f = fault(al);
             let kept = keeper.keep(&m, &case, &f).unwrap();
             assert!(matches!(kept, Kept::New(_)), "a new signature each time");
-            new_bugs += keeper.observe(&m, &case, vec![(f, None)]).len();
+            keeper.observe(&m, &case, vec![(f, None)]);
+            new_bugs += keeper.announce(&BTreeSet::new()).len();
         }
         assert_eq!(new_bugs, 1);
         assert_eq!(keeper.triage().bugs()[0].cases, 3);

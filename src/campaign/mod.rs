@@ -9,15 +9,20 @@
 //! `fuzz`, report entries for the gate). The same seed and case count give the same events
 //! whatever the number of workers, because the pool hands results back in case order.
 
+mod desk;
 mod escalate;
 mod keep;
 mod steer;
 mod stream;
 
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use desk::Desk;
+use escalate::{Done, Request};
 pub use escalate::{Escalation, Escalator};
 pub use keep::{case_size, Kept, SeedKeeper};
 pub use steer::{features, Features, Steering, Triggers};
@@ -26,7 +31,7 @@ pub use stream::{campaign_case, generated_case, redrawn_case, CaseStream, PAST_I
 use crate::case::Case;
 use crate::coverage::CoverageMap;
 use crate::finding::{Explanation, Finding};
-use crate::supervisor::{Pool, Slot, SupervisorError};
+use crate::supervisor::{Pool, Slot, SupervisorError, DEADLINE_GRACE};
 use crate::worker::{Outcome, RunOptions, Verdict};
 
 /// Counts of a batch of verdicts.
@@ -204,21 +209,22 @@ pub struct CampaignSummary {
 }
 
 /// Runs a campaign on `pool`: every case of `spec`'s stream in order, each finding kept by
-/// `keeper` and, when new and native, named by `escalator`. `on_event` sees what happened, in
-/// case order. The summary is returned with the error that stopped the campaign, if any.
+/// `keeper` and, when new and native, named by `escalator` on a thread of its own while the
+/// workers go on. `on_event` sees what happened, in case order, a bug when it is filed for good
+/// (after its case's re-run). The summary is returned with the error that stopped the campaign,
+/// if any.
 pub fn run(
     pool: &mut Pool,
     spec: &CampaignSpec<'_>,
     keeper: &mut SeedKeeper,
-    mut escalator: Option<&mut Escalator>,
+    escalator: Option<&mut Escalator>,
     on_event: &mut dyn FnMut(CampaignEvent<'_>),
 ) -> (CampaignSummary, Result<(), SupervisorError>) {
     let started = Instant::now();
     let mut summary = CampaignSummary::default();
     let m = spec.stream.manifest();
-    let spacing = pool.max_chunk() as u64;
-    let steering = spec.steer.then(|| Steering::new(spacing));
-    let make = |i: u64, abort: &std::sync::atomic::AtomicBool| match &steering {
+    let steering = spec.steer.then(|| Steering::new(pool.max_chunk() as u64));
+    let make = |i: u64, abort: &AtomicBool| match &steering {
         None => spec.stream.case(i),
         Some(s) => {
             let triggers = s.triggers_for(i, abort)?;
@@ -229,108 +235,52 @@ pub fn run(
             case
         }
     };
-    let mut on_result = |i: u64, slot: Slot| -> Result<ControlFlow<()>, SupervisorError> {
-        let flow = deliver(i, slot, spec, keeper, escalator.as_deref_mut(), steering.as_ref(), &mut summary, &mut |kind| {
-            on_event(CampaignEvent { elapsed: started.elapsed(), kind })
+    let cancel = Arc::new(AtomicBool::new(false));
+    let result = std::thread::scope(|scope| {
+        let (done_tx, done_rx) = mpsc::channel::<Done>();
+        let requests = escalator.map(|esc| {
+            let (tx, rx) = mpsc::channel::<Request>();
+            let cancel = cancel.clone();
+            scope.spawn(move || esc.serve(m, spec.timeout, rx, done_tx, cancel));
+            tx
         });
-        if steering.as_ref().is_some_and(|s| s.delivered(i)) {
-            summary.steered += 1;
-        }
-        flow
-    };
-    let result = pool.run_indexed(spec.cases, spec.deadline, m, &spec.options, spec.timeout, &make, &mut on_result);
-    summary.elapsed = started.elapsed();
-    (summary, result)
-}
-
-/// Everything case `i` gives: its verdict counted, its findings kept, escalated and filed into
-/// bugs (what steering learns from), its events sent. Says whether the campaign goes on.
-#[allow(clippy::too_many_arguments)]
-fn deliver(
-    i: u64,
-    slot: Slot,
-    spec: &CampaignSpec<'_>,
-    keeper: &mut SeedKeeper,
-    mut escalator: Option<&mut Escalator>,
-    steering: Option<&Steering>,
-    summary: &mut CampaignSummary,
-    emit: &mut dyn FnMut(EventKind<'_>),
-) -> Result<ControlFlow<()>, SupervisorError> {
-    let m = spec.stream.manifest();
-    let (case, verdict) = match slot {
-        Slot::Skipped => {
-            summary.skipped += 1;
-            emit(EventKind::CaseDone { index: i, verdict: None, progress: &summary.progress });
-            return Ok(ControlFlow::Continue(()));
-        }
-        Slot::Ran(case, verdict) => (case, verdict),
-    };
-    summary.tally.add(&verdict);
-    if let Some(c) = &verdict.coverage {
-        summary.progress.kernel_paths.add(c);
-    }
-    match &verdict.outcome {
-        Outcome::Fail { findings } => {
-            // Every finding of the case, with its seed when one was saved, for the bugs.
-            let mut filed: Vec<(Finding, Option<PathBuf>)> = Vec::new();
-            for finding in findings {
-                let seed = match keeper.keep(m, &case, finding)? {
-                    Kept::Known => {
-                        filed.push((finding.clone(), None));
-                        continue;
-                    }
-                    Kept::Smaller(seed) => {
-                        emit(EventKind::SmallerCase { index: i, case: &case, finding, seed: &seed });
-                        filed.push((finding.clone(), Some(seed)));
-                        continue;
-                    }
-                    Kept::New(seed) => seed,
-                };
-                filed.push((finding.clone(), Some(seed.clone())));
-                emit(EventKind::NewFinding { index: i, case: &case, finding, seed: &seed });
-                summary.progress.new_findings += 1;
-                if let (Some(esc), false) = (escalator.as_deref_mut(), finding.oracle.is_sanitizer()) {
-                    match esc.name(finding, &case, m, spec.timeout, spec.stream.global(i)) {
-                        Escalation::Named(named) => {
-                            for n in &named {
-                                let kept = keeper.keep(m, &case, n)?;
-                                emit(EventKind::Named { index: i, case: &case, finding: n, kept: &kept });
-                                let seed = match kept {
-                                    Kept::New(p) | Kept::Smaller(p) => Some(p),
-                                    Kept::Known => None,
-                                };
-                                filed.push((n.clone(), seed));
-                            }
-                        }
-                        Escalation::Explained(why) => emit(EventKind::NotNamed { index: i, seed: &seed, why: &why }),
-                        Escalation::Silent(note) => emit(EventKind::EscalationSilent { note: &note }),
-                    }
+        let mut desk = Desk::new(keeper, requests);
+        let mut emit = |kind: EventKind<'_>| on_event(CampaignEvent { elapsed: started.elapsed(), kind });
+        let mut stopped = false;
+        let mut on_result = |i: u64, slot: Slot| -> Result<ControlFlow<()>, SupervisorError> {
+            // Answers that came back belong to earlier cases: filed first.
+            while let Ok(done) = done_rx.try_recv() {
+                if desk.complete(done, spec, &mut summary, &mut emit)?.is_break() {
+                    stopped = true;
                 }
             }
-            let bugs = keeper.observe(m, &case, filed.clone());
-            if let Some(s) = steering {
-                learn(s, keeper, m, &case, &filed);
+            let flow = desk.deliver(i, slot, spec, steering.as_ref(), &mut summary, &mut emit)?;
+            if steering.as_ref().is_some_and(|s| s.delivered(i)) {
+                summary.steered += 1;
             }
-            for bug in bugs {
-                summary.progress.new_bugs += 1;
-                emit(EventKind::NewBug { index: i, bug: &bug });
+            stopped |= flow.is_break();
+            Ok(if stopped { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+        };
+        let result = pool.run_indexed(spec.cases, spec.deadline, m, &spec.options, spec.timeout, &make, &mut on_result);
+        // The re-runs still out are waited for, unless the campaign stopped early or its time
+        // is up (a grace past the deadline); then they are given up, their bugs provisional.
+        desk.close_requests();
+        let until = spec.deadline.map(|d| d.max(Instant::now()) + DEADLINE_GRACE);
+        let mut result = result;
+        while desk.awaiting() && result.is_ok() && !stopped {
+            let wait = until.map_or(Duration::from_secs(3600), |u| u.saturating_duration_since(Instant::now()));
+            match done_rx.recv_timeout(wait) {
+                Ok(done) => match desk.complete(done, spec, &mut summary, &mut emit) {
+                    Ok(flow) => stopped = flow.is_break(),
+                    Err(e) => result = Err(e),
+                },
+                Err(_) => break,
             }
         }
-        Outcome::Error { message } => emit(EventKind::HarnessError { case: &case, message }),
-        _ => {}
-    }
-    emit(EventKind::CaseDone { index: i, verdict: Some(&verdict), progress: &summary.progress });
-    let enough = spec.stop_after.is_some_and(|n| summary.progress.new_bugs >= n);
-    Ok(if enough { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
-}
-
-/// Tells steering which bugs a failing case showed, with the case's features.
-fn learn(s: &Steering, keeper: &SeedKeeper, m: &crate::manifest::Manifest, case: &Case, filed: &[(Finding, Option<PathBuf>)]) {
-    let id = crate::corpus::case_hash(case);
-    let features = features(m, case);
-    for (finding, _) in filed {
-        if let Some(bug) = keeper.triage().bug_of(&id, finding) {
-            s.observe(bug, &features, steer::named_trigger(finding));
-        }
-    }
+        cancel.store(true, Ordering::SeqCst);
+        desk.finish(&mut summary, &mut emit);
+        result
+    });
+    summary.elapsed = started.elapsed();
+    (summary, result)
 }

@@ -4,7 +4,8 @@
 //!
 //! A case is described by plain boolean [`features`]: its element type and tile parameters, which
 //! dims end in a partial tile or vector, which flags are set, and for each tensor its alignment
-//! class, layout class, value classes and whether it reaches past 2³¹ elements. A bug's trigger is
+//! class (and whether any tensor is below an alignment: a CUDA fault does not name its tensor),
+//! layout class, value classes and whether it reaches past 2³¹ elements. A bug's trigger is
 //! what is known to bring it out:
 //! - the tensor and alignment class compute-sanitizer named, for a misaligned access (a 16-byte
 //!   load from `q` traps when `q` is below 16-byte alignment, whatever else the case holds);
@@ -82,6 +83,9 @@ pub fn features(m: &Manifest, case: &Case) -> Features {
         for a in [16, 8, 4] {
             if align < a.min(VECTOR_ALIGN) {
                 f.insert(format!("{}.align<{a}", t.name));
+                // A CUDA fault does not say which tensor: what its cases share is that some
+                // tensor was below this alignment.
+                f.insert(format!("any.align<{a}"));
             }
         }
         if !t.layout.is_dense() {
@@ -326,7 +330,7 @@ mod tests {
         let mut case = crate::testing::example();
         case.tensors.entry("q".into()).or_insert_with(crate::case::TensorLayout::dense).offset_bytes = 2;
         let f = features(&m, &m.bind(case));
-        assert!(f.contains("q.align<16") && f.contains("q.align<4"), "{f:?}");
+        assert!(f.contains("q.align<16") && f.contains("q.align<4") && f.contains("any.align<16"), "{f:?}");
         assert!(f.iter().any(|x| x.starts_with("dtype=")));
     }
 }

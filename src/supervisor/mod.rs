@@ -228,6 +228,13 @@ impl Supervisor {
         self.cfg.sanitizer = pass;
     }
 
+    /// Gives up any case (or worker start) once `cancel` is set, as a pool's run does when it
+    /// ends early: for a supervisor driven outside a pool (an escalation running beside a
+    /// campaign). `None` clears it.
+    pub fn cancel_on(&mut self, cancel: Option<Arc<AtomicBool>>) {
+        self.limits = RunLimits { cancel, deadline: None };
+    }
+
     /// Whether the user stopped the run, or the pool's run no longer wants this case.
     fn give_up(&self) -> Result<(), SupervisorError> {
         if self.cfg.stop.load(Ordering::SeqCst) {
