@@ -3,10 +3,10 @@
 //! steering learns from it, and bugs are announced.
 //!
 //! Naming runs beside the campaign ([`super::Escalator::serve`]): the workers do not wait for it.
-//! Until a case's re-run comes back, the bugs that case shows are *held*: a provisional bug may
-//! turn out to be a site a sanitizer names, and it is announced once, under its final id, when
-//! the answer is filed ([`Desk::complete`]). Whatever is still held when the campaign ends is
-//! announced as it stands.
+//! Until a case's re-run comes back, the provisional bugs that case shows are *held*: one may turn
+//! out to be a site a sanitizer names, and it is announced once, under its final id, when the
+//! answer is filed ([`Desk::complete`]). A bug keyed by a site is final and announced at once.
+//! Whatever is still held when the campaign ends is announced as it stands.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
@@ -171,7 +171,8 @@ impl<'k> Desk<'k> {
 
     /// Announces every bug filed and not yet announced that no re-run still out may re-file.
     fn announce(&mut self, i: u64, summary: &mut CampaignSummary, emit: &mut dyn FnMut(EventKind<'_>)) {
-        let held: BTreeSet<BugId> = self.awaiting.values().flat_map(|(id, _)| self.keeper.triage().bugs_of(id)).collect();
+        let held: BTreeSet<BugId> =
+            self.awaiting.values().flat_map(|(id, _)| self.keeper.triage().bugs_of(id)).filter(BugId::is_provisional).collect();
         for bug in self.keeper.announce(&held) {
             summary.progress.new_bugs += 1;
             let index = self.first_seen.get(&bug.id).copied().unwrap_or(i);

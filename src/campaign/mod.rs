@@ -247,7 +247,16 @@ pub fn run(
         let mut desk = Desk::new(keeper, requests);
         let mut emit = |kind: EventKind<'_>| on_event(CampaignEvent { elapsed: started.elapsed(), kind });
         let mut stopped = false;
+        let mut trace = Trace::from_env();
         let mut on_result = |i: u64, slot: Slot| -> Result<ControlFlow<()>, SupervisorError> {
+            let outcome = match &slot {
+                Slot::Skipped => "skipped",
+                Slot::Ran(_, v) => match v.outcome {
+                    Outcome::Pass => "pass",
+                    Outcome::Fail { .. } => "fail",
+                    _ => "error",
+                },
+            };
             // Answers that came back belong to earlier cases: filed first.
             while let Ok(done) = done_rx.try_recv() {
                 if desk.complete(done, spec, &mut summary, &mut emit)?.is_break() {
@@ -255,9 +264,9 @@ pub fn run(
                 }
             }
             let flow = desk.deliver(i, slot, spec, steering.as_ref(), &mut summary, &mut emit)?;
-            if steering.as_ref().is_some_and(|s| s.delivered(i)) {
-                summary.steered += 1;
-            }
+            let steered = steering.as_ref().is_some_and(|s| s.delivered(i));
+            summary.steered += steered as u64;
+            trace.case(started, i, outcome, steered, summary.progress.new_bugs);
             stopped |= flow.is_break();
             Ok(if stopped { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
         };
@@ -283,4 +292,24 @@ pub fn run(
     });
     summary.elapsed = started.elapsed();
     (summary, result)
+}
+
+/// `CUDAFUZZ_TRACE=FILE`: one JSON line per case as the campaign files it (milliseconds since
+/// the start, case number, outcome, whether it was steered, bugs so far), appended to FILE; for
+/// finding where a campaign's time goes.
+struct Trace(Option<std::io::BufWriter<std::fs::File>>);
+
+impl Trace {
+    fn from_env() -> Trace {
+        let path = std::env::var_os("CUDAFUZZ_TRACE");
+        Trace(path.and_then(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).ok()).map(std::io::BufWriter::new))
+    }
+
+    fn case(&mut self, started: Instant, index: u64, outcome: &str, steered: bool, bugs: usize) {
+        use std::io::Write;
+        if let Some(w) = &mut self.0 {
+            let line = serde_json::json!({ "ms": started.elapsed().as_millis() as u64, "case": index, "outcome": outcome, "steered": steered, "bugs": bugs });
+            let _ = writeln!(w, "{line}");
+        }
+    }
 }

@@ -19,8 +19,11 @@
 //! their triggers keep narrowing.
 //!
 //! The cases must not depend on `--jobs`, so what a case is steered by is fixed at checkpoints
-//! ([`Steering`]): case `i` sees the bugs known after the first `(i / spacing - 1) · spacing`
-//! cases, in case order, and waits for them if they are still running. The same `--seed` and
+//! ([`Steering`]): after 4, 8, 16, 32 and 64 cases, then every 64 (every batch's worth, at least
+//! 64, when a sanitizer pass hands out batches). A case between two checkpoints sees the bugs
+//! known at the checkpoint before the last one, in case order, and waits for them if they are
+//! still running: early checkpoints come quickly, because a kernel that faults on most cases
+//! pays for each fault with a worker, and later ones leave the workers room to run ahead. The same `--seed` and
 //! `--cases` give the same cases with one worker or sixteen, and shards stay disjoint (a shard's
 //! cases are steered by what its own cases found).
 
@@ -37,8 +40,10 @@ use crate::triage::BugId;
 
 /// One case in this many is never steered.
 pub const UNSTEERED_ONE_IN: u64 = 10;
-/// Cases between checkpoints at least (more when a pool hands out larger batches).
-pub const CHECKPOINT_CASES: u64 = 32;
+/// The first checkpoints (cases run before each), then one every [`CHECKPOINT_CASES`].
+pub const FIRST_CHECKPOINTS: [u64; 5] = [4, 8, 16, 32, 64];
+/// Cases between later checkpoints at least (more when a pool hands out larger batches).
+pub const CHECKPOINT_CASES: u64 = 64;
 /// Draws tried for a steered case before the one that shows the fewest triggers is taken.
 pub const MAX_DRAWS: u32 = 64;
 
@@ -193,7 +198,9 @@ impl Knowledge {
 /// A campaign's steering: the knowledge it gathers in case order, the triggers frozen at each
 /// checkpoint, and the steered cases not yet reported.
 pub struct Steering {
-    spacing: u64,
+    /// Cases between checkpoints when batches are handed out (`None`: one case at a time, and
+    /// the first checkpoints come early).
+    batch_spacing: Option<u64>,
     state: Mutex<State>,
     frozen: Condvar,
 }
@@ -201,23 +208,38 @@ pub struct Steering {
 #[derive(Default)]
 struct State {
     knowledge: Knowledge,
-    /// `checkpoints[j]`: the triggers after the first `j · spacing` cases.
+    /// `checkpoints[j]`: the triggers after the first [`Steering::boundary`]`(j)` cases.
     checkpoints: Vec<Arc<Triggers>>,
     steered: BTreeSet<u64>,
 }
 
 impl Steering {
-    /// Steering with checkpoints every `spacing` cases (at least [`CHECKPOINT_CASES`]; a pool
-    /// that hands out batches needs `spacing` at least the largest batch, or a batch would wait
-    /// for itself).
-    pub fn new(spacing: u64) -> Steering {
+    /// Steering for a pool that hands out at most `max_chunk` cases at a time: with batches, a
+    /// checkpoint every `max(max_chunk, CHECKPOINT_CASES)` cases, or a batch would wait for
+    /// itself; one case at a time, [`FIRST_CHECKPOINTS`] first.
+    pub fn new(max_chunk: u64) -> Steering {
         let state = State { checkpoints: vec![Arc::new(Triggers::default())], ..State::default() };
-        Steering { spacing: spacing.max(CHECKPOINT_CASES), state: Mutex::new(state), frozen: Condvar::new() }
+        let batch_spacing = (max_chunk > 1).then(|| max_chunk.max(CHECKPOINT_CASES));
+        Steering { batch_spacing, state: Mutex::new(state), frozen: Condvar::new() }
     }
 
-    /// The checkpoint local case `local` is steered by.
+    /// How many cases run before checkpoint `j` (checkpoint 0: none).
+    fn boundary(&self, j: u64) -> u64 {
+        match self.batch_spacing {
+            Some(spacing) => j * spacing,
+            None => match j {
+                0 => 0,
+                j if j as usize <= FIRST_CHECKPOINTS.len() => FIRST_CHECKPOINTS[j as usize - 1],
+                j => FIRST_CHECKPOINTS[FIRST_CHECKPOINTS.len() - 1] + (j - FIRST_CHECKPOINTS.len() as u64) * CHECKPOINT_CASES,
+            },
+        }
+    }
+
+    /// The checkpoint local case `local` is steered by: the one before the last checkpoint it
+    /// has passed.
     fn checkpoint_of(&self, local: u64) -> usize {
-        (local / self.spacing).saturating_sub(1) as usize
+        let passed = (1..).take_while(|&j| self.boundary(j) <= local).count() as u64;
+        passed.saturating_sub(1) as usize
     }
 
     /// The triggers that steer local case `local`, waiting until its checkpoint is frozen;
@@ -250,8 +272,7 @@ impl Steering {
     /// completes. Returns whether the case was steered.
     pub fn delivered(&self, local: u64) -> bool {
         let mut state = self.state.lock().expect("steering lock");
-        let done = (local + 1) / self.spacing;
-        while (state.checkpoints.len() as u64) <= done {
+        while self.boundary(state.checkpoints.len() as u64) <= local + 1 {
             let t = Arc::new(state.knowledge.triggers());
             state.checkpoints.push(t);
         }
@@ -322,6 +343,13 @@ mod tests {
         s.observe(bug_of("x"), &set(&["x.nan"]), None);
         s.delivered(64);
         assert_eq!(s.triggers_for(191, &abort).unwrap().hits(&set(&["x.nan"])), 0);
+    }
+
+    #[test]
+    fn one_case_at_a_time_the_first_checkpoints_come_early() {
+        let s = Steering::new(1);
+        let steered_by: Vec<u64> = [0, 7, 8, 15, 16, 63, 64, 127, 128, 200].iter().map(|&i| s.boundary(s.checkpoint_of(i) as u64)).collect();
+        assert_eq!(steered_by, [0, 0, 4, 4, 8, 16, 32, 32, 64, 128]);
     }
 
     #[test]

@@ -130,6 +130,11 @@ impl BugId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// Whether the id is a provisional bug's (`P…`).
+    pub fn is_provisional(&self) -> bool {
+        self.0.starts_with('P')
+    }
 }
 
 impl fmt::Display for BugId {
