@@ -9,8 +9,9 @@
 //! what is known to bring it out:
 //! - the tensor and alignment class compute-sanitizer named, for a misaligned access (a 16-byte
 //!   load from `q` traps when `q` is below 16-byte alignment, whatever else the case holds);
-//! - otherwise the features that every case showing the bug had in common. One case says little
-//!   (all its features); each further case of the bug drops the features it lacks, so the
+//! - otherwise the features that every case showing the bug had in common ([`relevant`]: of a
+//!   misaligned-address fault that names no tensor, only its alignment features). One case says
+//!   little (all its features); each further case of the bug drops the features it lacks, so the
 //!   trigger narrows toward the cause. A trigger left empty cannot be steered around.
 //!
 //! Nine cases in ten (a fixed function of the seed and the case number, [`steers`]) are steered:
@@ -33,7 +34,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::case::{Case, Scalar, ValueClass};
-use crate::finding::Finding;
+use crate::finding::{Finding, FindingKind};
 use crate::manifest::{Hint, Manifest};
 use crate::plan::{Plan, VECTOR_ALIGN};
 use crate::triage::BugId;
@@ -119,6 +120,16 @@ pub fn named_trigger(finding: &Finding) -> Option<String> {
     let tensor = finding.tensor.as_ref()?;
     let size = finding.access_size.map(u64::from).unwrap_or(VECTOR_ALIGN).clamp(4, VECTOR_ALIGN);
     Some(format!("{tensor}.align<{}", size.next_power_of_two().min(VECTOR_ALIGN)))
+}
+
+/// The features of a case that may explain one of its findings: for a misaligned-address fault
+/// that names no tensor (CUDA error 716), only whether some tensor was below an alignment (what
+/// the fault says); for anything else, all of them.
+pub fn relevant(finding: &Finding, features: &Features) -> Features {
+    if finding.kind == FindingKind::MisalignedAddress && finding.tensor.is_none() {
+        return features.iter().filter(|f| f.starts_with("any.align<")).cloned().collect();
+    }
+    features.clone()
 }
 
 /// Whether case `global` of `seed` is one of the nine in ten that are steered.
@@ -315,6 +326,29 @@ mod tests {
         k.observe(bug.clone(), &set(&["q.align<16", "k.align<16", "dtype=f16"]), None);
         k.observe(bug, &set(&["q.align<16", "dtype=f32"]), Some("q.align<16".into()));
         assert_eq!(k.triggers(), Triggers::new([set(&["q.align<16"])]));
+    }
+
+    #[test]
+    fn a_fault_that_names_no_tensor_is_explained_by_alignment_alone() {
+        let mut fault = Finding {
+            kind: FindingKind::MisalignedAddress,
+            oracle: crate::finding::Oracle::CudaStatus,
+            kernel: "k".into(),
+            tensor: None,
+            location: None,
+            count: 1,
+            cuda_error: None,
+            source: None,
+            access_size: None,
+            sanitizer_kind: None,
+            alignment: Vec::new(),
+            inside_contract: true,
+            detail: String::new(),
+        };
+        let f = set(&["dtype=f16", "q.align<16", "any.align<16", "any.align<8", "seq_k%16"]);
+        assert_eq!(relevant(&fault, &f), set(&["any.align<16", "any.align<8"]));
+        fault.kind = FindingKind::NanLeak;
+        assert_eq!(relevant(&fault, &f), f);
     }
 
     #[test]
