@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::mpsc::Sender;
 
 use super::escalate::{Done, Request};
-use super::steer::{features, named_trigger, relevant, Steering};
+use super::steer::{features, named_trigger, Steering};
 use super::{CampaignSpec, CampaignSummary, Escalation, EventKind, Kept, SeedKeeper};
 use crate::case::Case;
 use crate::finding::Finding;
@@ -197,7 +197,7 @@ fn learn(s: &Steering, m: &crate::manifest::Manifest, case: &Case, findings: &[F
     let features = features(m, case);
     for f in findings {
         if let Some(key) = BugKey::of(f, sanitized) {
-            s.observe(key.id(), &relevant(f, &features), named_trigger(f));
+            s.observe(key.id(), &features, named_trigger(f));
         }
     }
 }

@@ -8,10 +8,11 @@
 //! layout class, value classes and whether it reaches past 2³¹ elements. A bug's trigger is
 //! what is known to bring it out:
 //! - the tensor and alignment class compute-sanitizer named, for a misaligned access (a 16-byte
-//!   load from `q` traps when `q` is below 16-byte alignment, whatever else the case holds);
-//! - otherwise the features that every case showing the bug had in common ([`relevant`]: of a
-//!   misaligned-address fault that names no tensor, only its alignment features). One case says
-//!   little (all its features); each further case of the bug drops the features it lacks, so the
+//!   load from `q` traps when `q` is below 16-byte alignment, whatever else the case holds), and
+//!   for a misaligned-address fault that names no tensor, "some tensor below 16 bytes"
+//!   ([`named_trigger`]);
+//! - otherwise the features that every case showing the bug had in common. One case says little
+//!   (all its features); each further case of the bug drops the features it lacks, so the
 //!   trigger narrows toward the cause. A trigger left empty cannot be steered around.
 //!
 //! Nine cases in ten (a fixed function of the seed and the case number, [`steers`]) are steered:
@@ -110,9 +111,14 @@ pub fn features(m: &Manifest, case: &Case) -> Features {
     f
 }
 
-/// The feature a sanitizer named as a finding's whole trigger: a misaligned access of `n` bytes
-/// to a tensor traps exactly when that tensor is below `n`-byte alignment.
+/// The feature that is a finding's whole trigger, when the finding says it: a misaligned access
+/// of `n` bytes that a sanitizer traced to a tensor traps exactly when that tensor is below
+/// `n`-byte alignment; a misaligned-address fault that names no tensor (CUDA error 716) cannot
+/// happen when every tensor is 16-byte aligned, the widest access a thread makes.
 pub fn named_trigger(finding: &Finding) -> Option<String> {
+    if finding.kind == FindingKind::MisalignedAddress && finding.tensor.is_none() && !finding.oracle.is_sanitizer() {
+        return Some(format!("any.align<{VECTOR_ALIGN}"));
+    }
     let kind = finding.sanitizer_kind.as_ref()?;
     if !finding.oracle.is_sanitizer() || !kind.is_misaligned() {
         return None;
@@ -120,16 +126,6 @@ pub fn named_trigger(finding: &Finding) -> Option<String> {
     let tensor = finding.tensor.as_ref()?;
     let size = finding.access_size.map(u64::from).unwrap_or(VECTOR_ALIGN).clamp(4, VECTOR_ALIGN);
     Some(format!("{tensor}.align<{}", size.next_power_of_two().min(VECTOR_ALIGN)))
-}
-
-/// The features of a case that may explain one of its findings: for a misaligned-address fault
-/// that names no tensor (CUDA error 716), only whether some tensor was below an alignment (what
-/// the fault says); for anything else, all of them.
-pub fn relevant(finding: &Finding, features: &Features) -> Features {
-    if finding.kind == FindingKind::MisalignedAddress && finding.tensor.is_none() {
-        return features.iter().filter(|f| f.starts_with("any.align<")).cloned().collect();
-    }
-    features.clone()
 }
 
 /// Whether case `global` of `seed` is one of the nine in ten that are steered.
@@ -329,7 +325,7 @@ mod tests {
     }
 
     #[test]
-    fn a_fault_that_names_no_tensor_is_explained_by_alignment_alone() {
+    fn a_fault_that_names_no_tensor_is_steered_to_aligned_tensors() {
         let mut fault = Finding {
             kind: FindingKind::MisalignedAddress,
             oracle: crate::finding::Oracle::CudaStatus,
@@ -345,10 +341,9 @@ mod tests {
             inside_contract: true,
             detail: String::new(),
         };
-        let f = set(&["dtype=f16", "q.align<16", "any.align<16", "any.align<8", "seq_k%16"]);
-        assert_eq!(relevant(&fault, &f), set(&["any.align<16", "any.align<8"]));
+        assert_eq!(named_trigger(&fault).as_deref(), Some("any.align<16"));
         fault.kind = FindingKind::NanLeak;
-        assert_eq!(relevant(&fault, &f), f);
+        assert_eq!(named_trigger(&fault), None);
     }
 
     #[test]
