@@ -249,13 +249,16 @@ pub fn run(
         let mut stopped = false;
         let mut trace = Trace::from_env();
         let mut on_result = |i: u64, slot: Slot| -> Result<ControlFlow<()>, SupervisorError> {
-            let outcome = match &slot {
-                Slot::Skipped => "skipped",
-                Slot::Ran(_, v) => match v.outcome {
-                    Outcome::Pass => "pass",
-                    Outcome::Fail { .. } => "fail",
-                    _ => "error",
-                },
+            let (outcome, times) = match &slot {
+                Slot::Skipped => ("skipped", None),
+                Slot::Ran(_, v) => (
+                    match v.outcome {
+                        Outcome::Pass => "pass",
+                        Outcome::Fail { .. } => "fail",
+                        _ => "error",
+                    },
+                    Some(v.times.clone()),
+                ),
             };
             // Answers that came back belong to earlier cases: filed first.
             while let Ok(done) = done_rx.try_recv() {
@@ -266,7 +269,7 @@ pub fn run(
             let flow = desk.deliver(i, slot, spec, steering.as_ref(), &mut summary, &mut emit)?;
             let steered = steering.as_ref().is_some_and(|s| s.delivered(i));
             summary.steered += steered as u64;
-            trace.case(started, i, outcome, steered, summary.progress.new_bugs);
+            trace.case(started, i, outcome, steered, summary.progress.new_bugs, times);
             stopped |= flow.is_break();
             Ok(if stopped { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
         };
@@ -295,7 +298,8 @@ pub fn run(
 }
 
 /// `CUDAFUZZ_TRACE=FILE`: one JSON line per case as the campaign files it (milliseconds since
-/// the start, case number, outcome, whether it was steered, bugs so far), appended to FILE; for
+/// the start, case number, outcome, whether it was steered, bugs so far, the worker's stage
+/// times), appended to FILE; for
 /// finding where a campaign's time goes.
 struct Trace(Option<std::io::BufWriter<std::fs::File>>);
 
@@ -305,10 +309,10 @@ impl Trace {
         Trace(path.and_then(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).ok()).map(std::io::BufWriter::new))
     }
 
-    fn case(&mut self, started: Instant, index: u64, outcome: &str, steered: bool, bugs: usize) {
+    fn case(&mut self, started: Instant, index: u64, outcome: &str, steered: bool, bugs: usize, times: Option<crate::worker::StageTimes>) {
         use std::io::Write;
         if let Some(w) = &mut self.0 {
-            let line = serde_json::json!({ "ms": started.elapsed().as_millis() as u64, "case": index, "outcome": outcome, "steered": steered, "bugs": bugs });
+            let line = serde_json::json!({ "ms": started.elapsed().as_millis() as u64, "case": index, "outcome": outcome, "steered": steered, "bugs": bugs, "times": times });
             let _ = writeln!(w, "{line}");
         }
     }

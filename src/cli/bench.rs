@@ -46,7 +46,7 @@ pub(super) fn bench(b: BenchArgs) -> Result<i32> {
                 _ => b.cases,
             };
             let label = match &b.engine.sanitize {
-                Some(tools) => format!("{}, {label}, {tools}, {} cases/process", size.name(), cfg.sanitize_batch),
+                Some(tools) => format!("{}, {label}, {tools}, at most {} cases/process", size.name(), cfg.sanitize_batch),
                 None => format!("{}, {label}", size.name()),
             };
             rows.push(bench::measure_pool(one, &m, opts, size, cases, &label).map_err(no_gpu)?);

@@ -203,7 +203,8 @@ pub(super) struct EngineArgs {
     /// `synccheck`, a comma-separated list, or `all` (one pass per tool).
     #[arg(long, value_name = "TOOL[,TOOL]|all", value_parser = tool_list)]
     pub(super) sanitize: Option<String>,
-    /// Cases per sanitizer process (each start costs seconds; a sticky error ends one early).
+    /// At most this many cases per sanitizer process. Batches are sized from measured costs to
+    /// take about 6 s (so findings are printed soon) and to end by `--time`; this caps them.
     #[arg(long, default_value_t = 200, value_parser = positive::<usize>)]
     pub(super) sanitize_batch: usize,
     /// Compile kernels with their `CF_COVER(id)` points on (kernels/include/cf_coverage.cuh) and
