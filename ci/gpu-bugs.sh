@@ -6,13 +6,13 @@
 #
 #   faulting  `cudafuzz fuzz --kernel fa_s512 --jobs 4 --time 30s`: cases/s over the whole
 #             process (start-up included), worker starts, cases steered, bugs.
-#   stop      `cudafuzz fuzz --kernel M --jobs 4 --stop-after 1 --time 60s` on each shipped mutant
+#   stop      `cudafuzz fuzz --kernel M --jobs 4 --stop-after 1 --time $STOP_TIME` (default 60s) on each shipped mutant
 #             (kernels/mutants/*.toml, or MUTANTS): seconds from the first NEW line (printed after
 #             its escalation) to the process's exit; the limit is 2 s.
 #   sanitize  `cudafuzz fuzz --kernel K --sanitize memcheck --time 60s` on flash_fwd, simple_attn
-#             and a mutant (SAN_MUTANT, default seqk_tail): wall time (limit 66 s), and on the
-#             mutant the first NEW line's time against the start of the sanitizer batch that ran
-#             its case (CUDAFUZZ_LOG_BATCHES=1 logs each batch).
+#             and a mutant (SAN_MUTANT, default seqk_tail): wall time (limit 66 s), the first NEW
+#             line's time, and from CUDAFUZZ_TRACE the longest wait between two batches' results
+#             (a finding is printed at most that long after its case started).
 #   gate      `cudafuzz gate --config ci/gate-one-bug.toml --budget 3m`: exactly one new bug.
 #   main      the README's main command, `cudafuzz fuzz --jobs 4 --time 60s`, over MAIN_KERNELS
 #             (default: every kernel it fuzzes; a 10-minute host limit may need two halves), then
@@ -64,7 +64,7 @@ if want stop; then
   for m in "${mutants[@]}"; do
     k=$(basename "$m" .toml)
     log="$logs/stop-$k.log"
-    stamped "$log" "$bin" fuzz --kernel "$m" --jobs 4 --stop-after 1 --time 60s --out "$logs/out-stop-$k"
+    stamped "$log" "$bin" fuzz --kernel "$m" --jobs 4 --stop-after 1 --time "${STOP_TIME:-60s}" --out "$logs/out-stop-$k"
     new=$(at "$log" NEW)
     end=$(at "$log" EXIT)
     if [ -n "$new" ]; then
@@ -81,11 +81,17 @@ if want sanitize; then
   for k in flash_fwd simple_attn ${SAN_MUTANT:-kernels/mutants/seqk_tail.toml}; do
     name=$(basename "$k" .toml)
     log="$logs/sanitize-$name.log"
-    CUDAFUZZ_LOG_BATCHES=1 stamped "$log" "$bin" fuzz --kernel "$k" --sanitize memcheck --time 60s --out "$logs/out-sanitize-$name"
+    trace="$logs/trace-sanitize-$name.jsonl"
+    rm -f "$trace"
+    CUDAFUZZ_TRACE="$trace" stamped "$log" "$bin" fuzz --kernel "$k" --sanitize memcheck --time 60s --out "$logs/out-sanitize-$name"
     end=$(at "$log" EXIT)
     ok=$(awk "BEGIN{print ($end <= 66.0) ? \"ok\" : \"LATE\"}")
     new=$(at "$log" NEW)
-    row "sanitize $name --time 60s" "exit at **$end s** (limit 66): $ok, rc $(exit_of "$log")" "first NEW at ${new:--} s" "$(summary "$log" | grep -Eo '[0-9]+ cases in [0-9.]+ s|[0-9]+ new bugs' | paste -sd ';' -)"
+    gap=$(python3 -c '
+import json, sys
+ms = [0] + [json.loads(l)["ms"] for l in open(sys.argv[1])]
+print(f"{max(b - a for a, b in zip(ms, ms[1:])) / 1000:.1f}")' "$trace" 2>/dev/null || echo "?")
+    row "sanitize $name --time 60s" "exit at **$end s** (limit 66): $ok, rc $(exit_of "$log")" "first NEW at ${new:--} s; longest wait for a batch **$gap s**" "$(summary "$log" | grep -Eo '[0-9]+ cases in [0-9.]+ s|[0-9]+ new bugs' | paste -sd ';' -)"
   done
 fi
 

@@ -97,9 +97,11 @@ pub(super) fn gate_command(a: GateArgs) -> Result<i32> {
     // smallest saved seed that replays it.
     for (bug, entries) in report.bugs() {
         let new: Vec<_> = entries.iter().filter(|(_, f)| f.new).collect();
-        let Some((k, first)) = new.first() else { continue };
+        // The sanitizer's record names the bug best (its site); a launch failure beside it is
+        // only the tool aborting the kernel.
+        let Some((k, first)) = new.iter().find(|(_, f)| f.finding.oracle.is_sanitizer()).or(new.first()) else { continue };
         outln!("NEW BUG {bug} in {}: {} ({} finding{})", k.kernel, first.finding, new.len(), if new.len() == 1 { "" } else { "s" })?;
-        if let Some(seed) = new.iter().filter_map(|(_, f)| f.seed.as_deref()).next() {
+        if let Some(seed) = first.seed.as_deref().or_else(|| new.iter().filter_map(|(_, f)| f.seed.as_deref()).next()) {
             out!("{}", crate::report::replay_lines(std::path::Path::new(seed)))?;
         }
     }
