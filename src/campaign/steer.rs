@@ -124,7 +124,7 @@ pub fn named_trigger(finding: &Finding) -> Option<String> {
         return None;
     }
     let tensor = finding.tensor.as_ref()?;
-    let size = finding.access_size.map(u64::from).unwrap_or(VECTOR_ALIGN).clamp(4, VECTOR_ALIGN);
+    let size = finding.access_size.unwrap_or(VECTOR_ALIGN).clamp(4, VECTOR_ALIGN);
     Some(format!("{tensor}.align<{}", size.next_power_of_two().min(VECTOR_ALIGN)))
 }
 
