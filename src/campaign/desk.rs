@@ -201,3 +201,151 @@ fn learn(s: &Steering, m: &crate::manifest::Manifest, case: &Case, findings: &[F
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::campaign::CaseStream;
+    use crate::finding::{FindingKind, Oracle, SanitizerKind, SourceLocation};
+    use crate::worker::{RunOptions, Verdict};
+
+    fn fault(alignment: [u64; 4]) -> Finding {
+        Finding {
+            kind: FindingKind::MisalignedAddress,
+            oracle: Oracle::CudaStatus,
+            kernel: "simple_attn".into(),
+            tensor: None,
+            location: None,
+            count: 1,
+            cuda_error: None,
+            source: None,
+            access_size: None,
+            sanitizer_kind: None,
+            alignment: crate::testing::alignment(alignment),
+            inside_contract: true,
+            detail: String::new(),
+        }
+    }
+
+    fn q_site(alignment: [u64; 4]) -> Finding {
+        Finding {
+            kind: FindingKind::SanitizerMemory,
+            oracle: Oracle::Memcheck,
+            tensor: Some("q".into()),
+            source: Some(SourceLocation { file: "simple_attn.cu".into(), line: 122, function: None }),
+            access_size: Some(16),
+            sanitizer_kind: Some(SanitizerKind::from("invalid_global_read_misaligned")),
+            ..fault(alignment)
+        }
+    }
+
+    fn failed(f: Finding) -> Slot {
+        let verdict: Verdict = serde_json::from_value(serde_json::json!({
+            "outcome": "fail", "findings": [f], "contract": {"verdict": "inside"}, "reference": "cpu", "sticky": true,
+            "times": {"prepare_us": 0, "compile_us": 0, "upload_us": 0, "reference_us": 0, "kernel_us": 0, "judge_us": 0}
+        }))
+        .unwrap();
+        let case = crate::case::Case { seed: f.alignment[0].1, ..crate::testing::example() };
+        Slot::Ran(Box::new(case), Box::new(verdict))
+    }
+
+    /// Delivers cases and answers, returning the ids of the bugs announced at each step.
+    struct Bench {
+        dir: tempfile::TempDir,
+        m: crate::manifest::Manifest,
+    }
+
+    impl Bench {
+        fn new() -> Bench {
+            Bench { dir: tempfile::tempdir().unwrap(), m: crate::testing::attention() }
+        }
+
+        fn spec(&self) -> CampaignSpec<'_> {
+            CampaignSpec {
+                stream: CaseStream::campaign(&self.m, 0, false),
+                cases: 10,
+                deadline: None,
+                stop_after: None,
+                options: RunOptions::default(),
+                timeout: Duration::from_secs(1),
+                steer: false,
+            }
+        }
+    }
+
+    fn announced(events: &mut Vec<String>) -> impl FnMut(EventKind<'_>) + '_ {
+        |e| {
+            if let EventKind::NewBug { index, bug } = e {
+                events.push(format!("{index}:{}", bug.id.as_str().chars().next().unwrap()));
+            }
+        }
+    }
+
+    #[test]
+    fn a_provisional_bug_waits_for_its_case_to_be_named_and_is_announced_once_under_the_site() {
+        let b = Bench::new();
+        let spec = b.spec();
+        let mut keeper = SeedKeeper::new(b.dir.path().join("seeds"));
+        let (tx, rx) = mpsc::channel();
+        let mut desk = Desk::new(&mut keeper, Some(tx));
+        let mut summary = CampaignSummary::default();
+        let mut events = Vec::new();
+        desk.deliver(0, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap();
+        // Another case of the same provisional bug, before the first is named: still held.
+        // (k unaligned too: a new signature, so its own re-run is requested.)
+        desk.deliver(1, failed(fault([4, 4, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap();
+        assert!(events.is_empty(), "held while its case is being named: {events:?}");
+        assert!(desk.awaiting());
+        let request = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(request.index, 0);
+        let done = Done { request, escalation: Escalation::Named(vec![q_site([8, 16, 16, 16])]) };
+        desk.complete(done, &spec, &mut summary, &mut announced(&mut events)).unwrap();
+        // The second case's own request is still out: nothing provisional may be announced yet,
+        // but the site is final.
+        assert_eq!(events, ["0:B"]);
+        let request = rx.recv_timeout(Duration::from_secs(5)).expect("the second case's re-run was requested");
+        assert_eq!(request.index, 1);
+        let done = Done { request, escalation: Escalation::Explained(crate::finding::Explanation {
+                kernel: "simple_attn".into(),
+                tensor: "q".into(),
+                named: "invalid_global_read_misaligned".into(),
+                case_index: 0,
+            }) };
+        desk.complete(done, &spec, &mut summary, &mut announced(&mut events)).unwrap();
+        desk.finish(&mut summary, &mut announced(&mut events));
+        assert_eq!(events, ["0:B"], "both cases are the q site's: one bug");
+        assert_eq!(summary.progress.new_bugs, 1);
+    }
+
+    #[test]
+    fn a_bug_no_re_run_names_is_announced_provisional_when_its_answer_comes_back() {
+        let b = Bench::new();
+        let spec = b.spec();
+        let mut keeper = SeedKeeper::new(b.dir.path().join("seeds"));
+        let (tx, rx) = mpsc::channel();
+        let mut desk = Desk::new(&mut keeper, Some(tx));
+        let mut summary = CampaignSummary::default();
+        let mut events = Vec::new();
+        desk.deliver(3, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap();
+        let done = Done { request: rx.recv_timeout(Duration::from_secs(5)).unwrap(), escalation: Escalation::Silent("nothing".into()) };
+        desk.complete(done, &spec, &mut summary, &mut announced(&mut events)).unwrap();
+        assert_eq!(events, ["3:P"]);
+        assert!(!desk.awaiting());
+    }
+
+    #[test]
+    fn without_escalation_a_bug_is_announced_with_its_first_case() {
+        let b = Bench::new();
+        let spec = b.spec();
+        let mut keeper = SeedKeeper::new(b.dir.path().join("seeds"));
+        let mut desk = Desk::new(&mut keeper, None);
+        let mut summary = CampaignSummary::default();
+        let mut events = Vec::new();
+        desk.deliver(5, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap();
+        desk.deliver(6, failed(fault([2, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap();
+        assert_eq!(events, ["5:P"]);
+    }
+}
