@@ -245,8 +245,18 @@ impl Steering {
     /// The checkpoint local case `local` is steered by: the one before the last checkpoint it
     /// has passed.
     fn checkpoint_of(&self, local: u64) -> usize {
-        let passed = (1..).take_while(|&j| self.boundary(j) <= local).count() as u64;
-        passed.saturating_sub(1) as usize
+        self.passed(local).saturating_sub(1) as usize
+    }
+
+    /// How many checkpoints lie at or before `local` cases (the inverse of [`Steering::boundary`],
+    /// without walking every checkpoint: it is asked for each case).
+    fn passed(&self, local: u64) -> u64 {
+        let last_first = FIRST_CHECKPOINTS[FIRST_CHECKPOINTS.len() - 1];
+        match self.batch_spacing {
+            Some(spacing) => local / spacing,
+            None if local < last_first => FIRST_CHECKPOINTS.iter().take_while(|&&b| b <= local).count() as u64,
+            None => FIRST_CHECKPOINTS.len() as u64 + (local - last_first) / CHECKPOINT_CASES,
+        }
     }
 
     /// The triggers that steer local case `local`, waiting until its checkpoint is frozen;
@@ -379,6 +389,12 @@ mod tests {
         let s = Steering::new(1);
         let steered_by: Vec<u64> = [0, 7, 8, 15, 16, 63, 64, 127, 128, 200].iter().map(|&i| s.boundary(s.checkpoint_of(i) as u64)).collect();
         assert_eq!(steered_by, [0, 0, 4, 4, 8, 16, 32, 32, 64, 128]);
+        for s in [Steering::new(1), Steering::new(200)] {
+            for local in 0..2_000 {
+                let walked = (1..).take_while(|&j| s.boundary(j) <= local).count() as u64;
+                assert_eq!(s.passed(local), walked, "case {local}");
+            }
+        }
     }
 
     #[test]
