@@ -36,12 +36,14 @@ pub struct SeedKeeper {
     seen: BTreeMap<Signature, (PathBuf, u64)>,
     triage: Triage,
     announced: BTreeSet<BugId>,
+    /// Ids observed cases were filed under that were not announced yet.
+    unannounced: BTreeSet<BugId>,
 }
 
 impl SeedKeeper {
     /// A keeper that saves under `dir` (created on the first save).
     pub fn new(dir: PathBuf) -> SeedKeeper {
-        SeedKeeper { dir, seen: BTreeMap::new(), triage: Triage::new(), announced: BTreeSet::new() }
+        SeedKeeper { dir, seen: BTreeMap::new(), triage: Triage::new(), announced: BTreeSet::new(), unannounced: BTreeSet::new() }
     }
 
     /// Where seeds are saved.
@@ -87,15 +89,26 @@ impl SeedKeeper {
     pub fn observe(&mut self, m: &Manifest, case: &Case, findings: Vec<(Finding, Option<PathBuf>)>) -> Vec<BugId> {
         let id = corpus::case_hash(case);
         self.triage.observe(&id, &case.summary(), case_size(m, case), findings);
-        self.triage.bugs_of(&id)
+        let bugs = self.triage.bugs_of(&id);
+        self.unannounced.extend(bugs.iter().filter(|b| !self.announced.contains(*b)).cloned());
+        bugs
     }
 
     /// The bugs filed so far that were never announced, except those in `held` (a bug whose
     /// case is still being named by a sanitizer, which may file it under a site instead); the
     /// returned ones count as announced from now on.
     pub fn announce(&mut self, held: &BTreeSet<BugId>) -> Vec<Bug> {
-        let fresh: Vec<Bug> = self.triage.bugs().into_iter().filter(|b| !self.announced.contains(&b.id) && !held.contains(&b.id)).collect();
+        // Grouping every case is the expensive part, and most failing cases show known bugs:
+        // only group when a case filed an id that may be announced now. (Every bug is some
+        // observed case's id: a mapping learnt from a case files others under that case's own.)
+        if self.unannounced.iter().all(|b| held.contains(b)) {
+            return Vec::new();
+        }
+        let bugs = self.triage.bugs();
+        let fresh: Vec<Bug> = bugs.iter().filter(|b| !self.announced.contains(&b.id) && !held.contains(&b.id)).cloned().collect();
         self.announced.extend(fresh.iter().map(|b| b.id.clone()));
+        // Ids re-filed under another by a mapping are no bug any more.
+        self.unannounced.retain(|id| !self.announced.contains(id) && bugs.iter().any(|b| &b.id == id));
         fresh
     }
 
