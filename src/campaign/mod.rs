@@ -15,6 +15,7 @@ mod keep;
 mod steer;
 mod stream;
 
+use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -249,17 +250,7 @@ pub fn run(
         let mut stopped = false;
         let mut trace = Trace::from_env();
         let mut on_result = |i: u64, slot: Slot| -> Result<ControlFlow<()>, SupervisorError> {
-            let (outcome, times) = match &slot {
-                Slot::Skipped => ("skipped", None),
-                Slot::Ran(_, v) => (
-                    match v.outcome {
-                        Outcome::Pass => "pass",
-                        Outcome::Fail { .. } => "fail",
-                        _ => "error",
-                    },
-                    Some(v.times.clone()),
-                ),
-            };
+            let traced = trace.note(&slot);
             // Answers that came back belong to earlier cases: filed first.
             while let Ok(done) = done_rx.try_recv() {
                 if desk.complete(done, spec, &mut summary, &mut emit)?.is_break() {
@@ -269,7 +260,7 @@ pub fn run(
             let flow = desk.deliver(i, slot, spec, steering.as_ref(), &mut summary, &mut emit)?;
             let steered = steering.as_ref().is_some_and(|s| s.delivered(i));
             summary.steered += steered as u64;
-            trace.case(started, i, outcome, steered, summary.progress.new_bugs, times);
+            trace.case(started, i, traced, steered, summary.progress.new_bugs);
             stopped |= flow.is_break();
             Ok(if stopped { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
         };
@@ -299,19 +290,42 @@ pub fn run(
 
 /// `CUDAFUZZ_TRACE=FILE`: one JSON line per case as the campaign files it (milliseconds since
 /// the start, case number, outcome, whether it was steered, bugs so far, the worker's stage
-/// times), appended to FILE; for
-/// finding where a campaign's time goes.
+/// times), appended to FILE; for finding where a campaign's time goes.
 struct Trace(Option<std::io::BufWriter<std::fs::File>>);
 
 impl Trace {
+    /// The trace `CUDAFUZZ_TRACE` asks for; a file that cannot be opened is said once, and the
+    /// campaign runs untraced.
     fn from_env() -> Trace {
-        let path = std::env::var_os("CUDAFUZZ_TRACE");
-        Trace(path.and_then(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).ok()).map(std::io::BufWriter::new))
+        let Some(path) = std::env::var_os("CUDAFUZZ_TRACE") else { return Trace(None) };
+        match std::fs::OpenOptions::new().create(true).append(true).open(&path) {
+            Ok(f) => Trace(Some(std::io::BufWriter::new(f))),
+            Err(e) => {
+                // A closed stderr must not panic a run over a diagnostic.
+                let _ = writeln!(std::io::stderr(), "cudafuzz: CUDAFUZZ_TRACE={}: cannot open: {e}; the campaign is not traced", path.to_string_lossy());
+                Trace(None)
+            }
+        }
     }
 
-    fn case(&mut self, started: Instant, index: u64, outcome: &str, steered: bool, bugs: usize, times: Option<crate::worker::StageTimes>) {
-        use std::io::Write;
-        if let Some(w) = &mut self.0 {
+    /// What the trace records of a result before it is filed (nothing when not tracing).
+    fn note(&self, slot: &Slot) -> Option<(&'static str, Option<crate::worker::StageTimes>)> {
+        self.0.as_ref()?;
+        Some(match slot {
+            Slot::Skipped => ("skipped", None),
+            Slot::Ran(_, v) => {
+                let outcome = match v.outcome {
+                    Outcome::Pass => "pass",
+                    Outcome::Fail { .. } => "fail",
+                    _ => "error",
+                };
+                (outcome, Some(v.times.clone()))
+            }
+        })
+    }
+
+    fn case(&mut self, started: Instant, index: u64, noted: Option<(&str, Option<crate::worker::StageTimes>)>, steered: bool, bugs: usize) {
+        if let (Some(w), Some((outcome, times))) = (&mut self.0, noted) {
             let line = serde_json::json!({ "ms": started.elapsed().as_millis() as u64, "case": index, "outcome": outcome, "steered": steered, "bugs": bugs, "times": times });
             let _ = writeln!(w, "{line}");
         }
