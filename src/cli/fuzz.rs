@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 
 use super::build::{build_report, parse_archs};
-use super::{chain, fail, manifests_or_shipped, no_gpu, setup, workers_line, FuzzArgs};
+use super::{chain, fail, file_seeds, manifests_or_shipped, no_gpu, setup, workers_line, FuzzArgs};
 use crate::campaign::{self, CampaignEvent, CampaignSpec, CaseStream, Escalator, EventKind, SeedKeeper, Tally};
 use crate::compile::Compiler;
 use crate::config::EngineConfig;
@@ -121,15 +121,10 @@ fn lend_earlier_mappings(keeper: &mut SeedKeeper, out: &Path) {
 /// The end of a run: one seed per bug in `seeds/` (the others moved to `seeds/<id>/examples/`),
 /// the bug index written, and the bug table.
 fn finish_bugs(keeper: &mut SeedKeeper, out: &Path) -> Result<()> {
-    if let Err(e) = keeper.arrange() {
-        errln!("cudafuzz: seeds stay where they were saved: cannot arrange {}: {e}", keeper.dir().display());
+    if let (_, Some(path)) = file_seeds(keeper, out, true) {
+        outln!("bug index: {}", path.display())?;
     }
-    let bugs = keeper.triage().bugs();
-    match BugIndex::new(keeper.triage(), out).write(out) {
-        Ok(path) => outln!("bug index: {}", path.display())?,
-        Err(e) => errln!("cudafuzz: {}", chain(e)),
-    }
-    out!("{}", triage::table(&bugs, None))?;
+    out!("{}", triage::table(&keeper.triage().bugs(), None))?;
     Ok(())
 }
 

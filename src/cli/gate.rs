@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args;
 
-use super::{chain, fail, refuse_clobber, EngineArgs};
+use super::{chain, fail, file_seeds, refuse_clobber, EngineArgs};
 use crate::campaign::{self, CampaignEvent, CampaignSpec, CaseStream, Escalator, EventKind, Kept, SeedKeeper};
 use crate::case::Case;
 use crate::config::EngineConfig;
@@ -78,15 +78,8 @@ pub(super) fn gate_command(a: GateArgs) -> Result<i32> {
         let _ = outln!("{line}");
     });
     // One seed per bug in seeds/, the others under seeds/<id>/examples/, and the bug index.
-    match backend.keeper.arrange() {
-        Ok(moves) => report.rename_seeds(&moves),
-        Err(e) => errln!("cudafuzz: seeds stay where they were saved: cannot arrange {}: {e}", backend.keeper.dir().display()),
-    }
-    if !backend.keeper.is_empty() {
-        if let Err(e) = crate::triage::BugIndex::new(backend.keeper.triage(), &cfg.out).write(&cfg.out) {
-            errln!("cudafuzz: {}", chain(e));
-        }
-    }
+    let (moves, _) = file_seeds(&mut backend.keeper, &cfg.out, false);
+    report.rename_seeds(&moves);
     drop(backend);
     let written = report.write_all(&cfg.out).map_err(|e| fail(exit::SETUP, chain(e)))?;
     outln!("{}", report.headline())?;

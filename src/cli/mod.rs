@@ -541,6 +541,22 @@ fn manifests_or_shipped(names: &[String], fuzz_only: bool) -> Result<Vec<Manifes
     Ok(out)
 }
 
+/// The end of a run that saved seeds into `keeper`: one seed per bug in `seeds/` (the others
+/// moved under `seeds/<id>/examples/`) and the bug index written to `out` (also with no bug,
+/// when `index_when_empty`). A failure of either is said, and the run's result stands. Returns
+/// the moves and the index written.
+fn file_seeds(keeper: &mut crate::campaign::SeedKeeper, out: &Path, index_when_empty: bool) -> (Vec<(PathBuf, PathBuf)>, Option<PathBuf>) {
+    let moves = keeper.arrange().unwrap_or_else(|e| {
+        errln!("cudafuzz: seeds stay where they were saved: cannot arrange {}: {e}", keeper.dir().display());
+        Vec::new()
+    });
+    if keeper.is_empty() && !index_when_empty {
+        return (moves, None);
+    }
+    let index = crate::triage::BugIndex::new(keeper.triage(), out).write(out).map_err(|e| errln!("cudafuzz: {}", chain(e))).ok();
+    (moves, index)
+}
+
 /// The line a command prints once its workers are up: the first worker's GPU, the worker count
 /// and, with `--gpus`, every GPU the workers opened.
 fn workers_line(gpu: &GpuInfo, pool: &mut Pool) -> String {
