@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use crate::case::{Case, Dtype, Scalar};
+use crate::finding::{Finding, FindingKind, Oracle};
 use crate::manifest::Manifest;
 
 /// `kernels/testing/simple_attn.toml`: q, k, v, o of rank 4 over batch, heads_kv, heads_q,
@@ -34,4 +35,25 @@ pub fn example_for(kernel: &str) -> Case {
 /// Alignment classes of q, k, v, o, in roster order.
 pub fn alignment(q_k_v_o: [u64; 4]) -> Vec<(String, u64)> {
     ["q", "k", "v", "o"].iter().zip(q_k_v_o).map(|(t, a)| (t.to_string(), a)).collect()
+}
+
+/// CUDA error 716 in `kernel`, naming no tensor, with q, k, v, o at these alignments: the
+/// native fault the triage, keeping and steering tests start from (change `kind`, `oracle`,
+/// `tensor` with struct update syntax).
+pub fn misaligned_fault(kernel: &str, q_k_v_o: [u64; 4]) -> Finding {
+    Finding {
+        kind: FindingKind::MisalignedAddress,
+        oracle: Oracle::CudaStatus,
+        kernel: kernel.into(),
+        tensor: None,
+        location: None,
+        count: 1,
+        cuda_error: None,
+        source: None,
+        access_size: None,
+        sanitizer_kind: None,
+        alignment: alignment(q_k_v_o),
+        inside_contract: true,
+        detail: String::new(),
+    }
 }

@@ -213,21 +213,7 @@ mod tests {
     use crate::worker::{RunOptions, Verdict};
 
     fn fault(alignment: [u64; 4]) -> Finding {
-        Finding {
-            kind: FindingKind::MisalignedAddress,
-            oracle: Oracle::CudaStatus,
-            kernel: "simple_attn".into(),
-            tensor: None,
-            location: None,
-            count: 1,
-            cuda_error: None,
-            source: None,
-            access_size: None,
-            sanitizer_kind: None,
-            alignment: crate::testing::alignment(alignment),
-            inside_contract: true,
-            detail: String::new(),
-        }
+        crate::testing::misaligned_fault("simple_attn", alignment)
     }
 
     fn q_site(alignment: [u64; 4]) -> Finding {
@@ -293,16 +279,16 @@ mod tests {
         let mut desk = Desk::new(&mut keeper, Some(tx));
         let mut summary = CampaignSummary::default();
         let mut events = Vec::new();
-        desk.deliver(0, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap();
+        assert!(desk.deliver(0, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
         // Another case of the same provisional bug, before the first is named: still held.
         // (k unaligned too: a new signature, so its own re-run is requested.)
-        desk.deliver(1, failed(fault([4, 4, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap();
+        assert!(desk.deliver(1, failed(fault([4, 4, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
         assert!(events.is_empty(), "held while its case is being named: {events:?}");
         assert!(desk.awaiting());
         let request = rx.recv_timeout(Duration::from_secs(5)).unwrap();
         assert_eq!(request.index, 0);
         let done = Done { request, escalation: Escalation::Named(vec![q_site([8, 16, 16, 16])]) };
-        desk.complete(done, &spec, &mut summary, &mut announced(&mut events)).unwrap();
+        assert!(desk.complete(done, &spec, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
         // The second case's own request is still out: nothing provisional may be announced yet,
         // but the site is final.
         assert_eq!(events, ["0:B"]);
@@ -314,7 +300,7 @@ mod tests {
                 named: "invalid_global_read_misaligned".into(),
                 case_index: 0,
             }) };
-        desk.complete(done, &spec, &mut summary, &mut announced(&mut events)).unwrap();
+        assert!(desk.complete(done, &spec, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
         desk.finish(&mut summary, &mut announced(&mut events));
         assert_eq!(events, ["0:B"], "both cases are the q site's: one bug");
         assert_eq!(summary.progress.new_bugs, 1);
@@ -329,9 +315,9 @@ mod tests {
         let mut desk = Desk::new(&mut keeper, Some(tx));
         let mut summary = CampaignSummary::default();
         let mut events = Vec::new();
-        desk.deliver(3, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap();
+        assert!(desk.deliver(3, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
         let done = Done { request: rx.recv_timeout(Duration::from_secs(5)).unwrap(), escalation: Escalation::Silent("nothing".into()) };
-        desk.complete(done, &spec, &mut summary, &mut announced(&mut events)).unwrap();
+        assert!(desk.complete(done, &spec, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
         assert_eq!(events, ["3:P"]);
         assert!(!desk.awaiting());
     }
@@ -344,8 +330,8 @@ mod tests {
         let mut desk = Desk::new(&mut keeper, None);
         let mut summary = CampaignSummary::default();
         let mut events = Vec::new();
-        desk.deliver(5, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap();
-        desk.deliver(6, failed(fault([2, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap();
+        assert!(desk.deliver(5, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
+        assert!(desk.deliver(6, failed(fault([2, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
         assert_eq!(events, ["5:P"]);
     }
 }

@@ -141,28 +141,13 @@ pub fn case_size(m: &Manifest, case: &Case) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::finding::{FindingKind, Oracle};
 
     #[test]
     fn a_bug_is_new_once_whatever_signatures_its_cases_show() {
         let m = crate::testing::attention();
         let dir = tempfile::tempdir().unwrap();
         let mut keeper = SeedKeeper::new(dir.path().join("seeds"));
-        let fault = |al: [u64; 4]| Finding {
-            kind: FindingKind::MisalignedAddress,
-            oracle: Oracle::CudaStatus,
-            kernel: "simple_attn".into(),
-            tensor: None,
-            location: None,
-            count: 1,
-            cuda_error: None,
-            source: None,
-            access_size: None,
-            sanitizer_kind: None,
-            alignment: crate::testing::alignment(al),
-            inside_contract: true,
-            detail: String::new(),
-        };
+        let fault = |al: [u64; 4]| crate::testing::misaligned_fault("simple_attn", al);
         let mut new_bugs = 0;
         for (seed, al) in [[8, 16, 16, 16], [8, 2, 16, 16], [16, 4, 16, 16]].into_iter().enumerate() {
             let case = Case { seed: seed as u64, ..crate::testing::example() };

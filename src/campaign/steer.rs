@@ -336,21 +336,7 @@ mod tests {
 
     #[test]
     fn a_fault_that_names_no_tensor_is_steered_to_aligned_tensors() {
-        let mut fault = Finding {
-            kind: FindingKind::MisalignedAddress,
-            oracle: crate::finding::Oracle::CudaStatus,
-            kernel: "k".into(),
-            tensor: None,
-            location: None,
-            count: 1,
-            cuda_error: None,
-            source: None,
-            access_size: None,
-            sanitizer_kind: None,
-            alignment: Vec::new(),
-            inside_contract: true,
-            detail: String::new(),
-        };
+        let mut fault = crate::testing::misaligned_fault("k", [16; 4]);
         assert_eq!(named_trigger(&fault).as_deref(), Some("any.align<16"));
         fault.kind = FindingKind::NanLeak;
         assert_eq!(named_trigger(&fault), None);

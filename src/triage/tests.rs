@@ -3,21 +3,7 @@ use crate::finding::{Oracle, SanitizerKind, SourceLocation};
 
 fn native(kind: FindingKind, tensor: Option<&str>, alignment: [u64; 4]) -> Finding {
     let oracle = if kind.is_fault() { Oracle::CudaStatus } else { Oracle::Reference };
-    Finding {
-        kind,
-        oracle,
-        kernel: "fa[BLOCK_M=64]".into(),
-        tensor: tensor.map(String::from),
-        location: None,
-        count: 1,
-        cuda_error: None,
-        source: None,
-        access_size: None,
-        sanitizer_kind: None,
-        alignment: crate::testing::alignment(alignment),
-        inside_contract: true,
-        detail: String::new(),
-    }
+    Finding { kind, oracle, tensor: tensor.map(String::from), ..crate::testing::misaligned_fault("fa[BLOCK_M=64]", alignment) }
 }
 
 fn site(tensor: &str, line: u32, kind: &str, alignment: [u64; 4]) -> Finding {
