@@ -127,7 +127,7 @@ impl BugIndex {
     /// replaces it; seeds are never touched).
     pub fn write(&self, dir: &Path) -> Result<PathBuf, IndexError> {
         let path = dir.join(BUG_INDEX_FILE);
-        let io = |source| IndexError::Io(crate::error::FileError { path: path.clone().into(), action: "write", source });
+        let io = |source| IndexError::Io(crate::error::FileError { path: path.clone(), action: "write", source });
         std::fs::create_dir_all(dir).map_err(io)?;
         let mut tmp = crate::userfile::temp_in(dir).map_err(io)?;
         std::io::Write::write_all(&mut tmp, self.to_json().as_bytes()).map_err(io)?;

@@ -122,7 +122,7 @@ impl RunReport {
         let mut out = Vec::new();
         for (name, text) in REPORT_FILES.iter().zip(texts) {
             let path = dir.join(name);
-            let io = |source| ReportError::Io(crate::error::FileError { path: path.clone().into(), action: "write", source });
+            let io = |source| ReportError::Io(crate::error::FileError { path: path.clone(), action: "write", source });
             let mut tmp = crate::userfile::temp_in(dir).map_err(io)?;
             std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(io)?;
             tmp.persist(&path).map_err(|e| io(e.error))?;
