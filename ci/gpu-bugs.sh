@@ -4,8 +4,9 @@
 #
 #   bash ci/gpu-bugs.sh [faulting] [stop] [sanitize] [gate] [main]   (no argument: all)
 #
-#   faulting  `cudafuzz fuzz --kernel fa_s512 --jobs 4 --time 30s`: cases/s over the whole
-#             process (start-up included), worker starts, cases steered, bugs.
+#   faulting  `cudafuzz fuzz --kernel fa_s512 --jobs 4 --time 30s` (plus FAULTING_ARGS): cases/s
+#             over the whole process (start-up included), worker starts, cases steered, bugs; the
+#             per-case trace (CUDAFUZZ_TRACE) is kept as trace-faulting.jsonl.
 #   stop      `cudafuzz fuzz --kernel M --jobs 4 --stop-after 1 --time $STOP_TIME` (default 60s) on each shipped mutant
 #             (kernels/mutants/*.toml, or MUTANTS): seconds from the first NEW line (printed after
 #             its escalation) to the process's exit; the limit is 2 s.
@@ -51,7 +52,8 @@ echo "GPU: $(cat "$logs/gpu.txt"); $(date -u +%Y-%m-%dT%H:%MZ); $bin"
 
 if want faulting; then
   log="$logs/faulting-fa_s512.log"
-  stamped "$log" "$bin" fuzz --kernel fa_s512 --jobs 4 --time 30s --out "$logs/out-faulting"
+  rm -f "$logs/trace-faulting.jsonl"
+  CUDAFUZZ_TRACE="$logs/trace-faulting.jsonl" stamped "$log" "$bin" fuzz --kernel fa_s512 --jobs 4 --time 30s --out "$logs/out-faulting" ${FAULTING_ARGS:-}
   end=$(at "$log" EXIT)
   s=$(summary "$log")
   n=$(echo "$s" | grep -Eo '[0-9]+ cases' | head -n1 | grep -Eo '[0-9]+')

@@ -215,6 +215,7 @@ fn row(label: &str, cases: u64, secs: f64, sum: &StageTimes, not_passed: u64, wo
         reference_us: sum.reference_us / n,
         kernel_us: sum.kernel_us / n,
         judge_us: sum.judge_us / n,
+        ..StageTimes::default()
     };
     let staged = mean.prepare_us + mean.compile_us + mean.upload_us + mean.reference_us + mean.kernel_us + mean.judge_us;
     let per_case_us = (secs * 1e6 / n as f64) as u64;

@@ -155,7 +155,7 @@ impl EngineConfig {
 
     /// The run switches of every case.
     pub fn options(&self) -> RunOptions {
-        RunOptions { determinism: self.determinism, reference: self.reference, sanitizer: None, coverage: self.coverage }
+        RunOptions { determinism: self.determinism, reference: self.reference, sanitizer: None, coverage: self.coverage, digest: false }
     }
 
     /// The watchdog's limit for `m`'s kernel: `--timeout-ms`, else the manifest's, else the

@@ -62,7 +62,7 @@ impl Gpu {
     }
 
     fn run(&self, case: &Case, determinism: bool) -> Result<Verdict, TestCaseError> {
-        let opts = RunOptions { determinism, ..RunOptions::default() };
+        let opts = RunOptions { determinism, digest: true, ..RunOptions::default() };
         self.sup
             .borrow_mut()
             .run(case, &self.manifest, &opts, Duration::from_secs(20))

@@ -11,6 +11,7 @@ use std::time::Duration;
 use cudafuzz::campaign::{self, CampaignSpec, CampaignSummary, CaseStream, SeedKeeper};
 use cudafuzz::finding::{Finding, FindingKind, Oracle};
 use cudafuzz::manifest::Manifest;
+use cudafuzz::campaign::Steering;
 use cudafuzz::supervisor::{Pool, Supervisor, SupervisorConfig};
 use cudafuzz::worker::RunOptions;
 
@@ -38,12 +39,13 @@ done
     p
 }
 
-fn nan_in_o() -> String {
-    serde_json::to_string(&Finding {
-        kind: FindingKind::NanLeak,
-        oracle: Oracle::NanLeak,
-        kernel: "simple_attn".into(),
-        tensor: Some("o".into()),
+/// A finding of a native oracle.
+fn native(kernel: &str, kind: FindingKind, oracle: Oracle, tensor: Option<&str>) -> Finding {
+    Finding {
+        kind,
+        oracle,
+        kernel: kernel.into(),
+        tensor: tensor.map(Into::into),
         location: None,
         count: 1,
         cuda_error: None,
@@ -52,9 +54,12 @@ fn nan_in_o() -> String {
         sanitizer_kind: None,
         alignment: Vec::new(),
         inside_contract: true,
-        detail: "NaN in o".into(),
-    })
-    .unwrap()
+        detail: String::new(),
+    }
+}
+
+fn nan_in_o() -> String {
+    serde_json::to_string(&native("simple_attn", FindingKind::NanLeak, Oracle::NanLeak, Some("o"))).unwrap()
 }
 
 /// A campaign of `cases` on simple_attn over `jobs` fake workers: its summary and the names of
@@ -111,4 +116,76 @@ fn steered_cases_do_not_depend_on_the_number_of_workers() {
     assert_eq!((one.tally, one.steered, one.skipped), (three.tally, three.steered, three.skipped));
     assert_eq!(seeds_one, seeds_three, "the same cases failed");
     assert!(one.steered > 0);
+}
+
+/// What vec_load_q (kernels/testing/vec_load_q.toml, `BUG_VEC_LOAD_Q` in simple_attn.cu) does
+/// with a case, modelled on the host from the case's plan: each q row is read with 16-byte
+/// loads, which trap (716) when a row holding a whole vector starts below 16-byte alignment;
+/// otherwise the row is read as if q.stride_d were 1, which gives wrong numbers for any other
+/// stride (the bug behind the first).
+#[derive(Debug, PartialEq)]
+enum VecLoadQ {
+    Faults,
+    WrongNumbers,
+    Passes,
+}
+
+fn vec_load_q(m: &Manifest, case: &cudafuzz::case::Case) -> VecLoadQ {
+    let plan = cudafuzz::plan::Plan::new(case, m).unwrap();
+    let q = plan.tensors.iter().find(|t| t.name == "q").unwrap();
+    let elem = q.elem_bytes as u64;
+    let vectors = q.shape[3] * elem / 16;
+    let rows_aligned = q.offset_bytes % 16 == 0 && (0..3).all(|i| q.shape[i] == 1 || q.strides[i] == 0 || q.strides[i] * elem % 16 == 0);
+    if vectors > 0 && !rows_aligned {
+        VecLoadQ::Faults
+    } else if q.shape[3] >= 2 && q.strides[3] != 1 {
+        VecLoadQ::WrongNumbers
+    } else {
+        VecLoadQ::Passes
+    }
+}
+
+/// One campaign of `cases` on the modelled vec_load_q, one case at a time as `fuzz --jobs 1`
+/// steers them: how many cases faulted and how many showed the bug behind the fault.
+fn vec_load_q_campaign(seed: u64, cases: u64) -> (u64, u64) {
+    let m = Manifest::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/testing/vec_load_q.toml")).unwrap();
+    let stream = CaseStream::campaign(&m, seed, false);
+    let steering = Steering::new(1);
+    let never = AtomicBool::new(false);
+    let (mut faults, mut wrong) = (0, 0);
+    // CUDA error 716, which names no tensor.
+    let fault = native(&m.name, FindingKind::MisalignedAddress, Oracle::CudaStatus, None);
+    for local in 0..cases {
+        let triggers = steering.triggers_for(local, &never).unwrap();
+        if let (Some(case), _) = stream.steered(local, &triggers) {
+            let (bug, named) = match vec_load_q(&m, &case) {
+                VecLoadQ::Faults => {
+                    faults += 1;
+                    (Some("fault"), campaign::named_trigger(&fault))
+                }
+                VecLoadQ::WrongNumbers => {
+                    wrong += 1;
+                    (Some("numbers"), None)
+                }
+                VecLoadQ::Passes => (None, None),
+            };
+            if let Some(bug) = bug {
+                let id = cudafuzz::triage::BugKey::Native { kernel: m.name.clone(), kind: FindingKind::MisalignedAddress, tensor: Some(bug.into()) }.id();
+                steering.observe(id, &campaign::features(&m, &case), named);
+            }
+        }
+        steering.delivered(local);
+    }
+    (faults, wrong)
+}
+
+#[test]
+fn the_bug_behind_a_misaligned_load_is_reached() {
+    // The README's main command runs 1000 cases of each kernel.
+    for seed in 0..4 {
+        let (faults, wrong) = vec_load_q_campaign(seed, 1000);
+        eprintln!("seed {seed}: {faults} faults, {wrong} cases with wrong numbers");
+        assert!(wrong >= 3, "seed {seed}: the stride bug showed in {wrong} of 1000 cases");
+        assert!(faults < 250, "seed {seed}: {faults} faults: steering does not keep the known bug away");
+    }
 }

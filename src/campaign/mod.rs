@@ -26,7 +26,7 @@ use desk::Desk;
 use escalate::{Done, Request};
 pub use escalate::{Escalation, Escalator};
 pub use keep::{case_size, Kept, SeedKeeper};
-pub use steer::{features, Features, Steering, Triggers};
+pub use steer::{features, named_trigger, Features, Steering, Triggers};
 pub use stream::{campaign_case, generated_case, redrawn_case, CaseStream, PAST_INT32_AT, PAST_INT32_EVERY};
 
 use crate::case::Case;

@@ -3,14 +3,18 @@
 //! whose misaligned `q` load faults on half of all cases hides everything else it does wrong).
 //!
 //! A case is described by plain boolean [`features`]: its element type and tile parameters, which
-//! dims end in a partial tile or vector, which flags are set, and for each tensor its alignment
-//! class (and whether any tensor is below an alignment: a CUDA fault does not name its tensor),
-//! layout class, value classes and whether it reaches past 2³¹ elements. A bug's trigger is
-//! what is known to bring it out:
+//! dims are 1 and which end in a partial tile or vector, which flags are set, and for each tensor
+//! its alignment class (and whether any tensor is below an alignment: a CUDA fault does not name
+//! its tensor), whether its rows hold a whole 16-byte vector, its layout class, value classes and
+//! whether it reaches past 2³¹ elements. A tensor's alignment class counts only for accesses its
+//! rows are long enough for: a vectorised kernel reads rows shorter than a vector with scalar
+//! loads, which cannot trap, and the bugs of that path would otherwise be steered away with the
+//! fault. A bug's trigger is what is known to bring it out:
 //! - the tensor and alignment class compute-sanitizer named, for a misaligned access (a 16-byte
 //!   load from `q` traps when `q` is below 16-byte alignment, whatever else the case holds), and
 //!   for a misaligned-address fault that names no tensor, "some tensor below 16 bytes"
-//!   ([`named_trigger`]);
+//!   ([`named_trigger`]); a case that contradicts the name (a fault with every tensor aligned)
+//!   does not give it;
 //! - otherwise the features that every case showing the bug had in common. One case says little
 //!   (all its features); each further case of the bug drops the features it lacks, so the
 //!   trigger narrows toward the cause. A trigger left empty cannot be steered around.
@@ -63,6 +67,9 @@ pub fn features(m: &Manifest, case: &Case) -> Features {
         f.insert(format!("{p}={v}"));
     }
     for (name, &v) in &case.dims {
+        // Extent 1 is where index arithmetic and loops degenerate; as a pair, so that what
+        // every case of a bug shares can be either.
+        f.insert(if v == 1 { format!("{name}=1") } else { format!("{name}>1") });
         for w in [8, 16] {
             if v % w != 0 {
                 f.insert(format!("{name}%{w}"));
@@ -87,13 +94,24 @@ pub fn features(m: &Manifest, case: &Case) -> Features {
     }
     for t in plan.tensors.iter().filter(|t| t.drawn) {
         let align = t.alignment();
+        // An access of `a` bytes within a row needs a row that long: a tensor whose rows are
+        // shorter is never read that way, so its alignment cannot trap such an access (a
+        // vectorised kernel takes its scalar path there, where other bugs hide).
+        let row_bytes = t.shape.last().copied().unwrap_or(1) * t.elem_bytes as u64;
         for a in [16, 8, 4] {
-            if align < a.min(VECTOR_ALIGN) {
+            if align < a.min(VECTOR_ALIGN) && row_bytes >= a {
                 f.insert(format!("{}.align<{a}", t.name));
                 // A CUDA fault does not say which tensor: what its cases share is that some
                 // tensor was below this alignment.
                 f.insert(format!("any.align<{a}"));
             }
+        }
+        // Whether a row (the innermost logical dim) holds a whole vector: a vectorised path
+        // runs only on rows that do, so its bugs share `row>=16`, and bugs of the scalar
+        // path `row<16`.
+        if let Some(&inner) = t.shape.last() {
+            let wide = inner * t.elem_bytes as u64 >= VECTOR_ALIGN;
+            f.insert(format!("{}.row{}{VECTOR_ALIGN}", t.name, if wide { ">=" } else { "<" }));
         }
         if !t.layout.is_dense() {
             f.insert(format!("{}.strided", t.name));
@@ -173,13 +191,15 @@ pub struct Knowledge {
 struct Evidence {
     /// Features every case of the bug had.
     common: Features,
-    /// The trigger a sanitizer named, which no other evidence overrides.
+    /// The trigger a finding named, which no other evidence overrides.
     named: Option<String>,
 }
 
 impl Knowledge {
-    /// One case of `bug` with these features; `named` when a sanitizer named its trigger.
+    /// One case of `bug` with these features; `named` when its finding names its trigger (a
+    /// name the case's own features contradict is a wrong guess, and is dropped).
     pub fn observe(&mut self, bug: BugId, features: &Features, named: Option<String>) {
+        let named = named.filter(|n| features.contains(n));
         match self.bugs.get_mut(&bug) {
             None => {
                 self.bugs.insert(bug, Evidence { common: features.clone(), named });
@@ -193,7 +213,8 @@ impl Knowledge {
         }
     }
 
-    /// The triggers as they stand.
+    /// The triggers as they stand: the feature a bug's findings named, else what every case of
+    /// it had in common.
     pub fn triggers(&self) -> Triggers {
         Triggers::new(self.bugs.values().map(|e| match &e.named {
             Some(n) => Features::from([n.clone()]),
@@ -330,8 +351,12 @@ mod tests {
         let mut k = Knowledge::default();
         let bug = bug_of("q");
         k.observe(bug.clone(), &set(&["q.align<16", "k.align<16", "dtype=f16"]), None);
-        k.observe(bug, &set(&["q.align<16", "dtype=f32"]), Some("q.align<16".into()));
+        k.observe(bug.clone(), &set(&["q.align<16", "dtype=f32"]), Some("q.align<16".into()));
         assert_eq!(k.triggers(), Triggers::new([set(&["q.align<16"])]));
+        // A name the case contradicts is a wrong guess.
+        let mut k = Knowledge::default();
+        k.observe(bug, &set(&["dtype=f32"]), Some("any.align<16".into()));
+        assert_eq!(k.triggers(), Triggers::new([set(&["dtype=f32"])]));
     }
 
     #[test]
@@ -390,6 +415,13 @@ mod tests {
         case.tensors.entry("q".into()).or_insert_with(crate::case::TensorLayout::dense).offset_bytes = 2;
         let f = features(&m, &m.bind(case));
         assert!(f.contains("q.align<16") && f.contains("q.align<4") && f.contains("any.align<16"), "{f:?}");
+        assert!(f.iter().any(|x| x.starts_with("q.row")) && f.iter().any(|x| x.starts_with("batch=1") || x.starts_with("batch>1")), "{f:?}");
+        // Rows shorter than a vector cannot trap a vector access: no alignment class for them.
+        let mut short = m.bind(crate::testing::example());
+        short.dims.insert("head_dim".into(), 2);
+        short.tensors.entry("q".into()).or_insert_with(crate::case::TensorLayout::dense).offset_bytes = 2;
+        let f = features(&m, &short);
+        assert!(f.contains("q.row<16") && !f.contains("q.align<16") && f.contains("q.align<4"), "{f:?}");
         assert!(f.iter().any(|x| x.starts_with("dtype=")));
     }
 }

@@ -25,7 +25,7 @@ pub(super) fn bench(b: BenchArgs) -> Result<i32> {
     let gpu = gpu_one.slots[0].gpu().map_err(no_gpu)?;
     let cpu_engine = EngineConfig { reference: ReferenceChoice::Cpu, ..cfg.clone() };
     let mut cpu_one = Pool::new(vec![cpu_engine.supervisor().map_err(setup)?]);
-    let plain = RunOptions { determinism: false, reference: ReferenceChoice::Gpu, sanitizer: None, coverage: false };
+    let plain = RunOptions { determinism: false, reference: ReferenceChoice::Gpu, sanitizer: None, coverage: false, digest: false };
     let configs = [
         ("gpu fp64 ref, no determinism run", plain.clone()),
         ("gpu fp64 ref + determinism run", RunOptions { determinism: true, ..plain.clone() }),

@@ -165,7 +165,7 @@ impl Sanitizer {
     }
 
     /// The command that runs `program args...` under `tool`, writing XML to `xml`.
-    pub fn command(&self, tool: Tool, xml: &Path, padding: u64, program: &Path) -> Command {
+    pub fn command(&self, tool: Tool, xml: &Path, padding: u64, print_limit: u64, program: &Path) -> Command {
         let mut cmd = Command::new(&self.path);
         cmd.arg("--tool").arg(tool.name());
         cmd.args(tool.options(padding));
@@ -176,8 +176,9 @@ impl Sanitizer {
         cmd.arg("--log-file").arg(log_path(xml));
         cmd.arg(format!("--error-exitcode={SANITIZER_ERROR_EXIT}"));
         // The default stops reporting after 100 errors, markers included: a persistent worker
-        // would lose every case after the hundredth record.
-        cmd.arg(format!("--print-limit={PRINT_LIMIT}"));
+        // would lose every case after the hundredth record ([`PRINT_LIMIT`]; one case needs
+        // far fewer, [`SINGLE_CASE_PRINT_LIMIT`]).
+        cmd.arg(format!("--print-limit={print_limit}"));
         // Device stacks name the user's line behind a CUDA header; host stacks are never read,
         // and unwinding one per record is what makes a kernel that faults in every thread
         // (tens of thousands of records) take a minute under memcheck.
@@ -194,6 +195,12 @@ pub fn log_path(xml: &Path) -> PathBuf {
 
 /// Records one sanitizer process may write before the tool stops reporting.
 pub const PRINT_LIMIT: u64 = 1_000_000_000;
+
+/// Records a process that runs one case (an escalation's re-run, a repro) may write: enough to
+/// name every site a case reaches, few enough that a kernel faulting in every thread does not
+/// keep the tool writing for a minute (an H100 re-run of a vectorised-load fault wrote 29,574
+/// records, 19 MB of XML, and was still running when its one-minute campaign ended).
+pub const SINGLE_CASE_PRINT_LIMIT: u64 = 2_000;
 
 /// Exit status compute-sanitizer gives a target that had errors.
 pub const SANITIZER_ERROR_EXIT: i32 = 99;
@@ -261,7 +268,7 @@ mod tests {
     #[test]
     fn the_command_asks_for_xml_padding_and_an_error_exit_code() {
         let s = Sanitizer { path: "/x/compute-sanitizer".into(), version: "v".into() };
-        let cmd = s.command(Tool::Memcheck, Path::new("/tmp/a.xml"), 8192, Path::new("/bin/worker"));
+        let cmd = s.command(Tool::Memcheck, Path::new("/tmp/a.xml"), 8192, PRINT_LIMIT, Path::new("/bin/worker"));
         let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().to_string()).collect();
         for want in ["memcheck", "--padding=8192", "--xml", "--save", "/tmp/a.xml", "--error-exitcode=99", "--print-limit=1000000000", "--show-backtrace=device", "/bin/worker"] {
             assert!(args.iter().any(|a| a == want), "{want} missing from {args:?}");

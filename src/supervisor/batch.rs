@@ -121,7 +121,7 @@ impl Supervisor {
             self.tool = Some((tool, padding_for(largest)));
             // The GPU reference kernel would run under the tool too, for nothing: under a
             // sanitizer the CPU reference judges values (and no determinism rerun).
-            let tool_opts = RunOptions { determinism: false, sanitizer: Some(tool), reference: ReferenceChoice::Cpu, coverage: false };
+            let tool_opts = RunOptions { determinism: false, sanitizer: Some(tool), reference: ReferenceChoice::Cpu, coverage: false, digest: false };
             let mut next = 0;
             while next < limit {
                 // One sanitizer process: until the batch ends, the worker does, or the time.

@@ -60,6 +60,15 @@ const RESTART_BACKOFF: [Duration; 5] = [
     Duration::from_secs(8),
     Duration::from_secs(16),
 ];
+/// The CUDA environment variable that sets a context's hardware work queues.
+const MAX_CONNECTIONS: &str = "CUDA_DEVICE_MAX_CONNECTIONS";
+
+/// Spares a supervisor keeps warming once it has lost a worker. One is not enough for a kernel
+/// that faults often: under a burst of faults the driver opens contexts one at a time, so a
+/// spare started at one loss may not be ready by the next (seen on an H100: passing cases waiting
+/// over a second for a worker).
+pub const SPARES: usize = 2;
+
 /// How long a worker under compute-sanitizer gets to exit (the tool writes its XML then).
 pub const SANITIZER_EXIT_PATIENCE: Duration = Duration::from_secs(120);
 
@@ -173,9 +182,10 @@ pub struct Supervisor {
     /// Whether a worker of this supervisor has opened the GPU before: a later start that
     /// cannot is retried, since the driver may still be recovering from the last fault.
     opened_gpu: bool,
-    /// A native worker warming in the background, kept once a worker has been lost, so the
-    /// next loss costs no start-up (cuInit and a context take ~0.2 s, serialised by the driver).
-    spare: Option<Starting>,
+    /// Native workers warming in the background ([`SPARES`] of them, oldest first), kept once a
+    /// worker has been lost, so the next loss costs no start-up (cuInit and a context take
+    /// ~0.2 s, serialised by the driver).
+    spares: std::collections::VecDeque<Starting>,
     /// Whether a worker was ever lost (sticky error, crash, hang): clean kernels hold no spare.
     lost_once: bool,
     /// How many lost workers were replaced by a warm spare.
@@ -208,7 +218,7 @@ impl Supervisor {
             next_id: 0,
             starts: 0,
             opened_gpu: false,
-            spare: None,
+            spares: Default::default(),
             lost_once: false,
             spares_used: 0,
             limits: RunLimits::default(),
@@ -221,9 +231,7 @@ impl Supervisor {
     /// any spare).
     pub fn set_sanitizer(&mut self, pass: Option<SanitizerPass>) {
         self.end_process();
-        if let Some(s) = self.spare.take() {
-            s.discard();
-        }
+        self.spares.drain(..).for_each(Starting::discard);
         self.costs = None;
         self.cfg.sanitizer = pass;
     }
@@ -252,16 +260,17 @@ impl Supervisor {
         self.warm_spare();
     }
 
-    /// Starts a spare unless one is warming, no worker was ever lost, or workers run under a
-    /// sanitizer (those processes live for one batch). A spare that cannot be started is no
-    /// error: the next case starts its worker the usual way and reports why not.
+    /// Starts spares until [`SPARES`] are warming, unless no worker was ever lost or workers run
+    /// under a sanitizer (those processes live for one batch). A spare that cannot be started
+    /// is no error: the next case starts its worker the usual way and reports why not.
     fn warm_spare(&mut self) {
-        if !self.lost_once || self.spare.is_some() || self.cfg.sanitizer.is_some() {
+        if !self.lost_once || self.cfg.sanitizer.is_some() {
             return;
         }
-        if let Ok(s) = spawn(self.worker_command()) {
+        while self.spares.len() < SPARES {
+            let Ok(s) = spawn(self.worker_command()) else { return };
             self.starts += 1;
-            self.spare = Some(s);
+            self.spares.push_back(s);
         }
     }
 
@@ -275,7 +284,7 @@ impl Supervisor {
         if self.worker.is_some() {
             return Ok(());
         }
-        if let Some(spare) = self.spare.take() {
+        if let Some(spare) = self.spares.pop_front() {
             match self.ready(spare) {
                 Ok(w) => {
                     self.worker = Some(w);
@@ -327,13 +336,21 @@ impl Supervisor {
         let mut cmd = match (&self.cfg.sanitizer, self.tool) {
             (Some(pass), Some((tool, padding))) => {
                 let xml = next_xml_path(&pass.dir, tool);
-                let cmd = pass.sanitizer.command(tool, &xml, padding, &self.cfg.exe);
+                let limit = if pass.batch <= 1 { crate::sanitizer::SINGLE_CASE_PRINT_LIMIT } else { crate::sanitizer::PRINT_LIMIT };
+                let cmd = pass.sanitizer.command(tool, &xml, padding, limit, &self.cfg.exe);
                 self.xml = Some(xml);
                 cmd
             }
             _ => Command::new(&self.cfg.exe),
         };
         cmd.arg("worker").arg("--gpu").arg(self.cfg.gpu.to_string());
+        // A worker runs everything on the null stream, so one hardware queue serves it; the
+        // default eight make each context dearer to create and to tear down, and a kernel that
+        // faults often pays for one of each per fault, serialised by the driver across all
+        // workers (an H100 fa_s512 campaign: 18.6 cases/s with eight, 26.8 with one).
+        if std::env::var_os(MAX_CONNECTIONS).is_none() {
+            cmd.env(MAX_CONNECTIONS, "1");
+        }
         if let Some(r) = &self.cfg.reference_dir {
             cmd.arg("--reference").arg(r);
         }
@@ -409,7 +426,9 @@ impl Supervisor {
     /// One attempt; the flag says the watchdog killed a launched kernel.
     fn run_once(&mut self, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<(Verdict, bool), SupervisorError> {
         self.give_up()?;
+        let began = Instant::now();
         self.ensure_worker()?;
+        let start_us = began.elapsed().as_micros() as u64;
         let id = self.next_id;
         self.next_id += 1;
         self.journal(&JournalEntry { id, manifest: &manifest.path, case })?;
@@ -439,7 +458,9 @@ impl Supervisor {
                         launched_at = Some(Instant::now());
                         deadline = crate::clock::deadline_in(kernel_budget);
                     }
-                    Ok(WorkerEvent::Done { id: got, verdict }) if got == id => {
+                    Ok(WorkerEvent::Done { id: got, mut verdict }) if got == id => {
+                        verdict.times.start_us = start_us;
+                        verdict.times.supervised_us = began.elapsed().as_micros() as u64;
                         self.journal(&serde_json::json!({ "id": id, "outcome": &verdict.outcome }))?;
                         if verdict.sticky {
                             self.reap();
@@ -537,9 +558,7 @@ impl Drop for Supervisor {
         if let Some(w) = self.worker.take() {
             kill_now(w.child);
         }
-        if let Some(s) = self.spare.take() {
-            s.discard();
-        }
+        self.spares.drain(..).for_each(Starting::discard);
     }
 }
 

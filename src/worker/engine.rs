@@ -135,11 +135,15 @@ pub struct RunOptions {
     /// launch reached.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub coverage: bool,
+    /// Report [`Verdict::output_digest`] (a hash over every judged output: the metamorphic
+    /// properties compare it; campaigns have no use for it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub digest: bool,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { determinism: true, reference: ReferenceChoice::Gpu, sanitizer: None, coverage: false }
+        RunOptions { determinism: true, reference: ReferenceChoice::Gpu, sanitizer: None, coverage: false, digest: false }
     }
 }
 
@@ -178,6 +182,16 @@ pub struct StageTimes {
     pub kernel_us: u64,
     /// Download and oracles.
     pub judge_us: u64,
+    /// The whole case inside the worker, its allocations' release included.
+    #[serde(default)]
+    pub case_us: u64,
+    /// Waiting for a worker to be ready before the case was sent (a fresh or spare worker's
+    /// start), as the supervisor saw it.
+    #[serde(default)]
+    pub start_us: u64,
+    /// The whole case as the supervisor saw it: worker start, request, stages, reply.
+    #[serde(default)]
+    pub supervised_us: u64,
 }
 
 /// The result of one case.
@@ -361,11 +375,14 @@ impl Engine {
     /// not a hang).
     ///
     /// The stages, in order: prepare (plan, contract, inputs, arena image) → compile and load →
-    /// upload → references → launch → judge → determinism. A stage that fails ends the case with
+    /// upload → launch → memory oracles → restore → references → value oracles → determinism. A stage that fails ends the case with
     /// an error (the harness's problem) or a finding (the kernel's).
     pub fn run_case(&mut self, case: &Case, manifest_path: &Path, opts: &RunOptions, on_launch: &mut dyn FnMut()) -> Verdict {
         let mut p = Progress::default();
-        self.run_stages(case, manifest_path, opts, on_launch, &mut p).unwrap_or_else(|early| early)
+        let t = Instant::now();
+        let mut verdict = self.run_stages(case, manifest_path, opts, on_launch, &mut p).unwrap_or_else(|early| early);
+        verdict.times.case_us = micros(t);
+        verdict
     }
 
     fn run_stages(&mut self, case: &Case, manifest_path: &Path, opts: &RunOptions, on_launch: &mut dyn FnMut(), p: &mut Progress) -> Result<Verdict, Verdict> {
@@ -385,15 +402,12 @@ impl Engine {
         reserved.map_err(|rejection| p.failed(vec![rejection_finding(&judged, &rejection)], false))?;
 
         let t = Instant::now();
+        crate::arena::device::pooled(opts.sanitizer.is_none());
         let arena = DeviceArena::upload(&prep.image).map_err(|s| p.error(upload_failure(&s, &prep.image, &prep.plan), launch::is_sticky(&s)))?;
         p.times.upload_us = micros(t);
         if opts.sanitizer.is_some() {
             self.allocations = Some(arena.table(&prep.image, &prep.plan));
         }
-
-        let t = Instant::now();
-        let (references, used) = self.references(&prep, &arena, opts.reference).map_err(|e| p.error(e, true))?;
-        p.times.reference_us = micros(t);
 
         let t = Instant::now();
         let module = self.module(&prep.manifest, case, opts.coverage).expect("compiled above");
@@ -403,16 +417,36 @@ impl Engine {
         on_launch();
         let first = run_once(module, &prep.resolved, &arena, &prep.image, &judged);
         p.times.kernel_us = micros(t);
-        p.reference = used;
         let after = first.map_err(|(f, sticky)| p.failed(vec![f], sticky))?;
         // Read before a determinism run adds its own counts.
         p.coverage = if opts.coverage { module.coverage().ok().flatten() } else { None };
-        p.digest = Some(output_digest(&prep.plan, &prep.image, &after));
 
         let t = Instant::now();
         let mut findings = oracle::check_memory(&judged, &prep.image, &after);
-        findings.extend(oracle::check_values(&judged, &prep.image, &after, &references));
         p.times.judge_us = micros(t);
+
+        // The reference runs after the kernel, so a case whose kernel faults (the commonest
+        // failure, and one that costs its worker) never pays for it. The reference reads the
+        // case's own input allocations and the determinism run needs the first run's starting
+        // state, so whatever the kernel changed is written back first.
+        let t = Instant::now();
+        let reads_arena = opts.reference == ReferenceChoice::Gpu && matches!(prep.manifest.reference, crate::manifest::ReferenceSpec::Op { .. });
+        if opts.determinism || reads_arena {
+            restore(&prep, &arena, &after).map_err(|s| p.failed(vec![failed_after_launch(&judged, &s).0], launch::is_sticky(&s)))?;
+        }
+        p.times.upload_us += micros(t);
+
+        let t = Instant::now();
+        let (references, used) = self.references(&prep, &arena, opts.reference).map_err(|e| p.error(e, true))?;
+        p.times.reference_us = micros(t);
+        p.reference = used;
+
+        let t = Instant::now();
+        findings.extend(oracle::check_values(&judged, &prep.image, &after, &references));
+        if opts.digest {
+            p.digest = Some(output_digest(&prep.plan, &prep.image, &after));
+        }
+        p.times.judge_us += micros(t);
         if opts.determinism {
             self.determinism(&prep, &judged, &arena, &after, opts, &mut findings, p)?;
         }
@@ -439,10 +473,7 @@ impl Engine {
     #[allow(clippy::too_many_arguments)]
     fn determinism(&mut self, prep: &Prepared<'_>, judged: &Judged<'_>, arena: &DeviceArena, after: &[Vec<u8>], opts: &RunOptions, findings: &mut Vec<Finding>, p: &mut Progress) -> Result<(), Verdict> {
         let t = Instant::now();
-        let again = match rewrite_written(prep, arena) {
-            Err(s) => Err(failed_after_launch(judged, &s)),
-            Ok(()) => rerun_outputs(self.module(&prep.manifest, prep.case, opts.coverage).expect("compiled above"), &prep.resolved, arena, &prep.image, judged),
-        };
+        let again = rerun_outputs(self.module(&prep.manifest, prep.case, opts.coverage).expect("compiled above"), &prep.resolved, arena, &prep.image, judged);
         p.times.kernel_us += micros(t);
         match again {
             Ok(second) => {
@@ -457,9 +488,12 @@ impl Engine {
     }
 }
 
-/// Writes every tensor the kernel may write back to its initial contents.
-fn rewrite_written(prep: &Prepared<'_>, arena: &DeviceArena) -> Result<(), CudaStatus> {
-    prep.plan.tensors.iter().filter(|t| t.role.is_written()).try_for_each(|t| arena.write(&prep.image, t.index))
+/// Writes back to its initial contents every tensor the kernel may write, and any other
+/// allocation the first run changed (a kernel that scribbles on an input: the memory oracle has
+/// already judged that from `after`).
+fn restore(prep: &Prepared<'_>, arena: &DeviceArena, after: &[Vec<u8>]) -> Result<(), CudaStatus> {
+    let written: Vec<usize> = prep.plan.tensors.iter().filter(|t| t.role.is_written()).map(|t| t.index).collect();
+    (0..after.len()).filter(|i| written.contains(i) || after[*i] != prep.image.bytes[*i]).try_for_each(|i| arena.write(&prep.image, i))
 }
 
 /// Why a case could not be uploaded; out of memory names what the case needs and, for a case

@@ -73,7 +73,7 @@ impl Engine {
         module.reserve_shared(resolved.shared_bytes, &gpu_info).map_err(|r| reference(format!("reference kernel: {r}")))?;
         // A view with the case's own allocations where the reference reads its inputs; it owns
         // nothing, so its allocation list is emptied before it drops.
-        let mut view = DeviceArena { allocs: Vec::with_capacity(rplan.tensors.len()) };
+        let mut view = DeviceArena::view(Vec::with_capacity(rplan.tensors.len()));
         let mut layouts = Vec::with_capacity(rplan.tensors.len());
         for tp in &rplan.tensors {
             match viewed(&tp.name) {
