@@ -36,6 +36,12 @@ static POOL: AtomicUsize = AtomicUsize::new(0);
 /// The pointer alignment the arena's layouts assume (`cuMemAlloc`'s guarantee).
 const BASE_ALIGN: u64 = 256;
 
+/// Pool requests are rounded up to this, as `cuMemAlloc` rounds its own: the pool packs its
+/// allocations tightly, so without the slack a one-element overrun of a tensor placed at the
+/// end of its allocation would land in the next tensor and show as a second bug (an input
+/// clobbered) where `cuMemAlloc` gave the same bug one symptom (seen on an H100).
+const SLACK_GRANULE: usize = 512;
+
 /// Turns pooled allocation on or off for this process (off under a sanitizer, whose view of an
 /// allocation's bounds must be `cuMemAlloc`'s). Turning it on raises the current device's pool
 /// release threshold so freed memory stays with the process; a pool that cannot be configured
@@ -70,7 +76,7 @@ fn allocate(len: usize, pool: usize) -> Result<(sys::CUdeviceptr, bool), CudaSta
     if pool != 0 {
         // SAFETY: a positive size on the null stream, which orders it before the copies and
         // launches that use it.
-        match unsafe { result::malloc_async(std::ptr::null_mut(), len) } {
+        match unsafe { result::malloc_async(std::ptr::null_mut(), len.next_multiple_of(SLACK_GRANULE)) } {
             Ok(ptr) if ptr % BASE_ALIGN == 0 => return Ok((ptr, true)),
             Ok(ptr) => {
                 // SAFETY: just allocated on the null stream.
