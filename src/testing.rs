@@ -41,19 +41,5 @@ pub fn alignment(q_k_v_o: [u64; 4]) -> Vec<(String, u64)> {
 /// native fault the triage, keeping and steering tests start from (change `kind`, `oracle`,
 /// `tensor` with struct update syntax).
 pub fn misaligned_fault(kernel: &str, q_k_v_o: [u64; 4]) -> Finding {
-    Finding {
-        kind: FindingKind::MisalignedAddress,
-        oracle: Oracle::CudaStatus,
-        kernel: kernel.into(),
-        tensor: None,
-        location: None,
-        count: 1,
-        cuda_error: None,
-        source: None,
-        access_size: None,
-        sanitizer_kind: None,
-        alignment: alignment(q_k_v_o),
-        inside_contract: true,
-        detail: String::new(),
-    }
+    Finding { alignment: alignment(q_k_v_o), ..Finding::new(FindingKind::MisalignedAddress, Oracle::CudaStatus, kernel, String::new()) }
 }

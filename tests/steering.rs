@@ -41,21 +41,7 @@ done
 
 /// A finding of a native oracle.
 fn native(kernel: &str, kind: FindingKind, oracle: Oracle, tensor: Option<&str>) -> Finding {
-    Finding {
-        kind,
-        oracle,
-        kernel: kernel.into(),
-        tensor: tensor.map(Into::into),
-        location: None,
-        count: 1,
-        cuda_error: None,
-        source: None,
-        access_size: None,
-        sanitizer_kind: None,
-        alignment: Vec::new(),
-        inside_contract: true,
-        detail: String::new(),
-    }
+    Finding { tensor: tensor.map(Into::into), ..Finding::new(kind, oracle, kernel, String::new()) }
 }
 
 fn nan_in_o() -> String {

@@ -420,6 +420,27 @@ impl fmt::Display for Signature {
 }
 
 impl Finding {
+    /// A finding of `kind` by `oracle` in `kernel` that says nothing more: no tensor, place,
+    /// source or alignment, counted once, inside the contract. The builders of findings fill in
+    /// what they know with struct update syntax.
+    pub fn new(kind: FindingKind, oracle: Oracle, kernel: &str, detail: String) -> Finding {
+        Finding {
+            kind,
+            oracle,
+            kernel: kernel.to_string(),
+            tensor: None,
+            location: None,
+            count: 1,
+            cuda_error: None,
+            source: None,
+            access_size: None,
+            sanitizer_kind: None,
+            alignment: Vec::new(),
+            inside_contract: true,
+            detail,
+        }
+    }
+
     /// The alignment of tensor `t` in this case (16 when its layout was not the case's).
     pub fn alignment_of(&self, t: &str) -> u64 {
         self.alignment.iter().find(|(n, _)| n == t).map(|(_, a)| *a).unwrap_or(crate::plan::VECTOR_ALIGN)

@@ -36,21 +36,7 @@ pub struct Judged<'a> {
 impl Judged<'_> {
     /// A finding with this run's kernel, alignment and contract filled in.
     pub fn finding(&self, kind: FindingKind, oracle: Oracle, detail: String) -> Finding {
-        Finding {
-            kind,
-            oracle,
-            kernel: self.kernel.to_string(),
-            tensor: None,
-            location: None,
-            count: 1,
-            cuda_error: None,
-            source: None,
-            access_size: None,
-            sanitizer_kind: None,
-            alignment: self.plan.alignments(),
-            inside_contract: self.inside_contract,
-            detail,
-        }
+        Finding { alignment: self.plan.alignments(), inside_contract: self.inside_contract, ..Finding::new(kind, oracle, self.kernel, detail) }
     }
 
     /// A finding about tensor `index`'s element at logical position `linear`.
