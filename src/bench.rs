@@ -108,7 +108,13 @@ fn clamp(m: &Manifest, size: CaseSize, mut c: Case) -> Case {
             (len_lo.max(d.range[0]), len_hi.min(d.range[1]).max(d.range[0]))
         };
         let lo = lo.min(hi);
-        let into = if d.cap <= 16 || innermost.as_deref() == Some(d.name.as_str()) { v.clamp(lo, hi) } else if v >= lo && v <= hi { v } else { lo + v % (hi - lo + 1) };
+        let into = if d.cap <= 16 || innermost.as_deref() == Some(d.name.as_str()) {
+            v.clamp(lo, hi)
+        } else if v >= lo && v <= hi {
+            v
+        } else {
+            lo + v % (hi - lo + 1)
+        };
         c.dims.insert(d.name.clone(), into);
     }
     crate::generate::relations::repair(&mut c, m, 0);

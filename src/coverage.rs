@@ -48,13 +48,8 @@ pub struct Coverage {
 impl Coverage {
     /// Reads the two device arrays (as downloaded): a slot with no hits was not reached.
     pub fn from_arrays(hits: &[u32], lines: &[u32]) -> Coverage {
-        let points = hits
-            .iter()
-            .zip(lines)
-            .enumerate()
-            .filter(|(_, (&h, _))| h > 0)
-            .map(|(slot, (&warps, &line))| Point { slot: slot as u16, line, warps })
-            .collect();
+        let points =
+            hits.iter().zip(lines).enumerate().filter(|(_, (&h, _))| h > 0).map(|(slot, (&warps, &line))| Point { slot: slot as u16, line, warps }).collect();
         Coverage { points }
     }
 

@@ -92,7 +92,11 @@ pub fn candidates(c: &Case, m: &Manifest) -> Vec<Case> {
 /// Smaller values to try for a dim: the low end of its range, 1, hints below it (each ± 1),
 /// half, and one less.
 fn smaller(v: u64, lo: u64, hints: &[u64]) -> Vec<u64> {
-    let mut out: Vec<u64> = [lo, 1, 2, v / 2, v.saturating_sub(1)].into_iter().chain(hints.iter().flat_map(|&h| [h.saturating_sub(1), h, h + 1])).filter(|&x| x >= 1 && x < v).collect();
+    let mut out: Vec<u64> = [lo, 1, 2, v / 2, v.saturating_sub(1)]
+        .into_iter()
+        .chain(hints.iter().flat_map(|&h| [h.saturating_sub(1), h, h + 1]))
+        .filter(|&x| x >= 1 && x < v)
+        .collect();
     out.sort_unstable();
     out.dedup();
     out
@@ -144,8 +148,10 @@ mod tests {
         for t in ["q", "k", "v"] {
             c.layout_mut(t).values = vec![ValueClass::Large];
         }
-        *c.layout_mut("q") = TensorLayout { order: vec![0, 2, 1, 3], pad: vec![0, 1, 2, 8], offset_bytes: 8, values: vec![ValueClass::Large], ..TensorLayout::default() };
-        *c.layout_mut("k") = TensorLayout { order: vec![1, 0, 2, 3], pad: vec![0, 0, 3, 0], offset_bytes: 2, values: vec![ValueClass::Large], ..TensorLayout::default() };
+        *c.layout_mut("q") =
+            TensorLayout { order: vec![0, 2, 1, 3], pad: vec![0, 1, 2, 8], offset_bytes: 8, values: vec![ValueClass::Large], ..TensorLayout::default() };
+        *c.layout_mut("k") =
+            TensorLayout { order: vec![1, 0, 2, 3], pad: vec![0, 0, 3, 0], offset_bytes: 2, values: vec![ValueClass::Large], ..TensorLayout::default() };
         c
     }
 
@@ -223,6 +229,11 @@ mod tests {
         assert!(cands.iter().filter(|n| n.dim("heads_kv") == 1).all(|n| Plan::new(n, &m).is_ok()));
         assert!(cands.iter().any(|n| n.layout("q").offset_bytes == 0 && n.layout("q").pad == c.layout("q").pad));
         let done = minimize(&c, &m, 10_000, &|_| true, &mut |_| true).case;
-        assert_eq!(candidates(&done, &m).iter().filter(|n| size(n, &m) <= size(&done, &m) && Plan::new(n, &m).is_ok() && *n != &done).count(), 0, "fully shrunk: {}", done.summary());
+        assert_eq!(
+            candidates(&done, &m).iter().filter(|n| size(n, &m) <= size(&done, &m) && Plan::new(n, &m).is_ok() && *n != &done).count(),
+            0,
+            "fully shrunk: {}",
+            done.summary()
+        );
     }
 }

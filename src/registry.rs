@@ -33,7 +33,9 @@ pub enum RegistryError {
         path: PathBuf,
     },
     /// A manifest path (relative to a configuration file) that does not exist.
-    #[error("kernel manifest `{spec}` not found (relative paths are taken from the configuration's directory); or name a shipped kernel, see `cudafuzz kernels`")]
+    #[error(
+        "kernel manifest `{spec}` not found (relative paths are taken from the configuration's directory); or name a shipped kernel, see `cudafuzz kernels`"
+    )]
     ManifestNotFound {
         /// The path as written.
         spec: String,

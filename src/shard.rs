@@ -101,11 +101,7 @@ impl Shard {
         let syntax = || ShardError::Syntax { source_name: source_name.into(), value: value.into() };
         let (i, n) = value.trim().split_once('/').ok_or_else(syntax)?;
         let number = |part: &str| {
-            part.trim().parse::<u64>().map_err(|_| ShardError::NotANumber {
-                source_name: source_name.into(),
-                value: value.into(),
-                part: part.trim().into(),
-            })
+            part.trim().parse::<u64>().map_err(|_| ShardError::NotANumber { source_name: source_name.into(), value: value.into(), part: part.trim().into() })
         };
         let (i, n) = (number(i)?, number(n)?);
         if n == 0 {
@@ -211,7 +207,8 @@ impl Shard {
             value: shown.clone(),
             number,
             count: count_n,
-            hint: "; only evenly spaced arrays (`--array=A-B` or `A-B:S`) map onto shards: for other task lists set CUDAFUZZ_SHARD=I/N in the job script".into(),
+            hint: "; only evenly spaced arrays (`--array=A-B` or `A-B:S`) map onto shards: for other task lists set CUDAFUZZ_SHARD=I/N in the job script"
+                .into(),
         };
         if id_n < min || (id_n - min) % step != 0 {
             return Err(out_of_range((id_n as i128 - min as i128) / step as i128 + 1));

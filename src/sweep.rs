@@ -89,7 +89,9 @@ impl InputClass {
                 let align = m.tensor(t).map_or(1, |s| s.align);
                 format!("{t}'s base must stay a multiple of {align} bytes (its `align` in {}); use an offset that is", m.name)
             }
-            InputClass::Flag(f) if m.scalar(f).is_none_or(|s| s.ty != crate::manifest::ScalarType::Bool) => format!("{} has no flag (bool scalar) `{f}`", m.name),
+            InputClass::Flag(f) if m.scalar(f).is_none_or(|s| s.ty != crate::manifest::ScalarType::Bool) => {
+                format!("{} has no flag (bool scalar) `{f}`", m.name)
+            }
             _ => return Ok(()),
         };
         let known: Vec<String> = InputClass::defaults(m).iter().map(|c| c.to_string()).collect();
@@ -175,10 +177,8 @@ pub fn param_grid(items: &[String]) -> Result<Vec<BTreeMap<String, i64>>, ParamG
     for item in items {
         let bad = |problem: String| ParamGridError { item: item.clone(), problem };
         let (name, values) = item.split_once('=').ok_or_else(|| bad("expected NAME=v1,v2,...".into()))?;
-        let values: Vec<i64> = values
-            .split(',')
-            .map(|v| v.trim().parse::<i64>().map_err(|_| bad(format!("`{v}` is not an integer"))))
-            .collect::<Result<_, _>>()?;
+        let values: Vec<i64> =
+            values.split(',').map(|v| v.trim().parse::<i64>().map_err(|_| bad(format!("`{v}` is not an integer")))).collect::<Result<_, _>>()?;
         parsed.push((name.to_string(), values));
     }
     Ok(cartesian(parsed.iter().map(|(n, v)| (n.as_str(), v.as_slice()))))
@@ -302,13 +302,7 @@ pub type OnFail<'a> = dyn FnMut(&Case, &[Finding]) -> Result<(), SupervisorError
 
 /// Runs one cell: `repeat` repetitions, each a fresh generated case inside the contract reshaped
 /// to the class; `on_fail` sees each failing repetition's case and findings.
-pub fn run_cell(
-    pool: &mut Pool,
-    c: &CellSpec<'_>,
-    opts: &RunOptions,
-    timeout: Duration,
-    on_fail: &mut OnFail<'_>,
-) -> Result<Cell, SupervisorError> {
+pub fn run_cell(pool: &mut Pool, c: &CellSpec<'_>, opts: &RunOptions, timeout: Duration, on_fail: &mut OnFail<'_>) -> Result<Cell, SupervisorError> {
     let (m, class) = (c.manifest, &c.class);
     let ctx = crate::generate::DecodeContext::new(m);
     let base = |rep: u64, _: &std::sync::atomic::AtomicBool| {
@@ -383,7 +377,9 @@ mod tests {
     #[test]
     fn misaligned_classes_break_only_the_named_tensor() {
         let (case, m) = odd_case();
-        for class in [InputClass::Offset("q".into(), 2), InputClass::Offset("q".into(), 4), InputClass::Offset("q".into(), 8), InputClass::PitchPlusOne("q".into())] {
+        for class in
+            [InputClass::Offset("q".into(), 2), InputClass::Offset("q".into(), 4), InputClass::Offset("q".into(), 8), InputClass::PitchPlusOne("q".into())]
+        {
             let al = alignments(&class.apply(&case, &m), &m);
             assert!(al[0] < 16 && al[1..].iter().all(|&a| a == 16), "{class}: {al:?}");
         }
@@ -436,12 +432,7 @@ mod tests {
 
     #[test]
     fn consistency_and_alignment_dependence() {
-        let cell = |pass, fail, sig: &[(&str, u64)]| Cell {
-            pass,
-            fail,
-            signatures: sig.iter().map(|(s, n)| (s.to_string(), *n)).collect(),
-            ..Cell::default()
-        };
+        let cell = |pass, fail, sig: &[(&str, u64)]| Cell { pass, fail, signatures: sig.iter().map(|(s, n)| (s.to_string(), *n)).collect(), ..Cell::default() };
         assert!(cell(5, 0, &[]).consistent());
         assert!(cell(0, 5, &[("a", 5)]).consistent());
         assert!(!cell(3, 2, &[("a", 2)]).consistent());

@@ -37,9 +37,8 @@ pub fn read(path: &Path) -> io::Result<Vec<u8>> {
 
 /// [`read`] for a text file: UTF-8 is required, and the error says so.
 pub fn read_text(path: &Path) -> io::Result<String> {
-    String::from_utf8(read(path)?).map_err(|e| {
-        io::Error::new(io::ErrorKind::InvalidData, format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()))
-    })
+    String::from_utf8(read(path)?)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to())))
 }
 
 /// Whether `a` and `b` name the same existing file (same device and inode). A path that does

@@ -63,7 +63,8 @@ fn a_closed_stdout_ends_every_printing_command_with_exit_0() {
     let dir = tempfile::tempdir().unwrap();
     let seed = seed_file(dir.path(), "seed.json");
     let seed = seed.to_str().unwrap();
-    let xml = root().join("tests/fixtures/sanitizer").read_dir().unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|x| x == "xml")).unwrap();
+    let xml =
+        root().join("tests/fixtures/sanitizer").read_dir().unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|x| x == "xml")).unwrap();
     let commands: Vec<Vec<&str>> = vec![
         vec!["kernels"],
         vec!["case", "example", "--kernel", "simple_attn"],

@@ -137,9 +137,15 @@ fn class5_launch_problems_at_other_params_and_dims_are_found_at_load() {
     let c = case.to_str().unwrap();
     let div = silu(dir.path(), "div.toml", &|t| t.replace("grid = [\"tokens\", \"1\", \"1\"]", "grid = [\"cdiv(tokens, THREADS - 64)\", \"1\", \"1\"]"));
     refused(&cudafuzz(&["case", "check", "--kernel", div.to_str().unwrap(), c]), &["div.toml", "launch.grid[0]", "THREADS = 64"]);
-    let hint = silu(dir.path(), "hint.toml", &|t| t.replace("{ i32 = \"d\" }, { i64 = \"x.stride(0)\" }, { i64 = \"out.stride(0)\" }]", "{ i32 = \"4096 / (d - 4097)\" }, { i64 = \"x.stride(0)\" }, { i64 = \"out.stride(0)\" }]"));
+    let hint = silu(dir.path(), "hint.toml", &|t| {
+        t.replace(
+            "{ i32 = \"d\" }, { i64 = \"x.stride(0)\" }, { i64 = \"out.stride(0)\" }]",
+            "{ i32 = \"4096 / (d - 4097)\" }, { i64 = \"x.stride(0)\" }, { i64 = \"out.stride(0)\" }]",
+        )
+    });
     refused(&cudafuzz(&["build", "--kernel", hint.to_str().unwrap()]), &["launch.args[2]", "d = 4097"]);
-    let smem = silu(dir.path(), "smem.toml", &|t| t.replace("block = [\"THREADS\", \"1\", \"1\"]", "block = [\"THREADS\", \"1\", \"1\"]\nshared_bytes = \"d * 32\""));
+    let smem =
+        silu(dir.path(), "smem.toml", &|t| t.replace("block = [\"THREADS\", \"1\", \"1\"]", "block = [\"THREADS\", \"1\", \"1\"]\nshared_bytes = \"d * 32\""));
     refused(&cudafuzz(&["case", "check", "--kernel", smem.to_str().unwrap(), c]), &["launch.shared_bytes", "fits no target", "d = 16384", "sm_90"]);
     let threads = silu(dir.path(), "threads.toml", &|t| t.replace("block = [\"THREADS\", \"1\", \"1\"]", "block = [\"THREADS * 8\", \"1\", \"1\"]"));
     refused(&cudafuzz(&["case", "check", "--kernel", threads.to_str().unwrap(), c]), &["launch.block", "2048 threads"]);
@@ -195,7 +201,9 @@ fn class7_errors_keep_the_reason_and_name_the_key_or_variable() {
 #[test]
 fn class7_every_file_the_docs_and_scripts_point_to_exists() {
     let r = root();
-    for doc in ["README.md", "kernels/README.md", "ci/gate.toml", "ci/gpu-check.sh", "ci/gpu-kernels.sh", "ci/gpu-any-kernel.sh", "ci/nightly.sh", "ci/gpu-results.md"] {
+    for doc in
+        ["README.md", "kernels/README.md", "ci/gate.toml", "ci/gpu-check.sh", "ci/gpu-kernels.sh", "ci/gpu-any-kernel.sh", "ci/nightly.sh", "ci/gpu-results.md"]
+    {
         let text = std::fs::read_to_string(r.join(doc)).unwrap();
         assert!(!text.contains("../shared") && !text.contains("DESIGN.md"), "{doc} points outside the project");
     }

@@ -8,10 +8,10 @@
 //! - for every built-in op, the case its GPU reference kernel runs plans inside that kernel's
 //!   contract (else the CPU would judge silently), reading in place only the case's inputs.
 
+use cudafuzz::case::Case;
 use cudafuzz::data;
 use cudafuzz::generate::strategy::CASE_BYTES;
 use cudafuzz::generate::{decode_case, DecodeContext};
-use cudafuzz::case::Case;
 use cudafuzz::manifest::{BuiltinOp, Manifest, ReferenceSpec, Role};
 use cudafuzz::plan::{check_contract, Plan};
 use cudafuzz::reference::{cpu_reference, gemm, gpu_case, gpu_viewed, max_abs_diff, op_reference, rotary, Bound, Rule};
@@ -66,7 +66,8 @@ fn gemm_baseline_never_fails_its_own_bound() {
         assert!(tol.bound.is_finite() && tol.bound > 0.0, "{tol:?}");
         let c = plan.tensor("c").unwrap();
         let c0 = inputs.get(c.index).unwrap();
-        let x = gemm::GemmInputs { a: inputs.get(plan.tensor("a").unwrap().index).unwrap(), b: inputs.get(plan.tensor("b").unwrap().index).unwrap(), c0: Some(c0) };
+        let x =
+            gemm::GemmInputs { a: inputs.get(plan.tensor("a").unwrap().index).unwrap(), b: inputs.get(plan.tensor("b").unwrap().index).unwrap(), c0: Some(c0) };
         let out = gemm::forward(&g, &x);
         let finite: (Vec<f64>, Vec<f64>) = out.baseline.iter().zip(&out.gold).filter(|(l, g)| l.is_finite() && g.is_finite()).map(|(l, g)| (*l, *g)).unzip();
         assert!(max_abs_diff(&finite.0, &finite.1) <= tol.bound, "{}: {tol:?}", m.name);

@@ -18,11 +18,7 @@ fn example() -> Case {
 }
 
 fn cudafuzz(args: &[&str]) -> Output {
-    Command::new(exe())
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
+    Command::new(exe()).current_dir(env!("CARGO_MANIFEST_DIR")).args(args).output().expect("the binary runs")
 }
 
 fn text(o: &Output) -> (String, String) {
@@ -228,7 +224,11 @@ fn without_a_gpu_run_says_so_in_one_line_with_a_distinct_exit() {
     let o = cudafuzz(&["minimize", p.to_str().unwrap(), "--out", out_dir.to_str().unwrap()]);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(exit::NO_GPU), "minimize: {err}");
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "nothing saved beside the seed, and no out/: a run that stops before its first case creates nothing");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "nothing saved beside the seed, and no out/: a run that stops before its first case creates nothing"
+    );
 }
 
 #[test]

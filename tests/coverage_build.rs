@@ -61,7 +61,8 @@ fn coverage_points_are_code_with_unique_ids() {
             let in_code = code.matches("CF_COVER(").count();
             assert_eq!(in_code, line.matches("CF_COVER(").count(), "{}:{}: CF_COVER inside a comment never runs: {line}", path.display(), n + 1);
             for part in code.split("CF_COVER(").skip(1) {
-                let id: u32 = part.split(')').next().unwrap().trim().parse().unwrap_or_else(|_| panic!("{}:{}: CF_COVER takes a literal id", path.display(), n + 1));
+                let id: u32 =
+                    part.split(')').next().unwrap().trim().parse().unwrap_or_else(|_| panic!("{}:{}: CF_COVER takes a literal id", path.display(), n + 1));
                 if let Some(first) = ids.insert(id, n + 1) {
                     panic!("{}:{}: CF_COVER({id}) already used at line {first}", path.display(), n + 1);
                 }

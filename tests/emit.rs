@@ -37,7 +37,9 @@ use cudafuzz::sanitizer::Tool;
 use common::root;
 use emit_support::parse::{check_expects, expected_args, parse_cu, parse_python};
 use emit_support::stub::{gold_values, ptr_arg, repros, span_with, stub_for, Repro, Stub};
-use emit_support::subjects::{attention_f64, expected, fa_s512_misaligned, mutant_unchecked_vec, row_scale, seed_info, simple_attn_strided, subjects, Expected, Subject};
+use emit_support::subjects::{
+    attention_f64, expected, fa_s512_misaligned, mutant_unchecked_vec, row_scale, seed_info, simple_attn_strided, subjects, Expected, Subject,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Always-on tests.
@@ -191,7 +193,10 @@ fn write_project(dir: &Path, main: &str) -> PathBuf {
 #[test]
 fn emit_inlines_project_headers_with_guards_and_line_directives() {
     let dir = tempfile::tempdir().unwrap();
-    let src = write_project(dir.path(), "// top\n#include \"once.cuh\"\n#if 0\n#include \"once.cuh\"\n#endif\n# include <local.cuh>\n#include \"plain.cuh\"\nint tail;\n");
+    let src = write_project(
+        dir.path(),
+        "// top\n#include \"once.cuh\"\n#if 0\n#include \"once.cuh\"\n#endif\n# include <local.cuh>\n#include \"plain.cuh\"\nint tail;\n",
+    );
     let s = inline_source(&src).unwrap();
     let t = &s.text;
     // once.cuh is inlined at each include, behind one guard; plain.cuh (no pragma) every time.
@@ -318,7 +323,10 @@ fn judge_subject(dir: &Path, s: &Subject, e: &Expected, r: &Repro) {
     assert!(out.contains("RESULT: PASS") && out.matches("stub: launch K").count() == 2, "{what}: {out}");
     assert_eq!(out.matches("stub: launch G").count() + out.matches("stub: launch B").count(), e.programs.len() - 1, "{what}: {out}");
     let l = s.manifest.resolve(&e.kernel().plan.vars).unwrap();
-    assert!(out.contains(&format!("grid {} {} {} block {} {} {} smem {}", l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared_bytes)), "{what}: {out}");
+    assert!(
+        out.contains(&format!("grid {} {} {} block {} {} {} smem {}", l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared_bytes)),
+        "{what}: {out}"
+    );
     assert_eq!(out.contains("stub: attribute 8 ="), l.shared_bytes > 48 * 1024, "{what}: opt-in attribute: {out}");
     let residue = e.kernel().plan.tensors[0].base_residue;
     assert!(out.contains(&format!("ptr % 16 = {residue})")), "{what}: {out}");
@@ -457,7 +465,13 @@ fn emit_reference_kernel_runs_set_the_bound_the_library_computes() {
         assert_eq!(code, 0, "{lang}: {out}");
         for x in &refs.expected {
             let Rule::Bound(t) = x.rule else { unreachable!() };
-            let line = format!("reference: {} may be {} from the gold: 2 x {} (baseline error) + {} (floor)", x.name, c_exp(t.bound), c_exp(t.err_lowp), c_exp(t.floor));
+            let line = format!(
+                "reference: {} may be {} from the gold: 2 x {} (baseline error) + {} (floor)",
+                x.name,
+                c_exp(t.bound),
+                c_exp(t.err_lowp),
+                c_exp(t.floor)
+            );
             assert!(out.contains(&line), "{lang}: missing {line:?} in\n{out}");
         }
         // Inside the bound passes, outside fails (f32 keeps the planted errors exact enough).

@@ -216,14 +216,7 @@ fn cli_run_prints_verdicts_and_exits_nonzero_on_a_finding() {
     case.layout_mut("q").offset_bytes = 8;
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, cudafuzz::corpus::Seed::new(case).to_json()).unwrap();
-    let out = std::process::Command::new(exe())
-        .current_dir(root())
-        .args(["run", "--out"])
-        .arg(dir.path().join("out"))
-        .arg(&good)
-        .arg(&bad)
-        .output()
-        .unwrap();
+    let out = std::process::Command::new(exe()).current_dir(root()).args(["run", "--out"]).arg(dir.path().join("out")).arg(&good).arg(&bad).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(cudafuzz::exit::FINDINGS));

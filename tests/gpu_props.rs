@@ -30,10 +30,7 @@ mod common;
 use common::{exe, relayout, root, small};
 
 fn config(cases: u32) -> Config {
-    Config {
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("proptest-regressions/gpu_props.txt"))),
-        ..Config::with_cases(cases)
-    }
+    Config { failure_persistence: Some(Box::new(FileFailurePersistence::Direct("proptest-regressions/gpu_props.txt"))), ..Config::with_cases(cases) }
 }
 
 struct Gpu {
@@ -63,10 +60,7 @@ impl Gpu {
 
     fn run(&self, case: &Case, determinism: bool) -> Result<Verdict, TestCaseError> {
         let opts = RunOptions { determinism, digest: true, ..RunOptions::default() };
-        self.sup
-            .borrow_mut()
-            .run(case, &self.manifest, &opts, Duration::from_secs(20))
-            .map_err(|e| TestCaseError::fail(format!("the GPU run failed: {e}")))
+        self.sup.borrow_mut().run(case, &self.manifest, &opts, Duration::from_secs(20)).map_err(|e| TestCaseError::fail(format!("the GPU run failed: {e}")))
     }
 
     /// Cases of flash_fwd small enough for a few hundred GPU runs per test: every dim at most

@@ -17,8 +17,7 @@ use cudafuzz::case::{Case, Dtype, Scalar, TensorLayout, ValueClass, MAX_DIM};
 use cudafuzz::compile::{build_all, request_for, Arch, CompileError, CompileRequest, Compiler};
 use cudafuzz::generate::DecodeContext;
 use cudafuzz::manifest::{
-    find_manifests, ArgSpec, DimSpec, DtypeSpec, Hint, Init, LayoutFreedom, Manifest, ManifestError, ReferenceSpec, ResolvedArg, Role, ScalarChoice,
-    ScalarType,
+    find_manifests, ArgSpec, DimSpec, DtypeSpec, Hint, Init, LayoutFreedom, Manifest, ManifestError, ReferenceSpec, ResolvedArg, Role, ScalarChoice, ScalarType,
 };
 use cudafuzz::plan::Plan;
 
@@ -193,10 +192,13 @@ fn valid_manifest_loads_with_every_field() {
 
     // Dims, in declaration order.
     let hints = [1, 63, 64, 65].map(Hint::Value).into_iter().chain([Hint::Param("BLOCK_N".into())]).collect();
-    assert_eq!(m.dims, vec![
-        DimSpec { name: "rows".into(), range: [1, 4096], multiple: 1, max: MAX_DIM, cap: 300, hints },
-        DimSpec { name: "cols".into(), range: [2, 512], multiple: 2, max: 65536, cap: 1024, hints: vec![] },
-    ]);
+    assert_eq!(
+        m.dims,
+        vec![
+            DimSpec { name: "rows".into(), range: [1, 4096], multiple: 1, max: MAX_DIM, cap: 300, hints },
+            DimSpec { name: "cols".into(), range: [2, 512], multiple: 2, max: 65536, cap: 1024, hints: vec![] },
+        ]
+    );
     assert_eq!(m.hint_values(&m.dims[0]), vec![1, 63, 64, 65, 64, 128], "a param hint stands for each of its values");
 
     // Scalars: a weighted float choice that depends on a dim, and a free flag.
@@ -218,7 +220,10 @@ fn valid_manifest_loads_with_every_field() {
     assert_eq!(m.tensor_index("rowsum"), Some(3));
     let x = m.tensor("x").unwrap();
     assert_eq!((x.role, x.dtype, x.layout, x.broadcast, x.align), (Role::Input, DtypeSpec::Case, LayoutFreedom::Strided, false, 2));
-    assert_eq!((x.shape.clone(), x.values.clone(), x.init), (vec!["rows".to_string(), "cols".into()], vec![ValueClass::Normal, ValueClass::Uniform], Init::Drawn));
+    assert_eq!(
+        (x.shape.clone(), x.values.clone(), x.init),
+        (vec!["rows".to_string(), "cols".into()], vec![ValueClass::Normal, ValueClass::Uniform], Init::Drawn)
+    );
     assert_eq!((x.dim_name(0), x.dim_name(1), x.rank()), (Some("rows"), Some("cols"), 2));
     let bias = m.tensor("bias").unwrap();
     assert_eq!((bias.dtype, bias.layout, bias.align), (DtypeSpec::Fixed(Dtype::F32), LayoutFreedom::Dense, 4), "alignment defaults to the element size");
@@ -700,8 +705,8 @@ fn request_for_sets_the_documented_defines() {
         ("CF_T_scratch", "int"),
     ]
     .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
     assert_eq!(req.defines, expect);
     assert_eq!(req.source, m.source);
     assert_eq!(req.entry, "tiny_fwd");
@@ -818,11 +823,17 @@ fn build_all_compiles_every_combination() {
     let (again, _) = build_all(std::slice::from_ref(&m), &archs, &c);
     assert!(again.iter().all(|o| matches!(o.result, Ok((_, true)))));
     // A failing configuration is reported with its log, not fatal.
-    std::fs::write(tmp.path().join("kernels/tiny/tiny.cu"), KERNEL.replace("#ifndef BLOCK_N", "#if BLOCK_N == 128\n#error \"BLOCK_N 128 broken\"\n#endif\n#ifndef BLOCK_N")).unwrap();
+    std::fs::write(
+        tmp.path().join("kernels/tiny/tiny.cu"),
+        KERNEL.replace("#ifndef BLOCK_N", "#if BLOCK_N == 128\n#error \"BLOCK_N 128 broken\"\n#endif\n#ifndef BLOCK_N"),
+    )
+    .unwrap();
     let (out, _) = build_all(std::slice::from_ref(&m), &archs, &c);
     let failed: Vec<_> = out.iter().filter(|o| o.result.is_err()).collect();
     assert_eq!(failed.len(), 4);
-    assert!(failed.iter().all(|o| o.params["BLOCK_N"] == 128 && cudafuzz::error::chain(o.result.as_ref().unwrap_err().as_ref()).contains("BLOCK_N 128 broken")));
+    assert!(failed
+        .iter()
+        .all(|o| o.params["BLOCK_N"] == 128 && cudafuzz::error::chain(o.result.as_ref().unwrap_err().as_ref()).contains("BLOCK_N 128 broken")));
 }
 
 #[test]
@@ -875,11 +886,7 @@ fn cubins_load_and_run_on_the_local_gpu() {
     let mut scratch = stream.alloc_zeros::<i32>(plan.tensor("scratch").unwrap().numel as usize).unwrap();
     let mut b = stream.launch_builder(&f);
     b.arg(&x).arg(&bias).arg(&mut y).arg(&mut rowsum).arg(&mut scratch).arg(&rows).arg(&stride).arg(&alpha);
-    let cfg = LaunchConfig {
-        grid_dim: (r.grid[0], r.grid[1], r.grid[2]),
-        block_dim: (r.block[0], r.block[1], r.block[2]),
-        shared_mem_bytes: r.shared_bytes,
-    };
+    let cfg = LaunchConfig { grid_dim: (r.grid[0], r.grid[1], r.grid[2]), block_dim: (r.block[0], r.block[1], r.block[2]), shared_mem_bytes: r.shared_bytes };
     // SAFETY: the argument list matches tiny_fwd's signature; buffers are large enough.
     unsafe { b.launch(cfg) }.unwrap();
     let got = stream.clone_dtoh(&y).unwrap();

@@ -9,9 +9,9 @@
 use std::path::PathBuf;
 
 use arbitrary::Unstructured;
+use cudafuzz::case::Case;
 use cudafuzz::data;
 use cudafuzz::generate::{decode_case, DecodeContext};
-use cudafuzz::case::Case;
 use cudafuzz::manifest::{BuiltinOp, Hint, Manifest, ReferenceSpec, Role};
 use cudafuzz::plan::Plan;
 use cudafuzz::reference::{cpu_op_reference, max_abs_diff, op_reference, role_inputs, Bound, Rule};
@@ -90,9 +90,17 @@ fn optional_scalar_roles_bind_by_name_literal_or_not_at_all() {
 #[test]
 fn an_in_place_output_needs_a_written_tensor() {
     // rotary without `y` rotates `x` in place: an input `x` has nowhere to be judged.
-    let msg = variant("rotary", "role = \"in_out\"\nshape = [\"tokens\", \"heads\", \"head_dim\"]\nlayout = \"inner\"\nalign = 2\ninit = \"drawn\"", "role = \"input\"\nshape = [\"tokens\", \"heads\", \"head_dim\"]\nlayout = \"inner\"\nalign = 2");
+    let msg = variant(
+        "rotary",
+        "role = \"in_out\"\nshape = [\"tokens\", \"heads\", \"head_dim\"]\nlayout = \"inner\"\nalign = 2\ninit = \"drawn\"",
+        "role = \"input\"\nshape = [\"tokens\", \"heads\", \"head_dim\"]\nlayout = \"inner\"\nalign = 2",
+    );
     assert!(msg.contains("reference.bind.y") && msg.contains("in place") && msg.contains("in_out"), "{msg}");
-    let msg = variant("rotary", "name = \"positions\"\nrole = \"input\"\nshape = [\"tokens\"]", "name = \"positions\"\nrole = \"input\"\nshape = [\"tokens\", \"1\"]");
+    let msg = variant(
+        "rotary",
+        "name = \"positions\"\nrole = \"input\"\nshape = [\"tokens\"]",
+        "name = \"positions\"\nrole = \"input\"\nshape = [\"tokens\", \"1\"]",
+    );
     assert!(msg.contains("reference.bind.positions") && msg.contains("rank 1"), "{msg}");
 }
 
@@ -240,4 +248,3 @@ fn rmsnorm_baseline_is_never_flagged() {
 fn layernorm_baseline_is_never_flagged() {
     check_baseline_on_generated_cases("layernorm", 150);
 }
-

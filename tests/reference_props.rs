@@ -191,8 +191,12 @@ fn all_orders() -> Vec<Vec<usize>> {
 /// A rank-4 layout: any order, up to 4 elements of padding on the inner three positions, any
 /// base offset.
 fn layout() -> impl Strategy<Value = TensorLayout> {
-    (proptest::sample::select(all_orders()), proptest::array::uniform3(0u64..5), 0u32..=64)
-        .prop_map(|(order, p, offset_bytes)| TensorLayout { order, pad: vec![0, p[0], p[1], p[2]], offset_bytes, ..TensorLayout::dense() })
+    (proptest::sample::select(all_orders()), proptest::array::uniform3(0u64..5), 0u32..=64).prop_map(|(order, p, offset_bytes)| TensorLayout {
+        order,
+        pad: vec![0, p[0], p[1], p[2]],
+        offset_bytes,
+        ..TensorLayout::dense()
+    })
 }
 
 /// `case` with q, k, v and o (as the kernel binds them) laid out as `layouts` says; values and
@@ -544,11 +548,7 @@ fn the_once_shrunk_case_still_passes() {
     }
     c.scalars.insert("scale".into(), Scalar::Float(0.2f32 as f64));
     c.seed = 1736515642;
-    let checks = [
-        f64_matches_naive(&m, &c),
-        tolerance_judges(&m, &c, |len| len / 2),
-        same_precision_is_literal(&m, &c),
-    ];
+    let checks = [f64_matches_naive(&m, &c), tolerance_judges(&m, &c, |len| len / 2), same_precision_is_literal(&m, &c)];
     for r in checks {
         r.unwrap_or_else(|e| panic!("{e}"));
     }

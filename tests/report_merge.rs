@@ -117,7 +117,17 @@ fn merging_shards_sums_counts_dedupes_findings_and_gathers_seeds() {
     std::fs::create_dir_all(out.join("seeds")).unwrap();
     std::fs::write(out.join("seeds/oob.json"), "{\"seed\": \"kept\"}").unwrap();
 
-    let o = cudafuzz(&["report", "merge", "--out", out.to_str().unwrap(), ra.to_str().unwrap(), rb.to_str().unwrap(), "--seeds", s1.to_str().unwrap(), s2.to_str().unwrap()]);
+    let o = cudafuzz(&[
+        "report",
+        "merge",
+        "--out",
+        out.to_str().unwrap(),
+        ra.to_str().unwrap(),
+        rb.to_str().unwrap(),
+        "--seeds",
+        s1.to_str().unwrap(),
+        s2.to_str().unwrap(),
+    ]);
     let log = text(&o);
     assert_eq!(o.status.code(), Some(exit::FINDINGS), "{log}");
     assert!(log.contains("merged 2 report(s) (1/2, 2/2)") && log.contains("2 new bugs (2 findings)"), "{log}");
@@ -147,7 +157,17 @@ fn merging_shards_sums_counts_dedupes_findings_and_gathers_seeds() {
     assert!(seed_of(&oob.signature()).ends_with("merged/seeds/oob-2.json"), "{}", seed_of(&oob.signature()));
     assert!(seed_of(&nan.signature()).ends_with("merged/seeds/nan-2.json"), "{}", seed_of(&nan.signature()));
     // Merging again copies nothing new.
-    let o = cudafuzz(&["report", "merge", "--out", out.to_str().unwrap(), ra.to_str().unwrap(), rb.to_str().unwrap(), "--seeds", s1.to_str().unwrap(), s2.to_str().unwrap()]);
+    let o = cudafuzz(&[
+        "report",
+        "merge",
+        "--out",
+        out.to_str().unwrap(),
+        ra.to_str().unwrap(),
+        rb.to_str().unwrap(),
+        "--seeds",
+        s1.to_str().unwrap(),
+        s2.to_str().unwrap(),
+    ]);
     assert!(text(&o).contains("0 copied, 0 renamed"), "{}", text(&o));
 
     // The other three formats, parsed back.

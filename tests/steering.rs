@@ -8,10 +8,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cudafuzz::campaign::Steering;
 use cudafuzz::campaign::{self, CampaignSpec, CampaignSummary, CaseStream, SeedKeeper};
 use cudafuzz::finding::{Finding, FindingKind, Oracle};
 use cudafuzz::manifest::Manifest;
-use cudafuzz::campaign::Steering;
 use cudafuzz::supervisor::{Pool, Supervisor, SupervisorConfig};
 use cudafuzz::worker::RunOptions;
 
@@ -56,8 +56,15 @@ fn campaign(jobs: usize, cases: u64, steer: bool) -> (CampaignSummary, Vec<Strin
     let exe = fake_worker(dir.path(), &nan_in_o());
     let slots = (0..jobs)
         .map(|_| {
-            Supervisor::new(SupervisorConfig { exe: exe.clone(), gpu: 0, reference_dir: None, journal: None, stop: Arc::new(AtomicBool::new(false)), sanitizer: None })
-                .unwrap()
+            Supervisor::new(SupervisorConfig {
+                exe: exe.clone(),
+                gpu: 0,
+                reference_dir: None,
+                journal: None,
+                stop: Arc::new(AtomicBool::new(false)),
+                sanitizer: None,
+            })
+            .unwrap()
         })
         .collect();
     let mut pool = Pool::new(slots);
@@ -86,12 +93,7 @@ fn steering_draws_later_cases_away_from_a_known_bug() {
     assert_eq!(plain.steered, 0);
     assert!(steered.steered > 100, "steered {} of 640", steered.steered);
     // The first two windows run unsteered; after them about one f16 case in ten remains.
-    assert!(
-        steered.tally.fail * 2 < plain.tally.fail,
-        "failing cases: {} steered against {} without steering",
-        steered.tally.fail,
-        plain.tally.fail
-    );
+    assert!(steered.tally.fail * 2 < plain.tally.fail, "failing cases: {} steered against {} without steering", steered.tally.fail, plain.tally.fail);
     assert!(steered.tally.fail > 0 && steered.progress.new_bugs == 1);
 }
 

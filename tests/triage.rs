@@ -27,7 +27,8 @@ fn fa_s512_signatures_become_its_four_misaligned_sites() {
     let signatures: std::collections::BTreeSet<_> = scan.triage.bugs().iter().flat_map(|b| b.signatures.clone()).collect();
     assert_eq!(signatures.len(), 17, "the gate reported 17 new findings (signatures)");
     let bugs = scan.triage.bugs();
-    let mut sites: Vec<(String, String, Option<String>)> = bugs.iter().map(|b| (b.site.clone().unwrap_or_default(), b.what.clone(), b.tensor.clone())).collect();
+    let mut sites: Vec<(String, String, Option<String>)> =
+        bugs.iter().map(|b| (b.site.clone().unwrap_or_default(), b.what.clone(), b.tensor.clone())).collect();
     sites.sort();
     let want = [
         ("fa_s512.cu:153", "invalid_global_read_misaligned", "q"),

@@ -62,7 +62,8 @@ pub fn pooled(on: bool) {
         let pool = unsafe { result::device::get_default_mem_pool(device) }.map_err(|e| e.0)?;
         let mut threshold = u64::MAX;
         // SAFETY: the release threshold attribute takes a u64.
-        unsafe { result::mem_pool::set_attribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, (&mut threshold as *mut u64).cast()) }.map_err(|e| e.0)?;
+        unsafe { result::mem_pool::set_attribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, (&mut threshold as *mut u64).cast()) }
+            .map_err(|e| e.0)?;
         Ok(pool)
     };
     if let Ok(pool) = keep() {
@@ -185,10 +186,7 @@ impl DeviceArena {
 
     /// The allocation table for mapping device addresses back to tensors.
     pub fn table(&self, image: &HostImage, plan: &Plan) -> AllocationTable {
-        AllocationTable {
-            entries: self.allocs.iter().zip(&image.layout.allocs).map(|(&(p, _), a)| (p, a.clone())).collect(),
-            plans: plan.tensors.clone(),
-        }
+        AllocationTable { entries: self.allocs.iter().zip(&image.layout.allocs).map(|(&(p, _), a)| (p, a.clone())).collect(), plans: plan.tensors.clone() }
     }
 }
 

@@ -121,9 +121,8 @@ pub fn held_ranges(alloc: &AllocLayout, tp: &TensorPlan) -> Vec<std::ops::Range<
         return whole;
     }
     let ds = alloc.data_offset;
-    let mut ranges: Vec<std::ops::Range<u64>> = (0..tp.shape[outer])
-        .map(|i| ds + i * tp.strides[outer] * eb..ds + (i * tp.strides[outer] + inner_span) * eb)
-        .collect();
+    let mut ranges: Vec<std::ops::Range<u64>> =
+        (0..tp.shape[outer]).map(|i| ds + i * tp.strides[outer] * eb..ds + (i * tp.strides[outer] + inner_span) * eb).collect();
     ranges.first_mut().expect("extent > 1").start = 0;
     ranges.last_mut().expect("extent > 1").end = alloc.total_bytes();
     ranges
@@ -264,7 +263,6 @@ impl AllocationTable {
         Some(Located { holder: alloc.holder.clone(), location })
     }
 }
-
 
 #[cfg(test)]
 mod tests {

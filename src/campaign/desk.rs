@@ -171,8 +171,7 @@ impl<'k> Desk<'k> {
 
     /// Announces every bug filed and not yet announced that no re-run still out may re-file.
     fn announce(&mut self, i: u64, summary: &mut CampaignSummary, emit: &mut dyn FnMut(EventKind<'_>)) {
-        let held: BTreeSet<BugId> =
-            self.awaiting.values().flat_map(|(id, _)| self.keeper.triage().bugs_of(id)).filter(BugId::is_provisional).collect();
+        let held: BTreeSet<BugId> = self.awaiting.values().flat_map(|(id, _)| self.keeper.triage().bugs_of(id)).filter(BugId::is_provisional).collect();
         for bug in self.keeper.announce(&held) {
             summary.progress.new_bugs += 1;
             let index = self.first_seen.get(&bug.id).copied().unwrap_or(i);
@@ -294,12 +293,15 @@ mod tests {
         assert_eq!(events, ["0:B"]);
         let request = rx.recv_timeout(Duration::from_secs(5)).expect("the second case's re-run was requested");
         assert_eq!(request.index, 1);
-        let done = Done { request, escalation: Escalation::Explained(crate::finding::Explanation {
+        let done = Done {
+            request,
+            escalation: Escalation::Explained(crate::finding::Explanation {
                 kernel: "simple_attn".into(),
                 tensor: "q".into(),
                 named: "invalid_global_read_misaligned".into(),
                 case_index: 0,
-            }) };
+            }),
+        };
         assert!(desk.complete(done, &spec, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
         desk.finish(&mut summary, &mut announced(&mut events));
         assert_eq!(events, ["0:B"], "both cases are the q site's: one bug");

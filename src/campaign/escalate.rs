@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::case::Case;
-use crate::finding::{Explanation, ExplainedFaults, Finding};
+use crate::finding::{ExplainedFaults, Explanation, Finding};
 use crate::manifest::Manifest;
 use crate::supervisor::Supervisor;
 use crate::worker::{Outcome, RunOptions, Verdict};
@@ -70,7 +70,9 @@ impl Escalator {
         let mut last = Escalation::Silent("the sanitizer tools reported nothing for this case".into());
         for sup in &mut self.sups {
             last = match sup.run(case, m, &opts, timeout) {
-                Ok(Verdict { outcome: Outcome::Fail { findings }, .. }) => Escalation::Named(findings.into_iter().filter(|f| f.oracle.is_sanitizer()).collect()),
+                Ok(Verdict { outcome: Outcome::Fail { findings }, .. }) => {
+                    Escalation::Named(findings.into_iter().filter(|f| f.oracle.is_sanitizer()).collect())
+                }
                 Ok(Verdict { outcome: Outcome::Error { message }, .. }) => Escalation::Silent(format!("sanitizer re-run: {message}")),
                 Ok(_) => Escalation::Silent("the sanitizer tools reported nothing for this case".into()),
                 Err(e) => Escalation::Silent(format!("sanitizer re-run failed: {e}")),

@@ -100,14 +100,7 @@ impl CaseV1 {
 /// positions in BHSD), and the distribution as value classes (large logits: q and k `large`,
 /// v `normal`, as the old generator drew them).
 pub fn migrate(v1: CaseV1) -> Case {
-    let dims = [
-        ("batch", v1.batch),
-        ("heads_q", v1.heads_q),
-        ("heads_kv", v1.heads_kv),
-        ("seq_q", v1.seq_q),
-        ("seq_k", v1.seq_k),
-        ("head_dim", v1.head_dim),
-    ];
+    let dims = [("batch", v1.batch), ("heads_q", v1.heads_q), ("heads_kv", v1.heads_kv), ("seq_q", v1.seq_q), ("seq_k", v1.seq_k), ("head_dim", v1.head_dim)];
     let values = |t: &str| match v1.data.dist {
         ValueDistV1::Normal => vec![ValueClass::Normal],
         ValueDistV1::Uniform => vec![ValueClass::Uniform],

@@ -216,8 +216,16 @@ pub enum ValueClass {
 
 impl ValueClass {
     /// Every class, in a fixed order.
-    pub const ALL: [ValueClass; 8] =
-        [ValueClass::Normal, ValueClass::Uniform, ValueClass::Large, ValueClass::Tiny, ValueClass::Zero, ValueClass::ConstantRows, ValueClass::Nan, ValueClass::Inf];
+    pub const ALL: [ValueClass; 8] = [
+        ValueClass::Normal,
+        ValueClass::Uniform,
+        ValueClass::Large,
+        ValueClass::Tiny,
+        ValueClass::Zero,
+        ValueClass::ConstantRows,
+        ValueClass::Nan,
+        ValueClass::Inf,
+    ];
 
     /// The snake_case name used in manifests and JSON.
     pub fn name(self) -> &'static str {

@@ -21,13 +21,7 @@ pub(super) fn kernels() -> Result<i32> {
         match m {
             Ok(m) => {
                 let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
-                outln!(
-                    "  {:<16} {:<40} {} [{}]",
-                    m.name,
-                    m.path.display(),
-                    m.dtypes.iter().map(|d| d.name()).collect::<Vec<_>>().join(","),
-                    params.join(" ")
-                )?;
+                outln!("  {:<16} {:<40} {} [{}]", m.name, m.path.display(), m.dtypes.iter().map(|d| d.name()).collect::<Vec<_>>().join(","), params.join(" "))?;
                 if !m.description.is_empty() {
                     outln!("  {:<16} {}", "", m.description)?;
                 }
@@ -42,9 +36,7 @@ pub(super) fn kernels() -> Result<i32> {
 }
 
 pub(super) fn parse_archs(list: &[String]) -> Result<Vec<Arch>> {
-    list.iter()
-        .map(|a| a.parse::<Arch>().map_err(|e| fail(exit::USAGE, format!("--arch {a}: {e}"))))
-        .collect()
+    list.iter().map(|a| a.parse::<Arch>().map_err(|e| fail(exit::USAGE, format!("--arch {a}: {e}")))).collect()
 }
 
 pub(super) fn build(b: BuildArgs) -> Result<i32> {

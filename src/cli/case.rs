@@ -35,10 +35,12 @@ pub(super) fn case_command(c: CaseCommand) -> Result<i32> {
             write_new(&output, &seed.to_json(), "format-2 seed")
         }
         CaseCommand::Decode { file, kernel } => {
-            let m = super::forced_kernel(kernel.as_deref())?
-                .ok_or_else(|| fail(exit::USAGE, format!("{}: raw fuzzer bytes decode for one kernel: pass --kernel or set CUDAFUZZ_KERNEL", file.display())))?;
+            let m = super::forced_kernel(kernel.as_deref())?.ok_or_else(|| {
+                fail(exit::USAGE, format!("{}: raw fuzzer bytes decode for one kernel: pass --kernel or set CUDAFUZZ_KERNEL", file.display()))
+            })?;
             let bytes = crate::userfile::read(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
-            let case = decode_case(&mut arbitrary::Unstructured::new(&bytes), &DecodeContext::new(&m)).map_err(|e| fail(exit::USAGE, format!("{}: cannot decode: {e}", file.display())))?;
+            let case = decode_case(&mut arbitrary::Unstructured::new(&bytes), &DecodeContext::new(&m))
+                .map_err(|e| fail(exit::USAGE, format!("{}: cannot decode: {e}", file.display())))?;
             out!("{}", Seed::new(case).to_json())?;
             Ok(exit::OK)
         }

@@ -14,9 +14,9 @@ use crate::compile::Compiler;
 use crate::config::EngineConfig;
 use crate::exit;
 use crate::manifest::Manifest;
-use crate::triage::{self, BugIndex, BUG_INDEX_FILE};
 use crate::sanitizer::{Sanitizer, Tool};
 use crate::supervisor::SupervisorError;
+use crate::triage::{self, BugIndex, BUG_INDEX_FILE};
 
 pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
     let manifests = manifests_or_shipped(&f.kernel, true)?;
@@ -38,8 +38,7 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
     for m in &manifests {
         let bar = indicatif::ProgressBar::new(f.cases);
         bar.set_style(
-            indicatif::ProgressStyle::with_template("{prefix:>14} [{elapsed_precise}] {bar:30} {pos}/{len} {per_sec} {msg}")
-                .expect("valid template"),
+            indicatif::ProgressStyle::with_template("{prefix:>14} [{elapsed_precise}] {bar:30} {pos}/{len} {per_sec} {msg}").expect("valid template"),
         );
         bar.set_prefix(m.name.clone());
         let started = Instant::now();

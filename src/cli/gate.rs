@@ -99,7 +99,10 @@ pub(super) fn gate_command(a: GateArgs) -> Result<i32> {
         }
     }
     if report.no_gpu() {
-        errln!("cudafuzz: NO GPU on this machine: the gate checked nothing and fails (exit 3); the report with the failed environment check is in {}", cfg.out.display());
+        errln!(
+            "cudafuzz: NO GPU on this machine: the gate checked nothing and fails (exit 3); the report with the failed environment check is in {}",
+            cfg.out.display()
+        );
     }
     Ok(report.exit_code())
 }
@@ -169,15 +172,25 @@ impl GpuBackend {
 
     /// Runs one campaign on `pool` and reports its findings to the gate (`found`); `log` prints
     /// new findings and escalation notes.
-    fn campaign(pool: &mut Pool, spec: &CampaignSpec<'_>, keeper: &mut SeedKeeper, escalator: Option<&mut Escalator>, found: &mut dyn FnMut(Found)) -> Result<Campaign, StepError> {
+    fn campaign(
+        pool: &mut Pool,
+        spec: &CampaignSpec<'_>,
+        keeper: &mut SeedKeeper,
+        escalator: Option<&mut Escalator>,
+        found: &mut dyn FnMut(Found),
+    ) -> Result<Campaign, StepError> {
         let mut on_event = |e: CampaignEvent<'_>| match e.kind {
-            EventKind::NewFinding { case, finding, seed, .. } => found(Found { case: case.summary(), finding: finding.clone(), seed: Some(seed.to_path_buf()) }),
+            EventKind::NewFinding { case, finding, seed, .. } => {
+                found(Found { case: case.summary(), finding: finding.clone(), seed: Some(seed.to_path_buf()) })
+            }
             // A line per bug, not per signature: further signatures of a known bug are in the
             // report's findings.
             EventKind::NewBug { index, bug } => {
                 let _ = outln!("NEW   (case #{index}): {}", crate::triage::bug_line(bug));
             }
-            EventKind::SmallerCase { case, finding, seed, .. } => found(Found { case: case.summary(), finding: finding.clone(), seed: Some(seed.to_path_buf()) }),
+            EventKind::SmallerCase { case, finding, seed, .. } => {
+                found(Found { case: case.summary(), finding: finding.clone(), seed: Some(seed.to_path_buf()) })
+            }
             EventKind::Named { case, finding, kept: Kept::New(seed) | Kept::Smaller(seed), .. } => {
                 found(Found { case: case.summary(), finding: finding.clone(), seed: Some(seed.clone()) })
             }

@@ -317,7 +317,6 @@ pub(super) struct FuzzArgs {
     pub(super) engine: EngineArgs,
 }
 
-
 /// A count option, which must be at least 1: 0 would run nothing, never what a user meant.
 fn positive<T: TryFrom<u64>>(s: &str) -> Result<T, String> {
     let n: u64 = s.trim().parse().map_err(|_| format!("`{s}` is not a whole number"))?;
@@ -422,7 +421,10 @@ impl EngineArgs {
         if let Ok(meta) = std::fs::metadata(&self.out) {
             if !meta.is_dir() {
                 let what = if meta.is_file() { "a regular file" } else { "not a directory" };
-                return Err(fail(exit::USAGE, format!("--out {}: is {what}; name a directory for seeds and journals (it is created when missing)", self.out.display())));
+                return Err(fail(
+                    exit::USAGE,
+                    format!("--out {}: is {what}; name a directory for seeds and journals (it is created when missing)", self.out.display()),
+                ));
             }
         }
         let sanitize = match &self.sanitize {
@@ -473,7 +475,9 @@ fn forced_kernel(flag: Option<&str>) -> Result<Option<Manifest>> {
     }
     match std::env::var("CUDAFUZZ_KERNEL") {
         Ok(k) if !k.is_empty() => registry::resolve(&k).map(Some).map_err(|e| fail(exit::USAGE, format!("CUDAFUZZ_KERNEL={k}: {}", chain(e)))),
-        Err(std::env::VarError::NotUnicode(v)) => Err(fail(exit::USAGE, format!("CUDAFUZZ_KERNEL={}: not UTF-8; name a kernel or manifest path", v.to_string_lossy()))),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            Err(fail(exit::USAGE, format!("CUDAFUZZ_KERNEL={}: not UTF-8; name a kernel or manifest path", v.to_string_lossy())))
+        }
         _ => Ok(None),
     }
 }
@@ -512,7 +516,9 @@ fn seed_kernel(forced: Option<&Manifest>, seed: &Seed, path: &Path) -> Result<Ma
 /// spelled: links and `dir/../dir` count), before anything is written.
 fn refuse_clobber<'a>(output: &Path, inputs: impl IntoIterator<Item = &'a Path>) -> Result<()> {
     match crate::userfile::clobbered_input(output, inputs) {
-        Some(input) => Err(fail(exit::USAGE, format!("{} is {}, one of this command's inputs: write the output somewhere else", output.display(), input.display()))),
+        Some(input) => {
+            Err(fail(exit::USAGE, format!("{} is {}, one of this command's inputs: write the output somewhere else", output.display(), input.display())))
+        }
         None => Ok(()),
     }
 }
@@ -561,11 +567,7 @@ fn file_seeds(keeper: &mut crate::campaign::SeedKeeper, out: &Path, index_when_e
 /// and, with `--gpus`, every GPU the workers opened.
 fn workers_line(gpu: &GpuInfo, pool: &mut Pool) -> String {
     let ordinals = pool.gpus();
-    let on = if ordinals.len() > 1 {
-        format!(" on GPUs {}", ordinals.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", "))
-    } else {
-        String::new()
-    };
+    let on = if ordinals.len() > 1 { format!(" on GPUs {}", ordinals.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", ")) } else { String::new() };
     format!("gpu {}: {} ({}), driver {}; {} worker(s){on}", gpu.ordinal, gpu.name, gpu.arch, gpu.driver_version, pool.slots.len())
 }
 
@@ -578,4 +580,3 @@ fn no_gpu(e: SupervisorError) -> anyhow::Error {
         e => fail(exit::SETUP, chain(e)),
     }
 }
-

@@ -58,7 +58,8 @@ pub(super) fn report_command(c: ReportCommand) -> Result<i32> {
             for name in crate::report::export::REPORT_FILES {
                 refuse_clobber(&out.join(name), reports.iter().map(|p| p.as_path()))?;
             }
-            let shard_dirs: Vec<&std::path::Path> = reports.iter().map(|p| p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."))).collect();
+            let shard_dirs: Vec<&std::path::Path> =
+                reports.iter().map(|p| p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."))).collect();
             refuse_clobber(&out, shard_dirs)?;
             let loaded = reports.iter().map(|p| RunReport::load(p).map_err(|e| fail(exit::USAGE, chain(e)))).collect::<Result<Vec<_>>>()?;
             let mut merged = merge(&loaded);

@@ -76,9 +76,7 @@ fn includes(text: &str) -> Vec<Include> {
             continue; // #include_next and the like: not followed.
         }
         let rest = rest.trim_start();
-        let parse = |open: char, close: char| {
-            rest.strip_prefix(open).and_then(|r| r.find(close).map(|end| r[..end].to_string()))
-        };
+        let parse = |open: char, close: char| rest.strip_prefix(open).and_then(|r| r.find(close).map(|end| r[..end].to_string()));
         if let Some(name) = parse('"', '"') {
             out.push(Include::Quoted(name));
         } else if let Some(name) = parse('<', '>') {
@@ -96,14 +94,7 @@ fn includes(text: &str) -> Vec<Include> {
 /// searched after the including file's own directory for quoted includes; `cuda` is the CUDA
 /// include directory, whose headers are keyed by name, size and mtime only; `fallback` are the
 /// directories whose header-like files are all hashed when an include cannot be followed.
-pub(crate) fn add_dependencies(
-    key: &mut Key,
-    source: &Path,
-    text: &str,
-    dirs: &[PathBuf],
-    cuda: Option<&Path>,
-    fallback: &[PathBuf],
-) {
+pub(crate) fn add_dependencies(key: &mut Key, source: &Path, text: &str, dirs: &[PathBuf], cuda: Option<&Path>, fallback: &[PathBuf]) {
     let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
     let mut system: BTreeSet<String> = BTreeSet::new();
     let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
@@ -122,10 +113,7 @@ pub(crate) fn add_dependencies(
                 }
             };
             let local = quoted.then(|| here.join(&name)).into_iter();
-            let found = local
-                .chain(dirs.iter().map(|d| d.join(&name)))
-                .find(|p| p.is_file())
-                .map(|p| p.canonicalize().unwrap_or(p));
+            let found = local.chain(dirs.iter().map(|d| d.join(&name))).find(|p| p.is_file()).map(|p| p.canonicalize().unwrap_or(p));
             match found {
                 Some(p) => {
                     if seen.insert(p.clone()) {
@@ -140,12 +128,7 @@ pub(crate) fn add_dependencies(
                         .map(|d| d.join(&name))
                         .and_then(|p| std::fs::metadata(p).ok())
                         .map(|m| {
-                            let mtime = m
-                                .modified()
-                                .ok()
-                                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                                .map(|d| d.as_nanos())
-                                .unwrap_or(0);
+                            let mtime = m.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map(|d| d.as_nanos()).unwrap_or(0);
                             format!("{} {}", m.len(), mtime)
                         })
                         .unwrap_or_else(|| "not found".into());
@@ -165,12 +148,12 @@ pub(crate) fn add_dependencies(
         let mut all: Vec<PathBuf> = Vec::new();
         for d in fallback {
             let Ok(entries) = std::fs::read_dir(d) else { continue };
-            all.extend(entries.flatten().map(|e| e.path()).filter(|p| {
-                p.is_file()
-                    && p.extension().is_some_and(|x| {
-                        ["cu", "cuh", "h", "hpp", "hh", "inc", "inl"].contains(&&*x.to_string_lossy())
-                    })
-            }));
+            all.extend(
+                entries
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.is_file() && p.extension().is_some_and(|x| ["cu", "cuh", "h", "hpp", "hh", "inc", "inl"].contains(&&*x.to_string_lossy()))),
+            );
         }
         all.sort();
         for p in all {

@@ -280,15 +280,8 @@ impl Compiler {
         let n = nvrtc::load()?;
         let cuda_include = nvrtc::cuda_include(n.path.as_deref())?;
         let cache_dir = cache_dir.unwrap_or_else(cache::default_dir);
-        std::fs::create_dir_all(&cache_dir)
-            .map_err(|source| CompileError::Cache { path: cache_dir.clone(), action: "create", source })?;
-        Ok(Compiler {
-            cache_dir,
-            cuda_include,
-            nvrtc_path: n.path.clone(),
-            version: n.version,
-            supported: n.supported.clone(),
-        })
+        std::fs::create_dir_all(&cache_dir).map_err(|source| CompileError::Cache { path: cache_dir.clone(), action: "create", source })?;
+        Ok(Compiler { cache_dir, cuda_include, nvrtc_path: n.path.clone(), version: n.version, supported: n.supported.clone() })
     }
 
     /// NVRTC's `(major, minor)` version.
@@ -341,11 +334,7 @@ impl Compiler {
 
     /// The full NVRTC option list for a request (without the CUDA include dir appended).
     fn options(&self, req: &CompileRequest, project_dirs: &[PathBuf]) -> Vec<String> {
-        let mut o = vec![
-            format!("--gpu-architecture={}", req.arch),
-            "-lineinfo".to_string(),
-            "--std=c++17".to_string(),
-        ];
+        let mut o = vec![format!("--gpu-architecture={}", req.arch), "-lineinfo".to_string(), "--std=c++17".to_string()];
         o.extend(req.defines.iter().map(|(k, v)| format!("-D{k}={v}")));
         for d in project_dirs.iter().chain(self.cuda_include.iter()) {
             o.push(format!("--include-path={}", d.display()));
@@ -357,8 +346,7 @@ impl Compiler {
     /// Compiles a request, or returns the cached cubin of an identical earlier compilation.
     pub fn compile(&self, req: &CompileRequest) -> Result<Compiled, CompileError> {
         let source_path = req.source.canonicalize().map_err(|source| CompileError::Source { path: req.source.clone(), source })?;
-        let text = std::fs::read_to_string(&source_path)
-            .map_err(|source| CompileError::Source { path: req.source.clone(), source })?;
+        let text = std::fs::read_to_string(&source_path).map_err(|source| CompileError::Source { path: req.source.clone(), source })?;
         let dirs = Compiler::include_dirs(&source_path);
         let options = self.options(req, &dirs);
 
@@ -382,8 +370,7 @@ impl Compiler {
         }
         let (cubin, log) = self.run_nvrtc(req, &source_path, &text, &options)?;
         check_entry(&cubin, req, &source_path)?;
-        cache::store(&self.cache_dir, &key, &cubin, &log)
-            .map_err(|source| CompileError::Cache { path: self.cache_dir.clone(), action: "write", source })?;
+        cache::store(&self.cache_dir, &key, &cubin, &log).map_err(|source| CompileError::Cache { path: self.cache_dir.clone(), action: "write", source })?;
         Ok(Compiled { cubin, log, key, from_cache: false })
     }
 
@@ -392,9 +379,7 @@ impl Compiler {
         let (prog, log) = self.nvrtc_program(req, source_path, text, options)?;
         let mut size = 0usize;
         // SAFETY: prog is live and compiled.
-        unsafe { sys::nvrtcGetCUBINSize(prog.0, &mut size) }
-            .result()
-            .map_err(|source| CompileError::Nvrtc { call: "nvrtcGetCUBINSize", source })?;
+        unsafe { sys::nvrtcGetCUBINSize(prog.0, &mut size) }.result().map_err(|source| CompileError::Nvrtc { call: "nvrtcGetCUBINSize", source })?;
         let mut cubin = vec![0u8; size];
         if size > 0 {
             // SAFETY: the buffer has the size NVRTC reported.
@@ -451,11 +436,7 @@ impl Compiler {
             })
             .unwrap_or_default();
         if let Err(e) = compiled {
-            let hint = if self.cuda_include.is_none() {
-                "; no CUDA include directory was found: set CUDAFUZZ_CUDA_INCLUDE".to_string()
-            } else {
-                String::new()
-            };
+            let hint = if self.cuda_include.is_none() { "; no CUDA include directory was found: set CUDAFUZZ_CUDA_INCLUDE".to_string() } else { String::new() };
             let log = if log.is_empty() { format!("({e:?}, no log)") } else { log };
             return Err(CompileError::Kernel { source_path: source_path.to_path_buf(), arch: req.arch, defines: req.defines.clone(), log, hint });
         }
@@ -477,9 +458,7 @@ impl Drop for Program {
 /// `.name\0`, the latter for a name shared with its `.text.name` section string).
 fn check_entry(cubin: &[u8], req: &CompileRequest, source_path: &Path) -> Result<(), CompileError> {
     let name = req.entry.as_bytes();
-    let found = cubin.windows(name.len() + 2).any(|w| {
-        (w[0] == 0 || w[0] == b'.') && &w[1..=name.len()] == name && w[name.len() + 1] == 0
-    });
+    let found = cubin.windows(name.len() + 2).any(|w| (w[0] == 0 || w[0] == b'.') && &w[1..=name.len()] == name && w[name.len() + 1] == 0);
     if found {
         Ok(())
     } else {
@@ -492,13 +471,7 @@ fn check_entry(cubin: &[u8], req: &CompileRequest, source_path: &Path) -> Result
 /// Defines: `CUDAFUZZ=1`, one of `CUDAFUZZ_DTYPE_F16` / `_BF16` / `_F32` = 1, every fixed
 /// define, every param (from `params`; a param it does not set gets its default), then
 /// `extra_defines`, which override all of the above.
-pub fn request_for(
-    manifest: &Manifest,
-    params: &BTreeMap<String, i64>,
-    dtype: Dtype,
-    arch: Arch,
-    extra_defines: &BTreeMap<String, String>,
-) -> CompileRequest {
+pub fn request_for(manifest: &Manifest, params: &BTreeMap<String, i64>, dtype: Dtype, arch: Arch, extra_defines: &BTreeMap<String, String>) -> CompileRequest {
     let mut defines = BTreeMap::new();
     defines.insert("CUDAFUZZ".to_string(), "1".to_string());
     defines.insert(format!("CUDAFUZZ_DTYPE_{}", dtype.name().to_ascii_uppercase()), "1".to_string());
@@ -516,13 +489,7 @@ pub fn request_for(
     for (k, v) in extra_defines {
         defines.insert(k.clone(), v.clone());
     }
-    CompileRequest {
-        source: manifest.source.clone(),
-        entry: manifest.entry.clone(),
-        defines,
-        options: manifest.options.clone(),
-        arch,
-    }
+    CompileRequest { source: manifest.source.clone(), entry: manifest.entry.clone(), defines, options: manifest.options.clone(), arch }
 }
 
 /// The result of one configuration in [`build_all`].
@@ -569,7 +536,13 @@ pub fn build_all(manifests: &[Manifest], archs: &[Arch], compiler: &Compiler) ->
             if !archs.is_empty() && refusals.len() == archs.len() {
                 let why = refusals.iter().map(|(_, w)| w.as_str()).collect::<Vec<_>>().join("; ");
                 let e = CompileError::OverLimits { manifest: m.path.clone(), params: crate::manifest::params_text(&params), why };
-                out.push(BuildOutcome { manifest: m.name.clone(), params: params.clone(), dtype: m.dtypes[0], arch: archs[0], result: Err(std::sync::Arc::new(e)) });
+                out.push(BuildOutcome {
+                    manifest: m.name.clone(),
+                    params: params.clone(),
+                    dtype: m.dtypes[0],
+                    arch: archs[0],
+                    result: Err(std::sync::Arc::new(e)),
+                });
                 continue;
             }
             for (arch, why) in &refusals {

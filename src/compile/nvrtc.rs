@@ -50,12 +50,8 @@ static LOADED: OnceLock<Result<Nvrtc, Failure>> = OnceLock::new();
 pub(crate) fn load() -> Result<&'static Nvrtc, CompileError> {
     match LOADED.get_or_init(locate) {
         Ok(n) => Ok(n),
-        Err(Failure::Missing { searched }) => {
-            Err(CompileError::NvrtcMissing { searched: searched.clone() })
-        }
-        Err(Failure::Override { path, problem }) => {
-            Err(CompileError::NvrtcOverride { path: path.clone(), problem: problem.clone() })
-        }
+        Err(Failure::Missing { searched }) => Err(CompileError::NvrtcMissing { searched: searched.clone() }),
+        Err(Failure::Override { path, problem }) => Err(CompileError::NvrtcOverride { path: path.clone(), problem: problem.clone() }),
     }
 }
 
@@ -66,10 +62,7 @@ fn locate() -> Result<Nvrtc, Failure> {
         let p = PathBuf::from(p);
         let file = if p.is_dir() { lib_in_dir(&p) } else { Some(p.clone()) };
         let Some(file) = file.filter(|f| f.is_file()) else {
-            return Err(Failure::Override {
-                path: p,
-                problem: "no libnvrtc.so* there".into(),
-            });
+            return Err(Failure::Override { path: p, problem: "no libnvrtc.so* there".into() });
         };
         if let Err(e) = sys::open_path(&file) {
             return Err(Failure::Override { path: file, problem: format!("cannot load it: {e}") });
@@ -92,10 +85,7 @@ fn locate() -> Result<Nvrtc, Failure> {
     }
     let Some(path) = found else {
         return match wanted {
-            Some(path) => Err(Failure::Override {
-                path,
-                problem: "it loads, but its soname is not one cudarc opens (libnvrtc.so.13, .12, ...)".into(),
-            }),
+            Some(path) => Err(Failure::Override { path, problem: "it loads, but its soname is not one cudarc opens (libnvrtc.so.13, .12, ...)".into() }),
             None => Err(Failure::Missing { searched }),
         };
     };
@@ -134,10 +124,7 @@ fn locate() -> Result<Nvrtc, Failure> {
 
 /// The libnvrtc file in `dir` that cudarc's names would pick (e.g. `libnvrtc.so.13`).
 fn lib_in_dir(dir: &Path) -> Option<PathBuf> {
-    cudarc::get_lib_name_candidates("nvrtc")
-        .into_iter()
-        .map(|name| dir.join(name))
-        .find(|p| p.is_file())
+    cudarc::get_lib_name_candidates("nvrtc").into_iter().map(|name| dir.join(name)).find(|p| p.is_file())
 }
 
 fn env_dir(var: &str) -> Option<PathBuf> {
@@ -159,11 +146,8 @@ fn site_packages() -> Vec<PathBuf> {
     let mut out = Vec::new();
     for root in roots {
         let Ok(entries) = std::fs::read_dir(&root) else { continue };
-        let mut pys: Vec<PathBuf> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("python3")))
-            .collect();
+        let mut pys: Vec<PathBuf> =
+            entries.flatten().map(|e| e.path()).filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("python3"))).collect();
         pys.sort();
         for py in pys.into_iter().rev() {
             out.push(py.join("site-packages"));

@@ -78,8 +78,11 @@ pub fn check_entry_params(compiler: &Compiler, m: &Manifest, arch: Arch) -> Resu
             let req = request_for(&km, &m.default_params(), dtype, arch, &Default::default());
             let Ok(ptx) = compiler.ptx(&req) else { continue };
             let Some(sizes) = entry_param_sizes(&ptx, &km.entry) else { continue };
-            compare_args(&km.launch.args, &sizes, &km.entry)
-                .map_err(|problem| ManifestError::Invalid { path: m.path.clone(), field: field.into(), problem: format!("{problem} (compiled for {})", dtype.name()) })?;
+            compare_args(&km.launch.args, &sizes, &km.entry).map_err(|problem| ManifestError::Invalid {
+                path: m.path.clone(),
+                field: field.into(),
+                problem: format!("{problem} (compiled for {})", dtype.name()),
+            })?;
         }
     }
     Ok(())

@@ -19,9 +19,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::case::{legacy, Case};
-use crate::generate::{decode_case, DecodeContext};
 use crate::error::SeedError;
 use crate::finding::{Finding, Signature};
+use crate::generate::{decode_case, DecodeContext};
 
 /// Format tag of seed files.
 pub const SEED_FORMAT: &str = "cudafuzz-seed";
@@ -157,12 +157,7 @@ fn parse_json(path: &Path, bytes: &[u8]) -> Result<(Seed, SeedEncoding), SeedErr
     if text.trim().is_empty() {
         return Err(not_a_seed("the file is empty".into()));
     }
-    let json_err = |e: serde_json::Error| SeedError::Json {
-        path: path.into(),
-        line: e.line(),
-        column: e.column(),
-        message: e.to_string(),
-    };
+    let json_err = |e: serde_json::Error| SeedError::Json { path: path.into(), line: e.line(), column: e.column(), message: e.to_string() };
     // A document that does not even open an object is not a seed with a typo in it.
     let opens_object = text.trim_start().starts_with('{');
     let value: serde_json::Value = serde_json::from_str(text).map_err(|e| if opens_object { json_err(e) } else { not_a_seed("not a JSON object".into()) })?;
@@ -185,7 +180,14 @@ fn parse_json(path: &Path, bytes: &[u8]) -> Result<(Seed, SeedEncoding), SeedErr
         }
         if version == 1 {
             let old: SeedV1 = serde_json::from_str(text).map_err(json_err)?;
-            let seed = Seed { format: old.format, version: SEED_VERSION, case: legacy::migrate(old.case), finding: old.finding, signature: old.signature, note: old.note };
+            let seed = Seed {
+                format: old.format,
+                version: SEED_VERSION,
+                case: legacy::migrate(old.case),
+                finding: old.finding,
+                signature: old.signature,
+                note: old.note,
+            };
             return Ok((seed, SeedEncoding::Seed));
         }
         let seed: Seed = serde_json::from_str(text).map_err(json_err)?;
@@ -222,12 +224,7 @@ pub fn case_hash(case: &Case) -> String {
 pub fn save(dir: &Path, seed: &Seed) -> Result<SavedSeed, SeedError> {
     let io = |action, source| SeedError::Io(crate::error::FileError { path: dir.into(), action, source });
     fs::create_dir_all(dir).map_err(|e| io("create directory", e))?;
-    let kernel = Path::new(&seed.case.kernel)
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .filter(|s| !s.is_empty())
-        .unwrap_or("case")
-        .to_string();
+    let kernel = Path::new(&seed.case.kernel).file_stem().and_then(|s| s.to_str()).filter(|s| !s.is_empty()).unwrap_or("case").to_string();
     let kind = seed.finding.as_ref().map(|f| f.kind.name()).unwrap_or("case");
     let stem = format!("{kernel}-{kind}-{}", case_hash(&seed.case));
     let text = seed.to_json();
@@ -270,7 +267,6 @@ pub struct SavedSeed {
     /// Whether an identical seed was already there.
     pub already: bool,
 }
-
 
 #[cfg(test)]
 mod tests;

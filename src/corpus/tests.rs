@@ -124,7 +124,11 @@ fn format_1_seeds_migrate_to_the_committed_format_2_seeds() {
         let raw: serde_json::Value = serde_json::from_str(&old_text).unwrap();
         if let Some(sig) = raw.get("signature").and_then(|s| s.as_str()) {
             assert_eq!(new.signature.as_ref().map(|s| s.as_str()), Some(sig), "the saved signature is kept");
-            assert_eq!(new.finding.as_ref().map(|f| f.signature().as_str().to_string()).as_deref(), Some(sig), "and recomputes the same from the migrated finding");
+            assert_eq!(
+                new.finding.as_ref().map(|f| f.signature().as_str().to_string()).as_deref(),
+                Some(sig),
+                "and recomputes the same from the migrated finding"
+            );
         }
         let m = crate::registry::resolve_relative(&root(), &new.case.kernel).unwrap_or_else(|e| panic!("{e}"));
         let case = m.bind(new.case.clone());

@@ -462,11 +462,7 @@ mod tests {
         // Golden bits, unchanged since the attention-only generator: a change here means saved
         // seeds no longer replay the same inputs (ChaCha, libm, Box–Muller or rounding changed).
         let bits = |v: &[f64], dt| v[..4].iter().map(|&x| to_bits(x, dt) as u32).collect::<Vec<_>>();
-        let golden = [
-            (Dtype::F16, [N, N, N], GOLDEN_F16_NORMAL),
-            (Dtype::Bf16, [L, L, N], GOLDEN_BF16_LARGE),
-            (Dtype::F32, [U, U, U], GOLDEN_F32_UNIFORM),
-        ];
+        let golden = [(Dtype::F16, [N, N, N], GOLDEN_F16_NORMAL), (Dtype::Bf16, [L, L, N], GOLDEN_BF16_LARGE), (Dtype::F32, [U, U, U], GOLDEN_F32_UNIFORM)];
         for (dt, classes, want) in golden {
             let g = gen(&case(dt, &classes, 42));
             let got = [bits(&g[0], dt), bits(&g[1], dt), bits(&g[2], dt)];
@@ -478,11 +474,8 @@ mod tests {
     const GOLDEN_F16_NORMAL: [[u32; 4]; 3] = [[0xacbd, 0xba31, 0x2c28, 0x3c0e], [0xbb72, 0x3815, 0xad0f, 0xb3d8], [0xabcf, 0xbee9, 0x915e, 0xbe2d]];
     /// q and k are 8 × the normal stream above (q starts -0.594), v is the plain normal.
     const GOLDEN_BF16_LARGE: [[u32; 4]; 3] = [[0xbf18, 0xc0c6, 0x3f05, 0x4102], [0xc0ee, 0x4083, 0xbf22, 0xbffb], [0xbd7a, 0xbfdd, 0xba2c, 0xbfc6]];
-    const GOLDEN_F32_UNIFORM: [[u32; 4]; 3] = [
-        [0xbef4e30a, 0x3ef07474, 0xbe463eb7, 0xbf053678],
-        [0xbe0e106c, 0xbe236c9b, 0xbf6f4aba, 0x3ecd2983],
-        [0x3f0d01b8, 0x3efa3f11, 0x3ec923c4, 0x3effee4b],
-    ];
+    const GOLDEN_F32_UNIFORM: [[u32; 4]; 3] =
+        [[0xbef4e30a, 0x3ef07474, 0xbe463eb7, 0xbf053678], [0xbe0e106c, 0xbe236c9b, 0xbf6f4aba, 0x3ecd2983], [0x3f0d01b8, 0x3efa3f11, 0x3ec923c4, 0x3effee4b]];
 
     #[test]
     fn classes_mix_and_stay_in_their_type() {

@@ -29,7 +29,10 @@
 
 use std::fmt::Write as _;
 
-use super::{arg_code, arg_text, arg_value_text, c_escape, dtype_code, header_lines, one_line, prepare, role_code, EmitError, Prepared, Program, ProgramRole, Run, SeedInfo, DTYPE_LEGEND};
+use super::{
+    arg_code, arg_text, arg_value_text, c_escape, dtype_code, header_lines, one_line, prepare, role_code, EmitError, Prepared, Program, ProgramRole, Run,
+    SeedInfo, DTYPE_LEGEND,
+};
 use crate::case::Case;
 use crate::manifest::Manifest;
 
@@ -349,7 +352,8 @@ fn runs_and_blob(o: &mut String, p: &Prepared) {
                     Run::Fill { pattern, bytes } => {
                         let mut pat = [0u8; 4];
                         pat[..pattern.len()].copy_from_slice(pattern);
-                        let _ = writeln!(o, "  {{{bytes}ull, {}u, {{0x{:02x}, 0x{:02x}, 0x{:02x}, 0x{:02x}}}}},", pattern.len(), pat[0], pat[1], pat[2], pat[3]);
+                        let _ =
+                            writeln!(o, "  {{{bytes}ull, {}u, {{0x{:02x}, 0x{:02x}, 0x{:02x}, 0x{:02x}}}}},", pattern.len(), pat[0], pat[1], pat[2], pat[3]);
                     }
                 }
             }

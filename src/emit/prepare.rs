@@ -13,9 +13,9 @@ use crate::data::{self, Inputs};
 use crate::manifest::{ArgSpec, Manifest, ReferenceKernel, ReferenceSpec, ResolvedLaunch};
 use crate::plan::{check_contract, ContractVerdict, Plan, TensorPlan};
 use crate::reference::{cpu_op_reference, RefOutputs, Rule};
+use crate::reference::{kernel_manifest, reference_case};
 use crate::sanitizer::{padding_for, Tool};
 use crate::supervisor::kernel_timeout;
-use crate::reference::{kernel_manifest, reference_case};
 
 /// Which kernel a [`Program`] runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -268,7 +268,11 @@ impl Prepared {
                 let mut rows = Vec::new();
                 for e in &refs.expected {
                     let (rule, numbers, note) = match e.rule {
-                        Rule::Bound(t) => (0, [t.factor, t.err_lowp, t.floor, t.bound], format!("max |out - gold| <= {} x {:e} + {:e} = {:e}", t.factor, t.err_lowp, t.floor, t.bound)),
+                        Rule::Bound(t) => (
+                            0,
+                            [t.factor, t.err_lowp, t.floor, t.bound],
+                            format!("max |out - gold| <= {} x {:e} + {:e} = {:e}", t.factor, t.err_lowp, t.floor, t.bound),
+                        ),
                         Rule::Relative(rel) => (1, [rel, 0.0, 0.0, 0.0], format!("within {rel} x max(1, |gold|)")),
                     };
                     rows.push(ExpectRow { alloc: e.index, rule, runs: None, gold_offset, numbers, note: format!("{}: {note}", e.name) });
@@ -285,7 +289,14 @@ impl Prepared {
                         let tp = &self.kernel().plan.tensors[i];
                         let u = tp.dtype.unit_roundoff();
                         let note = format!("{}: factor {factor}, floor {shown}, u {u:e}", tp.name);
-                        ExpectRow { alloc: i, rule: 0, runs: Some((gold + i, baseline + i)), gold_offset: 0, numbers: [*factor, floor.unwrap_or(f64::NAN), u, 0.0], note }
+                        ExpectRow {
+                            alloc: i,
+                            rule: 0,
+                            runs: Some((gold + i, baseline + i)),
+                            gold_offset: 0,
+                            numbers: [*factor, floor.unwrap_or(f64::NAN), u, 0.0],
+                            note,
+                        }
                     })
                     .collect()
             }
@@ -340,7 +351,9 @@ fn judge(m: &Manifest, plan: &Plan, inputs: &Inputs) -> Result<Judge, EmitError>
             let refs = cpu_op_reference(m, plan, inputs).expect("an op reference").map_err(|e| EmitError::Reference(format!("{}: {op}: {e}", m.name)))?;
             Judge::Host(refs)
         }
-        ReferenceSpec::Kernel(k) => Judge::Kernel { factor: k.factor, floor: k.floor, outputs: plan.tensors.iter().filter(|t| t.role.is_judged()).map(|t| t.index).collect() },
+        ReferenceSpec::Kernel(k) => {
+            Judge::Kernel { factor: k.factor, floor: k.floor, outputs: plan.tensors.iter().filter(|t| t.role.is_judged()).map(|t| t.index).collect() }
+        }
     })
 }
 

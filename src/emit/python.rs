@@ -18,7 +18,9 @@ use std::fmt::Write as _;
 
 use sha2::{Digest, Sha256};
 
-use super::{arg_code, arg_text, arg_value_text, dtype_code, header_lines, one_line, prepare, role_code, EmitError, Prepared, ProgramRole, Run, SeedInfo, DTYPE_LEGEND};
+use super::{
+    arg_code, arg_text, arg_value_text, dtype_code, header_lines, one_line, prepare, role_code, EmitError, Prepared, ProgramRole, Run, SeedInfo, DTYPE_LEGEND,
+};
 use crate::case::Case;
 use crate::manifest::Manifest;
 
@@ -183,10 +185,19 @@ fn allocs(o: &mut String, p: &Prepared) {
             })
             .collect();
         let dims: Vec<String> = tp.dim_names.iter().map(|d| d.as_deref().map_or("None".to_string(), py_str)).collect();
-        let _ = write!(o, "    dict(name={}, program={}, tensor={}, role={}, dtype={}, ", py_str(&r.name), r.program, tp.index, role_code(tp.role), dtype_code(tp.dtype));
+        let _ = write!(
+            o,
+            "    dict(name={}, program={}, tensor={}, role={}, dtype={}, ",
+            py_str(&r.name),
+            r.program,
+            tp.index,
+            role_code(tp.role),
+            dtype_code(tp.dtype)
+        );
         let _ = write!(o, "sentinel={}, sentinel_bits=0x{:x}, ", py_bool(r.sentinel), crate::arena::sentinel_bits(tp.dtype));
         let _ = write!(o, "total={}, data_offset={}, span={}, uninit={}, ", a.total_bytes(), a.data_offset, a.span_bytes, py_bool(r.uninit));
-        let _ = writeln!(o, "literal_offset={}, sha256=\"{sha}\", shape={:?}, strides={:?}, dims=[{}],", r.literal_offset, tp.shape, tp.strides, dims.join(", "));
+        let _ =
+            writeln!(o, "literal_offset={}, sha256=\"{sha}\", shape={:?}, strides={:?}, dims=[{}],", r.literal_offset, tp.shape, tp.strides, dims.join(", "));
         let _ = writeln!(o, "         runs=[{}]),", runs.join(", "));
     }
     o.push_str("]\n");
@@ -217,7 +228,14 @@ fn args(o: &mut String, p: &Prepared) {
                 5 | 6 => format!("0x{value:x}"),
                 _ => value.to_string(),
             };
-            let _ = writeln!(o, "    ({pi}, \"{}\", {v}),  # {} {i}: {} {}", KINDS[kind as usize], g.role.name(), one_line(&arg_text(&g.arg_specs, i)), arg_value_text(a));
+            let _ = writeln!(
+                o,
+                "    ({pi}, \"{}\", {v}),  # {} {i}: {} {}",
+                KINDS[kind as usize],
+                g.role.name(),
+                one_line(&arg_text(&g.arg_specs, i)),
+                arg_value_text(a)
+            );
         }
     }
     o.push_str("]\n");

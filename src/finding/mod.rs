@@ -8,7 +8,6 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-
 /// What went wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -59,11 +58,7 @@ impl FindingKind {
     pub fn is_fault(self) -> bool {
         matches!(
             self,
-            FindingKind::MisalignedAddress
-                | FindingKind::IllegalAddress
-                | FindingKind::LaunchFailure
-                | FindingKind::CudaError
-                | FindingKind::WorkerCrash
+            FindingKind::MisalignedAddress | FindingKind::IllegalAddress | FindingKind::LaunchFailure | FindingKind::CudaError | FindingKind::WorkerCrash
         )
     }
 
@@ -460,17 +455,7 @@ impl Finding {
             let kind = self.sanitizer_kind.as_ref().map(|k| k.to_string()).unwrap_or_else(|| "-".into());
             let source = self.source.as_ref().map(|s| format!("{}:{}", s.file, s.line)).unwrap_or_else(|| "-".into());
             let size = self.access_size.map(|n| format!("{n}B")).unwrap_or_else(|| "-".into());
-            return Signature(format!(
-                "{}/{}/{}/{}/{}/{}/{}/{}",
-                self.kind,
-                self.oracle,
-                self.kernel,
-                tensor,
-                kind,
-                source,
-                size,
-                self.alignment_class()
-            ));
+            return Signature(format!("{}/{}/{}/{}/{}/{}/{}/{}", self.kind, self.oracle, self.kernel, tensor, kind, source, size, self.alignment_class()));
         }
         let region = self.location.as_ref().map(|l| l.region()).unwrap_or("-");
         let mut sig = format!("{}/{}/{}/{}/{}", self.kind, self.oracle, self.kernel, tensor, region);
@@ -598,9 +583,7 @@ impl ExplainedFaults {
         if fault.kind != FindingKind::MisalignedAddress {
             return None;
         }
-        self.explained
-            .iter()
-            .find(|e| e.kernel == fault.kernel && fault.alignment_of(&e.tensor) < crate::plan::VECTOR_ALIGN)
+        self.explained.iter().find(|e| e.kernel == fault.kernel && fault.alignment_of(&e.tensor) < crate::plan::VECTOR_ALIGN)
     }
 
     /// Records what a re-run of the case behind `fault` (campaign index `case_index`) named:

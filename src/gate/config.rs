@@ -263,9 +263,7 @@ impl GateConfig {
         self.gate
             .budget
             .as_deref()
-            .map(|b| {
-                parse_budget(b).map_err(|e| GateError::Invalid { path: path.into(), field: "gate.budget".into(), problem: e.to_string() })
-            })
+            .map(|b| parse_budget(b).map_err(|e| GateError::Invalid { path: path.into(), field: "gate.budget".into(), problem: e.to_string() }))
             .transpose()
     }
 
@@ -288,7 +286,10 @@ impl GateConfig {
         }
         for (i, k) in self.kernels.iter().enumerate() {
             if !(k.share.is_finite() && k.share > 0.0) {
-                return Err(invalid(format!("kernels[{i}].share"), format!("{} is not a positive weight: use e.g. 1 for an equal share, 2 for twice that", k.share)));
+                return Err(invalid(
+                    format!("kernels[{i}].share"),
+                    format!("{} is not a positive weight: use e.g. 1 for an equal share, 2 for twice that", k.share),
+                ));
             }
             if k.cases == Some(0) {
                 return Err(invalid(format!("kernels[{i}].cases"), "0 cases fuzzes nothing: remove the key for no limit, or remove the kernel".into()));
@@ -316,7 +317,10 @@ impl GateConfig {
                 return Err(invalid(format!("sanitizers[{i}].kernels"), "name at least one kernel".into()));
             }
             if s.cases == 0 {
-                return Err(invalid(format!("sanitizers[{i}].cases"), "0 cases checks nothing: remove the key for the default (200), or remove the pass".into()));
+                return Err(invalid(
+                    format!("sanitizers[{i}].cases"),
+                    "0 cases checks nothing: remove the key for the default (200), or remove the pass".into(),
+                ));
             }
         }
         Ok(())

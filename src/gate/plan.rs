@@ -110,24 +110,43 @@ impl GateConfig {
     /// configuration came from: relative paths are taken from its directory.
     pub fn plan(&self, path: &Path) -> Result<GatePlan, GateError> {
         let base = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
-        let kernel = |field: String, spec: &str| registry::resolve_relative(&base, spec).map_err(|e| GateError::Invalid { path: path.into(), field, problem: e.to_string() });
+        let kernel = |field: String, spec: &str| {
+            registry::resolve_relative(&base, spec).map_err(|e| GateError::Invalid { path: path.into(), field, problem: e.to_string() })
+        };
         let manifest = kernel("self_check.kernel".into(), &self.self_check.kernel)?;
         let case_path = base.join(&self.self_check.case);
-        let (seed, _) = corpus::load(&case_path, Some(&crate::generate::DecodeContext::new(&manifest)))
-            .map_err(|source| GateError::Seed { path: path.into(), field: "self_check.case".into(), source: Box::new(source) })?;
+        let (seed, _) = corpus::load(&case_path, Some(&crate::generate::DecodeContext::new(&manifest))).map_err(|source| GateError::Seed {
+            path: path.into(),
+            field: "self_check.case".into(),
+            source: Box::new(source),
+        })?;
         // A case its kernel cannot take is refused here, with the key that names it, not on the GPU.
         let bound = |field: &str, file: &Path, m: &Manifest, case: Case| -> Result<Case, GateError> {
             let case = m.bind(case);
-            crate::plan::Plan::new(&case, m).map_err(|e| GateError::Invalid { path: path.into(), field: field.into(), problem: format!("{}: {}", file.display(), crate::error::chain(&e)) })?;
+            crate::plan::Plan::new(&case, m).map_err(|e| GateError::Invalid {
+                path: path.into(),
+                field: field.into(),
+                problem: format!("{}: {}", file.display(), crate::error::chain(&e)),
+            })?;
             Ok(case)
         };
-        let self_check = PlannedSelfCheck { case: bound("self_check.case", &case_path, &manifest, seed.case)?, manifest, tool: self.self_check.tool, expect: self.self_check.expect };
+        let self_check = PlannedSelfCheck {
+            case: bound("self_check.case", &case_path, &manifest, seed.case)?,
+            manifest,
+            tool: self.self_check.tool,
+            expect: self.self_check.expect,
+        };
         let kernels = self
             .kernels
             .iter()
             .enumerate()
             .map(|(i, k)| {
-                Ok(PlannedKernel { manifest: kernel(format!("kernels[{i}].kernel"), &k.kernel)?, share: k.share, cases: k.cases, outside_contract: k.outside_contract })
+                Ok(PlannedKernel {
+                    manifest: kernel(format!("kernels[{i}].kernel"), &k.kernel)?,
+                    share: k.share,
+                    cases: k.cases,
+                    outside_contract: k.outside_contract,
+                })
             })
             .collect::<Result<Vec<_>, GateError>>()?;
         let mut seeds = Vec::new();
@@ -144,11 +163,19 @@ impl GateConfig {
             let forced = set.kernel.as_deref().map(|k| kernel(format!("seeds[{i}].kernel"), k)).transpose()?;
             for file in json_files(&dir) {
                 let ctx = forced.as_ref().map(crate::generate::DecodeContext::new);
-                let (seed, _) = corpus::load(&file, ctx.as_ref()).map_err(|source| GateError::Seed { path: path.into(), field: field.clone(), source: Box::new(source) })?;
+                let (seed, _) = corpus::load(&file, ctx.as_ref()).map_err(|source| GateError::Seed {
+                    path: path.into(),
+                    field: field.clone(),
+                    source: Box::new(source),
+                })?;
                 let m = match &forced {
                     Some(m) => m.clone(),
                     None if seed.case.kernel.is_empty() => {
-                        return Err(GateError::Invalid { path: path.into(), field, problem: format!("{} names no kernel: set `kernel` for this directory", file.display()) })
+                        return Err(GateError::Invalid {
+                            path: path.into(),
+                            field,
+                            problem: format!("{} names no kernel: set `kernel` for this directory", file.display()),
+                        })
                     }
                     None => kernel(field.clone(), &seed.case.kernel).map_err(|e| match e {
                         GateError::Invalid { problem, .. } => GateError::Invalid {
@@ -185,17 +212,22 @@ impl GateConfig {
             .enumerate()
             .map(|(i, s)| {
                 let manifest = kernel(format!("sweeps[{i}].kernel"), &s.kernel)?;
-                let classes = if s.classes.is_empty() {
-                    InputClass::defaults(&manifest)
-                } else {
-                    s.classes.iter().filter_map(|c| InputClass::from_name(c)).collect()
-                };
+                let classes =
+                    if s.classes.is_empty() { InputClass::defaults(&manifest) } else { s.classes.iter().filter_map(|c| InputClass::from_name(c)).collect() };
                 for c in &classes {
                     c.check(&manifest).map_err(|problem| GateError::Invalid { path: path.into(), field: format!("sweeps[{i}].classes"), problem })?;
                 }
-                let grid = param_grid(&s.params).map_err(|e| GateError::Invalid { path: path.into(), field: format!("sweeps[{i}].params"), problem: e.to_string() })?;
+                let grid = param_grid(&s.params).map_err(|e| GateError::Invalid {
+                    path: path.into(),
+                    field: format!("sweeps[{i}].params"),
+                    problem: e.to_string(),
+                })?;
                 for params in &grid {
-                    manifest.check_param_values(params).map_err(|(_, problem)| GateError::Invalid { path: path.into(), field: format!("sweeps[{i}].params"), problem })?;
+                    manifest.check_param_values(params).map_err(|(_, problem)| GateError::Invalid {
+                        path: path.into(),
+                        field: format!("sweeps[{i}].params"),
+                        problem,
+                    })?;
                 }
                 Ok(PlannedSweep { manifest, grid, classes, repeat: s.repeat, expect_pass: s.expect == SweepExpect::Pass })
             })

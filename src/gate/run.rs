@@ -10,16 +10,15 @@ use crate::finding::{Finding, Signature};
 use crate::manifest::Manifest;
 use crate::registry;
 use crate::report::export::{
-    relative_path, timestamp, Expectation, FindingEntry, KernelSection, MatrixRow, Observed, RunReport, SanitizerRun, SeedReplay, Step,
-    CHECK_GPU,
+    relative_path, timestamp, Expectation, FindingEntry, KernelSection, MatrixRow, Observed, RunReport, SanitizerRun, SeedReplay, Step, CHECK_GPU,
 };
 use crate::shard::Shard;
 use crate::worker::Outcome;
 
 use super::backend::{Backend, Found, FuzzJob, SanitizeJob, StepError};
-use crate::sweep::CellSpec;
 use super::budget::Budget;
 use super::plan::{config_label, GatePlan, PlannedKernel, PlannedSanitizer, PlannedSeed, PlannedSweep};
+use crate::sweep::CellSpec;
 
 /// The names of the environment checks, in order.
 pub mod checks {
@@ -216,7 +215,11 @@ impl GateRun<'_> {
                 }
                 Ok(Outcome::Fail { findings }) => {
                     let seen: Vec<String> = findings.iter().map(|f| f.to_string()).collect();
-                    self.report.check(checks::PLANTED, false, format!("NOT caught ({planted}); saw only: {}: the sanitizer integration is broken", seen.join("; ")))
+                    self.report.check(
+                        checks::PLANTED,
+                        false,
+                        format!("NOT caught ({planted}); saw only: {}: the sanitizer integration is broken", seen.join("; ")),
+                    )
                 }
                 Ok(other) => self.report.check(
                     checks::PLANTED,
@@ -431,7 +434,14 @@ impl GateRun<'_> {
     fn sanitizer_pass(&mut self, p: &PlannedSanitizer, passes_left: usize) {
         let t0 = Instant::now();
         let time = self.budget.sanitizer(self.started.elapsed(), passes_left);
-        let job = SanitizeJob { manifest: &p.manifest, tools: &p.tools, cases: p.cases, seed: self.seed, shard: self.shard, deadline: crate::clock::deadline(t0, time) };
+        let job = SanitizeJob {
+            manifest: &p.manifest,
+            tools: &p.tools,
+            cases: p.cases,
+            seed: self.seed,
+            shard: self.shard,
+            deadline: crate::clock::deadline(t0, time),
+        };
         let mut found = Vec::new();
         let result = self.backend.sanitize(&job, &mut |f| found.push(f));
         for f in found {

@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::testing::{alignment, example_for};
 use crate::corpus::Seed;
 use crate::finding::{Finding, FindingKind, Location, Oracle};
+use crate::testing::{alignment, example_for};
 
 use super::{GateConfig, GateError, GatePlan};
 

@@ -145,7 +145,6 @@ pub fn decode_case(u: &mut Unstructured<'_>, ctx: &DecodeContext) -> Result<Case
     Ok(case)
 }
 
-
 /// One dim: assigned by an equality, or drawn three times in four from its boundary values
 /// (hints, param tile sizes ± 1, range edges) and otherwise uniformly, then moved to the
 /// nearest value that satisfies its relations.
@@ -203,7 +202,11 @@ fn draw_dim(u: &mut Unstructured<'_>, ctx: &DecodeContext, d: &DimSpec, case: &C
         (k * unit).max(first.div_ceil(unit) * unit)
     } else if let Some(e) = divides {
         let divisors: Vec<u64> = (first..=last.min(e)).filter(|&x| e % x == 0 && x % step == 0).collect();
-        if divisors.is_empty() { first } else { *u.choose(&divisors)? }
+        if divisors.is_empty() {
+            first
+        } else {
+            *u.choose(&divisors)?
+        }
     } else {
         let boundary: Vec<u64> = boundary(m, d, first, last, step).into_iter().filter(|&x| ok(x)).collect();
         let from_table = u.int_in_range(0..=3u8)? < 3;
@@ -345,7 +348,11 @@ fn draw_values(u: &mut Unstructured<'_>, ctx: &DecodeContext, case: &mut Case) -
         let a = allowed(t);
         let values = if mixed {
             let mix: Vec<ValueClass> = a.iter().copied().filter(|c| *c != ValueClass::ConstantRows).collect();
-            if mix.is_empty() { a.clone() } else { mix }
+            if mix.is_empty() {
+                a.clone()
+            } else {
+                mix
+            }
         } else if a.contains(&class) {
             vec![class]
         } else if a.contains(&ValueClass::Normal) {

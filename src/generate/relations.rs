@@ -100,7 +100,13 @@ fn solve(node: &Node, x: &str) -> Form {
             if is_var(b, x) && free(a) {
                 return Form::Equal(a.clone());
             }
-            let (m, zero) = if is_zero(b) { (a, true) } else if is_zero(a) { (b, true) } else { (a, false) };
+            let (m, zero) = if is_zero(b) {
+                (a, true)
+            } else if is_zero(a) {
+                (b, true)
+            } else {
+                (a, false)
+            };
             if zero && matches!(m.operator(), Operator::Mod) {
                 if let [p, q] = m.children() {
                     if is_var(p, x) && free(q) {
@@ -119,9 +125,17 @@ fn solve(node: &Node, x: &str) -> Form {
             let strict = matches!(n.operator(), Operator::Lt | Operator::Gt);
             let upper = matches!(n.operator(), Operator::Leq | Operator::Lt);
             if is_var(a, x) && free(b) {
-                if upper { Form::AtMost(b.clone(), strict) } else { Form::AtLeast(b.clone(), strict) }
+                if upper {
+                    Form::AtMost(b.clone(), strict)
+                } else {
+                    Form::AtLeast(b.clone(), strict)
+                }
             } else if is_var(b, x) && free(a) {
-                if upper { Form::AtLeast(a.clone(), strict) } else { Form::AtMost(a.clone(), strict) }
+                if upper {
+                    Form::AtLeast(a.clone(), strict)
+                } else {
+                    Form::AtMost(a.clone(), strict)
+                }
             } else {
                 Form::Other
             }
@@ -190,7 +204,11 @@ mod tests {
 
     #[test]
     fn common_shapes_are_solved_for_the_last_dim_they_name() {
-        let rels = attach(&["heads_q % heads_kv == 0".into(), "seq_q == seq_k && head_dim % 8 == 0".into(), "seq_k <= seq_q".into(), "heads_kv != 3".into()], &order(), true);
+        let rels = attach(
+            &["heads_q % heads_kv == 0".into(), "seq_q == seq_k && head_dim % 8 == 0".into(), "seq_k <= seq_q".into(), "heads_kv != 3".into()],
+            &order(),
+            true,
+        );
         let by = |d: &str| rels.iter().filter(|r| r.dim == d).map(|r| format!("{:?}", std::mem::discriminant(&r.form))).count();
         assert_eq!(rels.len(), 5);
         assert!(matches!(rels[0].form, Form::MultipleOf(_)) && rels[0].dim == "heads_q");

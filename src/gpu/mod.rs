@@ -138,11 +138,7 @@ impl Gpu {
         let mut driver_version = 0i32;
         // SAFETY: writes one int.
         unsafe { sys::cuDriverGetVersion(&mut driver_version) }.result().map_err(driver("cuDriverGetVersion"))?;
-        Ok(Gpu {
-            info: GpuInfo { ordinal, name, arch: Arch { major, minor }, sm_count, max_smem_optin, total_mem, driver_version },
-            device,
-            ctx,
-        })
+        Ok(Gpu { info: GpuInfo { ordinal, name, arch: Arch { major, minor }, sm_count, max_smem_optin, total_mem, driver_version }, device, ctx })
     }
 
     /// The raw context handle.

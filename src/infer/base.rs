@@ -205,9 +205,13 @@ fn acceptable(grown: &Case, case: &Case, m: &Manifest) -> bool {
 /// `case` with `dims` set by `f` all at once, if acceptable; else each on its own in order,
 /// keeping those that are.
 fn grow(case: &Case, m: &Manifest, dims: &[String], f: impl Fn(u64) -> u64) -> Case {
-    let set = |c: &Case, names: &[String]| edit_dims(c, m, |n| names.iter().for_each(|d| {
-        n.dims.insert(d.clone(), f(n.dim(d)));
-    }));
+    let set = |c: &Case, names: &[String]| {
+        edit_dims(c, m, |n| {
+            names.iter().for_each(|d| {
+                n.dims.insert(d.clone(), f(n.dim(d)));
+            })
+        })
+    };
     let all = set(case, dims);
     if acceptable(&all, case, m) {
         return all;
@@ -233,9 +237,7 @@ pub fn widened(base: &Case, m: &Manifest) -> Case {
 /// A replica's larger outer dims: every stepped dim that no tile hint ties (growing those would
 /// change the tile count, not the outer extent) and `pinned` does not hold, doubled.
 pub fn doubled(case: &Case, m: &Manifest, pinned: &[String]) -> Case {
-    let dims: Vec<String> = stepped_dims(m)
-        .into_iter()
-        .filter(|d| !pinned.contains(d) && m.dim(d).is_some_and(|s| !s.hints.iter().any(|h| matches!(h, Hint::Param(_)))))
-        .collect();
+    let dims: Vec<String> =
+        stepped_dims(m).into_iter().filter(|d| !pinned.contains(d) && m.dim(d).is_some_and(|s| !s.hints.iter().any(|h| matches!(h, Hint::Param(_))))).collect();
     grow(case, m, &dims, |v| v.saturating_mul(2))
 }

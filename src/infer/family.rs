@@ -145,7 +145,8 @@ impl Family {
             Family::InnerStride(t) | Family::Order(t) => Value::Name(order_digits(case, &plan, t)),
             Family::Broadcast(t) => {
                 let spec = m.tensor(t);
-                let names: Vec<String> = case.layout(t).broadcast.iter().map(|&d| spec.and_then(|s| s.shape.get(d)).cloned().unwrap_or_else(|| d.to_string())).collect();
+                let names: Vec<String> =
+                    case.layout(t).broadcast.iter().map(|&d| spec.and_then(|s| s.shape.get(d)).cloned().unwrap_or_else(|| d.to_string())).collect();
                 Value::Name(if names.is_empty() { NOT_BROADCAST.into() } else { names.join(",") })
             }
             // Past 2³¹ or not: the exact offset moves with the replicas' dims.

@@ -36,7 +36,10 @@ pub fn tensor_variants(m: &Manifest, t: &TensorSpec, base: &Case, wide: &Case) -
     let Some(tp) = plan.tensor(name) else { return Vec::new() };
     let rank = tp.rank();
     let elem = tp.elem_bytes;
-    let mut out = vec![(Family::Offset(name.clone()), OFFSETS.iter().filter(|&&o| o % elem == 0).map(|&o| with(base, |c| c.layout_mut(name).offset_bytes = o)).collect())];
+    let mut out = vec![(
+        Family::Offset(name.clone()),
+        OFFSETS.iter().filter(|&&o| o % elem == 0).map(|&o| with(base, |c| c.layout_mut(name).offset_bytes = o)).collect(),
+    )];
     if rank >= 2 {
         out.push((Family::Pitch(name.clone()), pitches(wide, name, tp)));
     }
@@ -142,9 +145,12 @@ pub fn flag_variants(m: &Manifest, base: &Case) -> Vec<Variants> {
         .filter(|s| s.ty == ScalarType::Bool)
         .map(|s| {
             let now = base.scalar(&s.name).is_some_and(|v| v.is_true());
-            (Family::Flag(s.name.clone()), vec![with(base, |c| {
-                c.scalars.insert(s.name.clone(), Scalar::Bool(!now));
-            })])
+            (
+                Family::Flag(s.name.clone()),
+                vec![with(base, |c| {
+                    c.scalars.insert(s.name.clone(), Scalar::Bool(!now));
+                })],
+            )
         })
         .collect()
 }
@@ -154,9 +160,11 @@ pub fn param_variants(m: &Manifest, base: &Case) -> Vec<Variants> {
     m.params
         .iter()
         .map(|(name, values)| {
-            let cases = values.iter().map(|&v| with(base, |c| {
-                c.params.insert(name.clone(), v);
-            }));
+            let cases = values.iter().map(|&v| {
+                with(base, |c| {
+                    c.params.insert(name.clone(), v);
+                })
+            });
             (Family::Param(name.clone()), cases.collect())
         })
         .collect()

@@ -288,24 +288,21 @@ fn precondition(m: &Manifest, family: &Family, base: &Case, stats: &BTreeMap<Val
     let mut passing: BTreeSet<Value> = stats.iter().filter(|(_, s)| s.fail == 0 && s.pass > 0).map(|(v, _)| v.clone()).collect();
     passing.insert(family.measure(base, m));
     let bad: Vec<&ValueStats<'_>> = stats.values().filter(|s| s.fail > 0).collect();
-    let example = bad
-        .iter()
-        .filter_map(|s| s.example)
-        .min_by_key(|(c, _)| size(c, m))
-        .map(|(case, outcome)| Example {
-            case: case.clone(),
-            finding: match outcome {
-                Outcome::Fail { findings } => findings.first().cloned(),
-                _ => None,
-            },
-            error: match outcome {
-                Outcome::Error { message } => Some(first_line(message)),
-                _ => None,
-            },
-        });
+    let example = bad.iter().filter_map(|s| s.example).min_by_key(|(c, _)| size(c, m)).map(|(case, outcome)| Example {
+        case: case.clone(),
+        finding: match outcome {
+            Outcome::Fail { findings } => findings.first().cloned(),
+            _ => None,
+        },
+        error: match outcome {
+            Outcome::Error { message } => Some(first_line(message)),
+            _ => None,
+        },
+    });
     Some(Found {
         family: family.clone(),
-        predicate: relation_predicate(m, family, base, &passing, &failing).unwrap_or_else(|| predicate(family, &passing, &failing, elem_bytes(m, family, base))),
+        predicate: relation_predicate(m, family, base, &passing, &failing)
+            .unwrap_or_else(|| predicate(family, &passing, &failing, elem_bytes(m, family, base))),
         tensors: family.tensor().map(str::to_string).into_iter().collect(),
         failing,
         causes: bad.iter().flat_map(|s| s.causes.iter().cloned()).collect(),
@@ -336,9 +333,7 @@ pub fn numeric_rule(pass: &BTreeSet<i64>, fail: &BTreeSet<i64>) -> NumRule {
         return NumRule { unexplained: fail.iter().copied().collect(), ..NumRule::default() };
     };
     let between: Vec<i64> = fail.iter().copied().filter(|&f| f > lo && f < hi).collect();
-    let multiple = (1..=10)
-        .map(|k| 1i64 << k)
-        .find(|&m| !between.is_empty() && pass.iter().all(|p| p % m == 0) && between.iter().all(|f| f % m != 0));
+    let multiple = (1..=10).map(|k| 1i64 << k).find(|&m| !between.is_empty() && pass.iter().all(|p| p % m == 0) && between.iter().all(|f| f % m != 0));
     let rest: Vec<i64> = fail.iter().copied().filter(|f| multiple.is_none_or(|m| f % m == 0)).collect();
     NumRule {
         min: rest.iter().any(|&f| f < lo).then_some(lo),
@@ -367,9 +362,7 @@ fn predicate(family: &Family, passing: &BTreeSet<Value>, failing: &BTreeSet<Valu
         (Family::Offset(_), _) => format!("base {}", numeric_clauses("offset (bytes)", &rule)),
         (Family::Pitch(_), _) => numeric_clauses("row pitch (bytes)", &rule),
         (Family::Padding { dim, outer, .. }, _) => format!("stride({outer}) must be dense (no padding of dimension {dim})"),
-        (Family::ElementOffset(_), _) => {
-            "element offsets must stay below 2^31: the kernel indexes in 32 bits (declare max_element_offset = 2147483647)".into()
-        }
+        (Family::ElementOffset(_), _) => "element offsets must stay below 2^31: the kernel indexes in 32 bits (declare max_element_offset = 2147483647)".into(),
         (Family::InnerStride(_), _) if every_value_fails => "innermost stride must be 1".into(),
         (Family::Order(_), _) if every_value_fails => format!("must be in order {}", list(passing)),
         (Family::InnerStride(_) | Family::Order(_), _) => format!("must not be in order {}", list(failing)),
@@ -394,14 +387,18 @@ fn relation_predicate(m: &Manifest, family: &Family, base: &Case, passing: &BTre
         vars.dims.insert(dim.clone(), u64::try_from(v).ok()?);
         crate::manifest::expr::Env::without_tensors(&vars).boolean(rel).ok()
     };
-    m.requires.iter().chain(&m.contract.relations).find(|rel| {
-        let names = crate::manifest::expr::variables_in(rel);
-        names.iter().any(|n| n == dim)
-            && names.iter().any(|n| n != dim && m.dim(n).is_some())
-            && !fail.is_empty()
-            && pass.iter().all(|&v| holds(rel, v) == Some(true))
-            && fail.iter().all(|&v| holds(rel, v) == Some(false))
-    }).map(|rel| format!("`{rel}` must hold"))
+    m.requires
+        .iter()
+        .chain(&m.contract.relations)
+        .find(|rel| {
+            let names = crate::manifest::expr::variables_in(rel);
+            names.iter().any(|n| n == dim)
+                && names.iter().any(|n| n != dim && m.dim(n).is_some())
+                && !fail.is_empty()
+                && pass.iter().all(|&v| holds(rel, v) == Some(true))
+                && fail.iter().all(|&v| holds(rel, v) == Some(false))
+        })
+        .map(|rel| format!("`{rel}` must hold"))
 }
 
 /// The element size of the tensor a family is about (the case's element size for the others).
@@ -473,4 +470,3 @@ fn finish(m: &Manifest, mut g: Found) -> Precondition {
         seed: None,
     }
 }
-

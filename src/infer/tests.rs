@@ -349,7 +349,21 @@ fn a_row_kernel_gets_probes_per_tensor_and_per_dim_and_declared_marks() {
     let (_dir, m) = rownorm();
     let plan = plan_probes(&m, 3).unwrap();
     let families: Vec<String> = plan.families().iter().map(|f| f.to_string()).collect();
-    for f in ["x base offset", "w base offset", "y base offset", "x row pitch", "y row pitch", "x innermost stride", "x broadcast", "x largest element offset", "rows", "cols", "dtype", "affine", "BLOCK"] {
+    for f in [
+        "x base offset",
+        "w base offset",
+        "y base offset",
+        "x row pitch",
+        "y row pitch",
+        "x innermost stride",
+        "x broadcast",
+        "x largest element offset",
+        "rows",
+        "cols",
+        "dtype",
+        "affine",
+        "BLOCK",
+    ] {
         assert!(families.contains(&f.to_string()), "{f} missing: {families:?}");
     }
     for f in ["w row pitch", "x order", "y broadcast", "w broadcast", "eps"] {

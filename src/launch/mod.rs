@@ -56,11 +56,7 @@ impl Module {
         }
         // SAFETY: valid function handle and attribute.
         unsafe {
-            result::function::set_function_attribute(
-                self.function,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                bytes as i32,
-            )
+            result::function::set_function_attribute(self.function, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)
         }
         .map_err(|e| LaunchRejection::Cuda(CudaStatus::from_driver(e)))?;
         self.smem_attribute = bytes;
@@ -73,10 +69,7 @@ impl Module {
         let global = |name: &str| {
             let name = CString::new(name).expect("symbol names have no NUL");
             // SAFETY: `self.module` is loaded; the name is NUL-terminated.
-            unsafe { result::module::get_global(self.module, name) }
-                .ok()
-                .filter(|&(_, bytes)| bytes == coverage::SLOTS * 4)
-                .map(|(ptr, _)| ptr)
+            unsafe { result::module::get_global(self.module, name) }.ok().filter(|&(_, bytes)| bytes == coverage::SLOTS * 4).map(|(ptr, _)| ptr)
         };
         Some((global(coverage::HITS_SYMBOL)?, global(coverage::LINES_SYMBOL)?))
     }
@@ -179,17 +172,8 @@ pub fn launch(module: &Module, launch: &ResolvedLaunch, arena: &DeviceArena, ima
     // SAFETY: every parameter points into `slots`, alive for the duration of the call, and the
     // argument list matches the kernel's signature as declared in its manifest (a mismatch is the
     // manifest author's bug and shows up as a finding, not as host memory corruption).
-    unsafe {
-        result::launch_kernel(
-            module.function,
-            (gx, gy, gz),
-            (bx, by, bz),
-            launch.shared_bytes,
-            std::ptr::null_mut(),
-            &mut params,
-        )
-    }
-    .map_err(|e| LaunchRejection::Cuda(CudaStatus::from_driver(e)))
+    unsafe { result::launch_kernel(module.function, (gx, gy, gz), (bx, by, bz), launch.shared_bytes, std::ptr::null_mut(), &mut params) }
+        .map_err(|e| LaunchRejection::Cuda(CudaStatus::from_driver(e)))
 }
 
 /// Whether an error leaves the context unusable, so the worker must exit after reporting it.
@@ -218,12 +202,7 @@ pub fn classify(status: &CudaStatus, at_launch: bool) -> FindingKind {
         c if c == CUDA_ERROR_MISALIGNED_ADDRESS as u32 => FindingKind::MisalignedAddress,
         c if c == CUDA_ERROR_ILLEGAL_ADDRESS as u32 => FindingKind::IllegalAddress,
         c if c == CUDA_ERROR_LAUNCH_FAILED as u32 => FindingKind::LaunchFailure,
-        c if at_launch
-            || c == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES as u32
-            || c == CUDA_ERROR_INVALID_VALUE as u32 =>
-        {
-            FindingKind::LaunchRejected
-        }
+        c if at_launch || c == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES as u32 || c == CUDA_ERROR_INVALID_VALUE as u32 => FindingKind::LaunchRejected,
         _ => FindingKind::CudaError,
     }
 }

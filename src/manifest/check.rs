@@ -130,7 +130,8 @@ impl Manifest {
             for &dtype in &dtypes {
                 let mut base = Vars { params: params.clone(), elem_bytes: dtype.size(), ..self.sample_vars() };
                 self.finish_point(&mut base, dtype);
-                let label = |at: &str| format!(" for {}{at}{}", params_text(&params), if dtypes.len() > 1 { format!(" ({})", dtype.name()) } else { String::new() });
+                let label =
+                    |at: &str| format!(" for {}{at}{}", params_text(&params), if dtypes.len() > 1 { format!(" ({})", dtype.name()) } else { String::new() });
                 let launch = match self.resolve(&base) {
                     Ok(l) => Some(l),
                     Err(ManifestError::I32Overflow { .. }) => None,
@@ -257,7 +258,13 @@ impl Manifest {
         for rel in self.requires.iter().chain(&self.contract.relations) {
             if let Some((a, b)) = rel.split_once("==") {
                 let (a, b) = (a.trim(), b.trim());
-                let other = if a == dim { b } else if b == dim { a } else { continue };
+                let other = if a == dim {
+                    b
+                } else if b == dim {
+                    a
+                } else {
+                    continue;
+                };
                 if vars.dims.contains_key(other) {
                     vars.dims.insert(other.to_string(), v);
                 }
@@ -295,7 +302,13 @@ impl Manifest {
         let (mut threads, mut shared) = (0, 0);
         let block_depends = relevant.iter().any(|c| c.field.starts_with("launch.block"));
         for c in relevant {
-            let fail = |f: ExprFailure| ManifestError::Expr { path: self.path.clone(), field: c.field.clone(), expr: c.expr.clone(), problem: f.problem, hint: f.hint };
+            let fail = |f: ExprFailure| ManifestError::Expr {
+                path: self.path.clone(),
+                field: c.field.clone(),
+                expr: c.expr.clone(),
+                problem: f.problem,
+                hint: f.hint,
+            };
             let zero = || ExprFailure { problem: "evaluates to 0".into(), hint: "; it must be at least 1 (use max(1, ...))".into() };
             match c.what {
                 Use::Launch | Use::Extent => {

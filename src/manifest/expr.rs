@@ -19,8 +19,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use evalexpr::{
-    build_operator_tree, Context, ContextWithMutableFunctions, ContextWithMutableVariables,
-    DefaultNumericTypes, EvalexprError, Function, HashMapContext, Node, Value,
+    build_operator_tree, Context, ContextWithMutableFunctions, ContextWithMutableVariables, DefaultNumericTypes, EvalexprError, Function, HashMapContext, Node,
+    Value,
 };
 
 use crate::case::Scalar;
@@ -34,8 +34,7 @@ pub const TENSOR_FIELDS: [&str; 4] = ["offset_bytes", "numel", "rank", "elem_byt
 /// Whether `name` is a C identifier (usable as `-D` name, entry point or tensor name).
 pub fn is_identifier(name: &str) -> bool {
     let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Whether `name` cannot name a dim, scalar, param or define: an expression already means
@@ -183,15 +182,16 @@ impl Env {
             for (field, values) in [("stride", t.strides.clone()), ("size", t.shape.clone())] {
                 let fname = format!("{}.{field}", t.name);
                 let label = fname.clone();
-                let f = Function::new(move |a: &Value| {
-                    let i = match a {
-                        Value::Int(i) => *i,
-                        other => return Err(EvalexprError::CustomMessage(format!("{label}() takes a dimension index, got {}", show(other)))),
-                    };
-                    usize::try_from(i).ok().and_then(|i| values.get(i)).map(|&v| int(v)).ok_or_else(|| {
-                        EvalexprError::CustomMessage(format!("{label}({i}): the tensor has {} dimensions (0..{})", values.len(), values.len()))
-                    })
-                });
+                let f =
+                    Function::new(move |a: &Value| {
+                        let i = match a {
+                            Value::Int(i) => *i,
+                            other => return Err(EvalexprError::CustomMessage(format!("{label}() takes a dimension index, got {}", show(other)))),
+                        };
+                        usize::try_from(i).ok().and_then(|i| values.get(i)).map(|&v| int(v)).ok_or_else(|| {
+                            EvalexprError::CustomMessage(format!("{label}({i}): the tensor has {} dimensions (0..{})", values.len(), values.len()))
+                        })
+                    });
                 ctx.set_function(fname.clone(), f).expect("mutable");
                 functions.push(fname);
             }
@@ -289,14 +289,10 @@ impl Env {
     pub fn int(&self, expr: &str) -> Result<i64, ExprFailure> {
         match self.eval(expr)? {
             Value::Int(v) => Ok(v),
-            Value::Float(f) => Err(ExprFailure::new(
-                format!("evaluates to {f}, not an integer"),
-                "; use integer operands (`/` of two integers truncates) or cdiv(a, b)",
-            )),
-            other => Err(ExprFailure::new(
-                format!("evaluates to {}, not an integer", show(&other)),
-                "; write an arithmetic expression",
-            )),
+            Value::Float(f) => {
+                Err(ExprFailure::new(format!("evaluates to {f}, not an integer"), "; use integer operands (`/` of two integers truncates) or cdiv(a, b)"))
+            }
+            other => Err(ExprFailure::new(format!("evaluates to {}, not an integer", show(&other)), "; write an arithmetic expression")),
         }
     }
 
@@ -304,16 +300,10 @@ impl Env {
     pub fn size(&self, expr: &str, max: u64, what: &str) -> Result<u64, ExprFailure> {
         let v = self.int(expr)?;
         if v < 0 {
-            return Err(ExprFailure::new(
-                format!("{what} evaluates to {v}, which is negative"),
-                "; a size must be 0 or more",
-            ));
+            return Err(ExprFailure::new(format!("{what} evaluates to {v}, which is negative"), "; a size must be 0 or more"));
         }
         if v as u64 > max {
-            return Err(ExprFailure::new(
-                format!("{what} evaluates to {v}, more than {max}"),
-                "; make the expression smaller or narrow the contract",
-            ));
+            return Err(ExprFailure::new(format!("{what} evaluates to {v}, more than {max}"), "; make the expression smaller or narrow the contract"));
         }
         Ok(v as u64)
     }
@@ -323,10 +313,7 @@ impl Env {
         match self.eval(expr)? {
             Value::Int(v) => Ok(v as f64),
             Value::Float(f) => Ok(f),
-            other => Err(ExprFailure::new(
-                format!("evaluates to {}, not a number", show(&other)),
-                "; write an arithmetic expression",
-            )),
+            other => Err(ExprFailure::new(format!("evaluates to {}, not a number", show(&other)), "; write an arithmetic expression")),
         }
     }
 }
@@ -397,9 +384,7 @@ fn describe(e: &EvalexprError) -> String {
 fn args(a: &Value, name: &str, n: usize) -> Result<Vec<Value>, EvalexprError> {
     match a {
         Value::Tuple(t) if t.len() == n => Ok(t.clone()),
-        Value::Tuple(t) => {
-            Err(EvalexprError::CustomMessage(format!("{name}() takes {n} arguments, got {}", t.len())))
-        }
+        Value::Tuple(t) => Err(EvalexprError::CustomMessage(format!("{name}() takes {n} arguments, got {}", t.len()))),
         _ if n == 1 => Ok(vec![a.clone()]),
         _ => Err(EvalexprError::CustomMessage(format!("{name}() takes {n} arguments, got 1"))),
     }
@@ -409,11 +394,7 @@ fn args(a: &Value, name: &str, n: usize) -> Result<Vec<Value>, EvalexprError> {
 fn cdiv(a: &Value) -> Result<Value, EvalexprError> {
     let v = args(a, "cdiv", 2)?;
     let (Value::Int(a), Value::Int(b)) = (&v[0], &v[1]) else {
-        return Err(EvalexprError::CustomMessage(format!(
-            "cdiv() takes integers, got {} and {}",
-            show(&v[0]),
-            show(&v[1])
-        )));
+        return Err(EvalexprError::CustomMessage(format!("cdiv() takes integers, got {} and {}", show(&v[0]), show(&v[1]))));
     };
     if *b <= 0 {
         return Err(EvalexprError::CustomMessage(format!("cdiv({a}, {b}): divisor must be positive")));
@@ -423,12 +404,7 @@ fn cdiv(a: &Value) -> Result<Value, EvalexprError> {
 }
 
 /// `min(a, b, ...)` / `max(a, b, ...)`: integers stay integers; any float makes the result float.
-fn fold(
-    a: &Value,
-    name: &str,
-    fi: fn(i64, i64) -> i64,
-    ff: fn(f64, f64) -> f64,
-) -> Result<Value, EvalexprError> {
+fn fold(a: &Value, name: &str, fi: fn(i64, i64) -> i64, ff: fn(f64, f64) -> f64) -> Result<Value, EvalexprError> {
     let items = match a {
         Value::Tuple(t) => t.clone(),
         v => vec![v.clone()],
@@ -443,12 +419,7 @@ fn fold(
                 let yf = if let Value::Int(i) = y { i as f64 } else { y.as_float()? };
                 Value::Float(ff(xf, yf))
             }
-            (_, other) => {
-                return Err(EvalexprError::CustomMessage(format!(
-                    "{name}() takes numbers, got {}",
-                    show(&other)
-                )))
-            }
+            (_, other) => return Err(EvalexprError::CustomMessage(format!("{name}() takes numbers, got {}", show(&other)))),
         });
     }
     acc.ok_or_else(|| EvalexprError::CustomMessage(format!("{name}() needs at least one argument")))

@@ -19,13 +19,28 @@ use crate::case::{Dtype, Scalar, ValueClass, MAX_DIM, MAX_RANK};
 
 use super::expr::{self, Env, TensorVars, Vars};
 use super::{
-    ArgSpec, ContractSpec, DimSpec, DtypeSpec, Hint, Init, LaunchSpec, LayoutFreedom, Manifest, ManifestError, ReferenceSpec,
-    Role, ScalarChoice, ScalarSpec, ScalarType, TensorSpec, MANIFEST_FORMAT,
+    ArgSpec, ContractSpec, DimSpec, DtypeSpec, Hint, Init, LaunchSpec, LayoutFreedom, Manifest, ManifestError, ReferenceSpec, Role, ScalarChoice, ScalarSpec,
+    ScalarType, TensorSpec, MANIFEST_FORMAT,
 };
 
 const TOP_LEVEL_KEYS: [&str; 17] = [
-    "format", "name", "description", "source", "entry", "fuzz", "options", "dtypes", "defines", "params", "dims", "requires", "scalars", "tensors", "contract",
-    "reference", "launch",
+    "format",
+    "name",
+    "description",
+    "source",
+    "entry",
+    "fuzz",
+    "options",
+    "dtypes",
+    "defines",
+    "params",
+    "dims",
+    "requires",
+    "scalars",
+    "tensors",
+    "contract",
+    "reference",
+    "launch",
 ];
 
 /// The value classes an input draws from when its manifest does not say: every finite class.
@@ -168,8 +183,25 @@ impl Manifest {
         if let ReferenceSpec::Op { op, bind } = &reference {
             op.spec().add_hints(&mut dims, &tensors, bind);
         }
-        let manifest =
-            Manifest { path: path.to_path_buf(), name, description, source, entry, fuzz, options, dtypes, defines, params, dims, requires, scalars, tensors, contract, reference, launch };
+        let manifest = Manifest {
+            path: path.to_path_buf(),
+            name,
+            description,
+            source,
+            entry,
+            fuzz,
+            options,
+            dtypes,
+            defines,
+            params,
+            dims,
+            requires,
+            scalars,
+            tensors,
+            contract,
+            reference,
+            launch,
+        };
         l.check_names(&manifest)?;
         l.check_sample(&manifest)?;
         manifest.check_combinations()?;
@@ -350,7 +382,9 @@ impl Loader<'_> {
         }
         let mut out = Vec::new();
         for (i, n) in names.iter().enumerate() {
-            let d = Dtype::from_name(n).filter(|d| d.is_float()).ok_or_else(|| self.invalid(&format!("dtypes[{i}]"), format!("`{n}` is not a floating element type; use f16, bf16, f32 or f64")))?;
+            let d = Dtype::from_name(n)
+                .filter(|d| d.is_float())
+                .ok_or_else(|| self.invalid(&format!("dtypes[{i}]"), format!("`{n}` is not a floating element type; use f16, bf16, f32 or f64")))?;
             if out.contains(&d) {
                 return Err(self.invalid("dtypes", format!("lists {d} twice; remove the duplicate")));
             }
@@ -411,13 +445,18 @@ impl Loader<'_> {
                 return Err(self.invalid(&format!("{field}.max"), format!("{max} is more than {}", i32::MAX)));
             }
             if lo == 0 || lo > hi || hi > max {
-                return Err(self.invalid(&format!("{field}.range"), format!("[{lo}, {hi}] is not a range within 1..={max}; write [min, max] with 1 <= min <= max")));
+                return Err(
+                    self.invalid(&format!("{field}.range"), format!("[{lo}, {hi}] is not a range within 1..={max}; write [min, max] with 1 <= min <= max"))
+                );
             }
             if r.multiple == 0 {
                 return Err(self.invalid(&format!("{field}.multiple"), "0; use 1 for any value".into()));
             }
             if hi / r.multiple * r.multiple < lo {
-                return Err(self.invalid(&format!("{field}.multiple"), format!("no multiple of {} lies in [{lo}, {hi}]; widen the range or lower the multiple", r.multiple)));
+                return Err(self.invalid(
+                    &format!("{field}.multiple"),
+                    format!("no multiple of {} lies in [{lo}, {hi}]; widen the range or lower the multiple", r.multiple),
+                ));
             }
             let cap = r.cap.unwrap_or(DEFAULT_CAP).max(lo);
             let mut hints = Vec::new();
@@ -425,7 +464,9 @@ impl Loader<'_> {
                 hints.push(match h {
                     toml::Value::Integer(n) if n > 0 => Hint::Value(n as u64),
                     toml::Value::String(p) if params.contains_key(&p) || defines.contains_key(&p) => Hint::Param(p),
-                    other => return Err(self.invalid(&format!("{field}.hints[{i}]"), format!("{other} is neither a positive value nor a param or define name"))),
+                    other => {
+                        return Err(self.invalid(&format!("{field}.hints[{i}]"), format!("{other} is neither a positive value nor a param or define name")))
+                    }
                 });
             }
             out.push(DimSpec { name, range: [lo, hi], multiple: r.multiple, max, cap, hints });
@@ -459,11 +500,17 @@ impl Loader<'_> {
                     (ScalarType::F32, toml::Value::Float(x)) => ScalarChoice::Value(Scalar::Float(x as f32 as f64)),
                     (ScalarType::F32, toml::Value::Integer(n)) => ScalarChoice::Value(Scalar::Float(n as f32 as f64)),
                     (ScalarType::Int | ScalarType::F32, toml::Value::String(e)) => ScalarChoice::Expr(e),
-                    (ty, other) => return Err(self.invalid(&format!("{field}.choices[{i}]"), format!("{other} is not a {ty:?} value (or, for numbers, an expression string)"))),
+                    (ty, other) => {
+                        return Err(
+                            self.invalid(&format!("{field}.choices[{i}]"), format!("{other} is not a {ty:?} value (or, for numbers, an expression string)"))
+                        )
+                    }
                 });
             }
             if !r.weights.is_empty() && r.weights.len() != choices.len() {
-                return Err(self.invalid(&format!("{field}.weights"), format!("{} weights for {} choices; give one per choice", r.weights.len(), choices.len())));
+                return Err(
+                    self.invalid(&format!("{field}.weights"), format!("{} weights for {} choices; give one per choice", r.weights.len(), choices.len()))
+                );
             }
             if r.weights.iter().all(|&w| w == 0) && !r.weights.is_empty() {
                 return Err(self.invalid(&format!("{field}.weights"), "all zero; give some choice a positive weight".into()));
@@ -499,7 +546,10 @@ impl Loader<'_> {
             let field = format!("tensors.{name_hint}");
             let r: RawTensor = self.decode(v, &field)?;
             if !expr::is_identifier(&r.name) {
-                return Err(self.invalid(&format!("{field}.name"), format!("{:?} is not a C identifier; tensor names appear in expressions (`{}.stride(0)`)", r.name, r.name)));
+                return Err(self.invalid(
+                    &format!("{field}.name"),
+                    format!("{:?} is not a C identifier; tensor names appear in expressions (`{}.stride(0)`)", r.name, r.name),
+                ));
             }
             if out.iter().any(|o| o.name == r.name) || dims.iter().any(|d| d.name == r.name) || scalars.iter().any(|s| s.name == r.name) {
                 return Err(self.invalid(&format!("{field}.name"), format!("`{}` is already a tensor, dim or scalar name; rename one", r.name)));
@@ -518,12 +568,16 @@ impl Loader<'_> {
             shape.push(match s {
                 toml::Value::String(e) => e,
                 toml::Value::Integer(n) if n > 0 => n.to_string(),
-                other => return Err(self.invalid(&format!("{field}.shape[{i}]"), format!("{other} is neither a dim name, an expression nor a positive number"))),
+                other => {
+                    return Err(self.invalid(&format!("{field}.shape[{i}]"), format!("{other} is neither a dim name, an expression nor a positive number")))
+                }
             });
         }
         let dtype = match r.dtype.as_deref() {
             None | Some("case") => DtypeSpec::Case,
-            Some(n) => DtypeSpec::Fixed(Dtype::from_name(n).ok_or_else(|| self.invalid(&format!("{field}.dtype"), format!("`{n}` is not \"case\" or one of {}", Dtype::EVERY.map(|d| d.name()).join(", "))))?),
+            Some(n) => DtypeSpec::Fixed(Dtype::from_name(n).ok_or_else(|| {
+                self.invalid(&format!("{field}.dtype"), format!("`{n}` is not \"case\" or one of {}", Dtype::EVERY.map(|d| d.name()).join(", ")))
+            })?),
         };
         let elem = match dtype {
             DtypeSpec::Fixed(d) => d.size(),
@@ -544,7 +598,10 @@ impl Loader<'_> {
                 let mut v = Vec::new();
                 for (i, n) in names.iter().enumerate() {
                     let c = ValueClass::from_name(n).ok_or_else(|| {
-                        self.invalid(&format!("{field}.values[{i}]"), format!("`{n}` is not a value class; use {}", ValueClass::ALL.map(|c| c.name()).join(", ")))
+                        self.invalid(
+                            &format!("{field}.values[{i}]"),
+                            format!("`{n}` is not a value class; use {}", ValueClass::ALL.map(|c| c.name()).join(", ")),
+                        )
                     })?;
                     if !v.contains(&c) {
                         v.push(c);
@@ -566,7 +623,9 @@ impl Loader<'_> {
         };
         let range = match r.range {
             None => None,
-            Some(_) if float => return Err(self.invalid(&format!("{field}.range"), "only integer tensors take a value range; floats draw from `values`".into())),
+            Some(_) if float => {
+                return Err(self.invalid(&format!("{field}.range"), "only integer tensors take a value range; floats draw from `values`".into()))
+            }
             Some([lo, hi]) => Some([self.expr_text(lo, &format!("{field}.range[0]"))?, self.expr_text(hi, &format!("{field}.range[1]"))?]),
         };
         Ok(TensorSpec { name: r.name, role: r.role, shape, dtype, layout: r.layout.unwrap_or_default(), broadcast: r.broadcast, align, values, init, range })
@@ -635,7 +694,10 @@ impl Loader<'_> {
             if let ArgSpec::Ptr(name) = &arg {
                 if !tensors.iter().any(|t| &t.name == name) {
                     let known: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
-                    return Err(self.invalid(&f, format!("pointer `{name}` is not a tensor (tensors: {}); declare it under [[tensors]] or fix the name", known.join(", "))));
+                    return Err(self.invalid(
+                        &f,
+                        format!("pointer `{name}` is not a tensor (tensors: {}); declare it under [[tensors]] or fix the name", known.join(", ")),
+                    ));
                 }
             }
             args.push(arg);
@@ -693,7 +755,14 @@ impl Loader<'_> {
             for (i, e) in t.shape.iter().enumerate() {
                 let v = env.size(e, u64::MAX, "extent").map_err(|f| self.expr_error(&format!("tensors.{}.shape[{i}]", t.name), e, f))?;
                 if v == 0 {
-                    return Err(self.expr_error(&format!("tensors.{}.shape[{i}]", t.name), e, expr::ExprFailure { problem: "evaluates to 0 for the sample case".into(), hint: "; an extent must be at least 1 (use max(1, ...))".into() }));
+                    return Err(self.expr_error(
+                        &format!("tensors.{}.shape[{i}]", t.name),
+                        e,
+                        expr::ExprFailure {
+                            problem: "evaluates to 0 for the sample case".into(),
+                            hint: "; an extent must be at least 1 (use max(1, ...))".into(),
+                        },
+                    ));
                 }
             }
         }

@@ -96,11 +96,10 @@ fn write_table(o: &mut String, name: &str, v: Option<&toml::Value>) {
 }
 
 fn dims(o: &mut String, t: &toml::Table, c: &toml::Table) {
-    let tiles: Vec<String> = get(t, "params")
-        .and_then(|p| p.as_table())
-        .map(|p| p.keys().filter(|k| k.starts_with("BLOCK")).map(|k| quote(k)).collect())
-        .unwrap_or_default();
-    let _ = writeln!(o, "\n# Dims are drawn in this order; hints are values to bias toward (a param named as a hint: each\n# of its values and one either side).");
+    let tiles: Vec<String> =
+        get(t, "params").and_then(|p| p.as_table()).map(|p| p.keys().filter(|k| k.starts_with("BLOCK")).map(|k| quote(k)).collect()).unwrap_or_default();
+    let _ =
+        writeln!(o, "\n# Dims are drawn in this order; hints are values to bias toward (a param named as a hint: each\n# of its values and one either side).");
     let _ = writeln!(o, "[dims]");
     for (name, cap, hints) in DIMS {
         let [lo, hi] = match name {
@@ -178,7 +177,12 @@ fn tensors(o: &mut String, t: &toml::Table, c: &toml::Table) -> Result<Option<St
         } else {
             ("scratch", format!("[{}]", quote(&count)))
         };
-        let _ = writeln!(o, "\n[[tensors]]\nname = {}\nrole = \"{role}\"\nshape = {shape}\ndtype = {}\nlayout = \"fixed\"\ninit = {init}", quote(&name), quote(&dtype));
+        let _ = writeln!(
+            o,
+            "\n[[tensors]]\nname = {}\nrole = \"{role}\"\nshape = {shape}\ndtype = {}\nlayout = \"fixed\"\ninit = {init}",
+            quote(&name),
+            quote(&dtype)
+        );
     }
     Ok(lse)
 }

@@ -392,16 +392,26 @@ const fn optional_scalar(name: &'static str) -> ScalarRole {
 
 /// Row lengths around the warp (32), the 16-byte vector widths (4 and 8 elements), the usual
 /// block sizes (128 .. 1024) and one row of length 1.
-const ROW_HINTS: &[u64] = &[1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097];
+const ROW_HINTS: &[u64] = &[
+    1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096,
+    4097,
+];
 
 const ATTENTION: OpSpec = OpSpec {
     name: "attention_fwd",
-    tensors: &[role("q", Rank::Exact(4)), role("k", Rank::Exact(4)), role("v", Rank::Exact(4)), role("o", Rank::Exact(4)), optional_role("lse", Rank::Exact(3))],
+    tensors: &[
+        role("q", Rank::Exact(4)),
+        role("k", Rank::Exact(4)),
+        role("v", Rank::Exact(4)),
+        role("o", Rank::Exact(4)),
+        optional_role("lse", Rank::Exact(3)),
+    ],
     scalars: &[scalar("scale"), scalar("causal")],
     reduces: None,
     reduce_hints: &[],
 };
-const SOFTMAX: OpSpec = OpSpec { name: "softmax", tensors: &[role("x", Rank::AtLeast(1)), role("y", Rank::AtLeast(1))], scalars: &[], reduces: Some("x"), reduce_hints: ROW_HINTS };
+const SOFTMAX: OpSpec =
+    OpSpec { name: "softmax", tensors: &[role("x", Rank::AtLeast(1)), role("y", Rank::AtLeast(1))], scalars: &[], reduces: Some("x"), reduce_hints: ROW_HINTS };
 const RMSNORM: OpSpec = OpSpec {
     name: "rmsnorm",
     tensors: &[role("x", Rank::AtLeast(1)), role("weight", Rank::Exact(1)), role("y", Rank::AtLeast(1))],
@@ -427,7 +437,13 @@ const GEMM: OpSpec = OpSpec {
 };
 const ROTARY: OpSpec = OpSpec {
     name: "rotary",
-    tensors: &[role("x", Rank::Exact(3)), role("cos", Rank::Exact(2)), role("sin", Rank::Exact(2)), role("positions", Rank::Exact(1)), TensorRole { name: "y", rank: Rank::Exact(3), required: false, in_place: Some("x") }],
+    tensors: &[
+        role("x", Rank::Exact(3)),
+        role("cos", Rank::Exact(2)),
+        role("sin", Rank::Exact(2)),
+        role("positions", Rank::Exact(1)),
+        TensorRole { name: "y", rank: Rank::Exact(3), required: false, in_place: Some("x") },
+    ],
     scalars: &[optional_scalar("interleaved")],
     reduces: None,
     reduce_hints: &[],

@@ -30,13 +30,29 @@ struct RawReference {
 
 impl Loader<'_> {
     /// `[reference]`: an op with its binding, the user's kernel, or `op = "none"`.
-    pub(super) fn reference(&self, t: &mut toml::Table, tensors: &[TensorSpec], scalars: &[ScalarSpec], launch: &LaunchSpec) -> Result<ReferenceSpec, ManifestError> {
-        let raw: RawReference = self.required(t.remove("reference"), "reference", "a [reference] section: op = \"attention_fwd\", or source and entry of your reference kernel, or op = \"none\"")?;
+    pub(super) fn reference(
+        &self,
+        t: &mut toml::Table,
+        tensors: &[TensorSpec],
+        scalars: &[ScalarSpec],
+        launch: &LaunchSpec,
+    ) -> Result<ReferenceSpec, ManifestError> {
+        let raw: RawReference = self.required(
+            t.remove("reference"),
+            "reference",
+            "a [reference] section: op = \"attention_fwd\", or source and entry of your reference kernel, or op = \"none\"",
+        )?;
         match (raw.op.as_deref(), raw.source) {
             (Some("none"), None) => Ok(ReferenceSpec::None),
             (Some(op), None) => {
                 let op = BuiltinOp::ALL.into_iter().find(|o| o.name() == op).ok_or_else(|| {
-                    self.invalid("reference.op", format!("`{op}` is not a built-in op (built in: {}, or \"none\"); or give the source and entry of your own reference kernel", BuiltinOp::ALL.map(|o| o.name()).join(", ")))
+                    self.invalid(
+                        "reference.op",
+                        format!(
+                            "`{op}` is not a built-in op (built in: {}, or \"none\"); or give the source and entry of your own reference kernel",
+                            BuiltinOp::ALL.map(|o| o.name()).join(", ")
+                        ),
+                    )
                 })?;
                 Ok(ReferenceSpec::Op { op, bind: self.bind(op, raw.bind, tensors, scalars)? })
             }
@@ -73,17 +89,29 @@ impl Loader<'_> {
                 Ok(ReferenceSpec::Kernel(Box::new(ReferenceKernel { source, entry, options: raw.options, launch, factor, floor: raw.floor })))
             }
             (Some(_), Some(_)) => Err(self.invalid("reference", "give either op or source/entry, not both".into())),
-            (None, None) => Err(self.invalid("reference", "give op = \"attention_fwd\" or another built-in op, source and entry of your reference kernel, or op = \"none\"".into())),
+            (None, None) => Err(self.invalid(
+                "reference",
+                "give op = \"attention_fwd\" or another built-in op, source and entry of your reference kernel, or op = \"none\"".into(),
+            )),
         }
     }
 
     /// An op's binding: every role names a tensor (or scalar) of this manifest, of the rank the
     /// role needs; a role not listed binds the tensor or scalar of the same name.
-    fn bind(&self, op: BuiltinOp, given: BTreeMap<String, String>, tensors: &[TensorSpec], scalars: &[ScalarSpec]) -> Result<BTreeMap<String, String>, ManifestError> {
+    fn bind(
+        &self,
+        op: BuiltinOp,
+        given: BTreeMap<String, String>,
+        tensors: &[TensorSpec],
+        scalars: &[ScalarSpec],
+    ) -> Result<BTreeMap<String, String>, ManifestError> {
         let spec = op.spec();
         let roles: BTreeSet<&str> = spec.tensors.iter().map(|r| r.name).chain(spec.scalars.iter().map(|r| r.name)).collect();
         if let Some(unknown) = given.keys().find(|k| !roles.contains(k.as_str())) {
-            return Err(self.invalid(&format!("reference.bind.{unknown}"), format!("`{unknown}` is not a role of {op} (roles: {})", roles.iter().copied().collect::<Vec<_>>().join(", "))));
+            return Err(self.invalid(
+                &format!("reference.bind.{unknown}"),
+                format!("`{unknown}` is not a role of {op} (roles: {})", roles.iter().copied().collect::<Vec<_>>().join(", ")),
+            ));
         }
         let mut bind = BTreeMap::new();
         for r in spec.tensors {
@@ -92,12 +120,18 @@ impl Loader<'_> {
             match tensors.iter().find(|t| t.name == name) {
                 Some(t) => {
                     if !r.rank.admits(t.rank()) {
-                        return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs `{role}` of {}, and tensor `{name}` has rank {}", r.rank, t.rank())));
+                        return Err(self.invalid(
+                            &format!("reference.bind.{role}"),
+                            format!("{op} needs `{role}` of {}, and tensor `{name}` has rank {}", r.rank, t.rank()),
+                        ));
                     }
                     bind.insert(role.to_string(), name);
                 }
                 None if r.required => {
-                    return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs a tensor for `{role}`, and there is no tensor `{name}`; bind it: [reference.bind] {role} = \"...\"")));
+                    return Err(self.invalid(
+                        &format!("reference.bind.{role}"),
+                        format!("{op} needs a tensor for `{role}`, and there is no tensor `{name}`; bind it: [reference.bind] {role} = \"...\""),
+                    ));
                 }
                 None => {
                     // Unbound, the op writes the role in place: that tensor must be written.
@@ -116,8 +150,14 @@ impl Loader<'_> {
                 None => continue,
             };
             if !scalars.iter().any(|s| s.name == name) && name.parse::<f64>().is_err() && name != "true" && name != "false" {
-                let fix = if r.required { "declare it under [scalars] or bind a literal (\"false\", \"0.125\")" } else { "declare it under [scalars], bind a literal (\"false\", \"0.5\") or leave it unbound" };
-                return Err(self.invalid(&format!("reference.bind.{role}"), format!("{op} needs a scalar for `{role}`, and there is no scalar `{name}`; {fix}")));
+                let fix = if r.required {
+                    "declare it under [scalars] or bind a literal (\"false\", \"0.125\")"
+                } else {
+                    "declare it under [scalars], bind a literal (\"false\", \"0.5\") or leave it unbound"
+                };
+                return Err(
+                    self.invalid(&format!("reference.bind.{role}"), format!("{op} needs a scalar for `{role}`, and there is no scalar `{name}`; {fix}"))
+                );
             }
             bind.insert(role.to_string(), name);
         }

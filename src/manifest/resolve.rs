@@ -81,7 +81,10 @@ impl Manifest {
                     ));
                 }
                 Some(values) if !values.contains(value) => {
-                    return Err((format!("params.{name}"), format!("value {value} is not one of {values:?} (declared in {}); use one of them or add {value} there", self.path.display())));
+                    return Err((
+                        format!("params.{name}"),
+                        format!("value {value} is not one of {values:?} (declared in {}); use one of them or add {value} there", self.path.display()),
+                    ));
                 }
                 Some(_) => {}
             }
@@ -117,7 +120,11 @@ impl Manifest {
             let field = format!("{section}.{name}[{i}]");
             let v = env.size(e, u32::MAX as u64, name).map_err(|f| self.expr_error(field.clone(), e, f))?;
             if v == 0 {
-                return Err(self.expr_error(field, e, ExprFailure { problem: format!("{name} evaluates to 0"), hint: "; a launch needs at least 1 (use max(1, ...))".into() }));
+                return Err(self.expr_error(
+                    field,
+                    e,
+                    ExprFailure { problem: format!("{name} evaluates to 0"), hint: "; a launch needs at least 1 (use max(1, ...))".into() },
+                ));
             }
             out[i] = v as u32;
         }
@@ -127,7 +134,14 @@ impl Manifest {
     /// One argument: a tensor pointer, or an expression that fits its C type.
     fn resolve_arg(&self, env: &Env, i: usize, a: &ArgSpec, section: &str) -> Result<ResolvedArg, ManifestError> {
         let field = || format!("{section}.args[{i}]");
-        let overflow = |ty: &'static str, e: &str, value: i64, wrapped: i64| ManifestError::I32Overflow { path: self.path.clone(), ty, index: i, expr: e.to_string(), value, wrapped };
+        let overflow = |ty: &'static str, e: &str, value: i64, wrapped: i64| ManifestError::I32Overflow {
+            path: self.path.clone(),
+            ty,
+            index: i,
+            expr: e.to_string(),
+            value,
+            wrapped,
+        };
         Ok(match a {
             ArgSpec::Ptr(name) => match self.tensor_index(name) {
                 Some(t) => ResolvedArg::Tensor(t),
@@ -150,7 +164,11 @@ impl Manifest {
                 let v = env.float(e).map_err(|f| self.expr_error(field(), e, f))?;
                 let x = v as f32;
                 if v.is_finite() && !x.is_finite() {
-                    return Err(self.expr_error(field(), e, ExprFailure { problem: format!("evaluates to {v}, which overflows f32"), hint: "; pass it as { f64 = ... } or rescale it".into() }));
+                    return Err(self.expr_error(
+                        field(),
+                        e,
+                        ExprFailure { problem: format!("evaluates to {v}, which overflows f32"), hint: "; pass it as { f64 = ... } or rescale it".into() },
+                    ));
                 }
                 ResolvedArg::F32(x)
             }

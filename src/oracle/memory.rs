@@ -35,7 +35,8 @@ pub fn check_memory(j: &Judged<'_>, image: &HostImage, after: &[Vec<u8>]) -> Vec
         let alloc = &image.layout.allocs[i];
         findings.extend(redzones(j, tp, alloc, before, now));
         let (ds, de) = (alloc.data_offset as usize, (alloc.data_offset + alloc.span_bytes) as usize);
-        let in_span: Vec<std::ops::Range<usize>> = held.iter().filter(|r| r.end > ds && r.start < de).map(|r| r.start.max(ds) - ds..r.end.min(de) - ds).collect();
+        let in_span: Vec<std::ops::Range<usize>> =
+            held.iter().filter(|r| r.end > ds && r.start < de).map(|r| r.start.max(ds) - ds..r.end.min(de) - ds).collect();
         let changes = changed_span_bytes(tp, &before[ds..de], &now[ds..de], &in_span);
         if let Some(&first) = changes.gaps.first() {
             let mut f = j.finding(
@@ -52,7 +53,11 @@ pub fn check_memory(j: &Judged<'_>, image: &HostImage, after: &[Vec<u8>]) -> Vec
             findings.extend(unwritten(j, tp, &now[ds..de]));
         } else if tp.role == Role::Input {
             if let Some(&first) = changes.elements.first() {
-                let mut f = j.finding(FindingKind::InputClobbered, Oracle::InputIntegrity, format!("{} bytes of input {} changed during the launch", changes.elements.len(), tp.name));
+                let mut f = j.finding(
+                    FindingKind::InputClobbered,
+                    Oracle::InputIntegrity,
+                    format!("{} bytes of input {} changed during the launch", changes.elements.len(), tp.name),
+                );
                 f.tensor = Some(tp.name.clone());
                 f.location = element_at(tp, first as u64).map(|index| Location::Element { index });
                 f.count = changes.elements.len() as u64;
@@ -72,7 +77,11 @@ fn redzones(j: &Judged<'_>, tp: &TensorPlan, alloc: &AllocLayout, before: &[u8],
     // Redzone before: report the damaged byte closest to the data (the likely underflow).
     if let Some(pos) = (0..ds).rev().find(|&b| before[b] != now[b]) {
         let count = (0..ds).filter(|&b| before[b] != now[b]).count() as u64;
-        let mut f = j.finding(FindingKind::CanaryDamage, Oracle::Canary, format!("{count} bytes of the redzone before {name} were overwritten (write before the start)"));
+        let mut f = j.finding(
+            FindingKind::CanaryDamage,
+            Oracle::Canary,
+            format!("{count} bytes of the redzone before {name} were overwritten (write before the start)"),
+        );
         f.tensor = Some(name.clone());
         f.location = Some(Location::RedzoneBefore { bytes_before: (ds - pos) as u64 });
         f.count = count;
@@ -108,5 +117,12 @@ fn unwritten(j: &Judged<'_>, tp: &TensorPlan, data: &[u8]) -> Option<Finding> {
         }
     });
     let linear = first?;
-    Some(j.element_finding(FindingKind::UnwrittenOutput, Oracle::Sentinel, tp.index, linear as u64, count, format!("{count} of {} elements of {} were never written", tp.numel, tp.name)))
+    Some(j.element_finding(
+        FindingKind::UnwrittenOutput,
+        Oracle::Sentinel,
+        tp.index,
+        linear as u64,
+        count,
+        format!("{count} of {} elements of {} were never written", tp.numel, tp.name),
+    ))
 }

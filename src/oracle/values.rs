@@ -55,7 +55,10 @@ fn check_output(j: &Judged<'_>, image: &HostImage, after: &[Vec<u8>], e: &Expect
             e.index,
             i as u64,
             nonfinite,
-            format!("{nonfinite} elements of {} are NaN or infinite where the fp64 reference is finite (out-of-bounds read of a poisoned redzone or gap?)", tp.name),
+            format!(
+                "{nonfinite} elements of {} are NaN or infinite where the fp64 reference is finite (out-of-bounds read of a poisoned redzone or gap?)",
+                tp.name
+            ),
         ));
     }
     if let Some(i) = first_special {

@@ -50,7 +50,10 @@ pub fn plan_and_judge(case: &Case, m: &Manifest) -> (Plan, ContractVerdict) {
             let verdict = check_contract(m, case, &plan);
             (plan, verdict)
         }
-        Err(e) => (Plan { tensors: Vec::new(), vars: Default::default() }, ContractVerdict::Outside { reasons: vec![format!("the case does not fit {}: {e}", m.name)] }),
+        Err(e) => (
+            Plan { tensors: Vec::new(), vars: Default::default() },
+            ContractVerdict::Outside { reasons: vec![format!("the case does not fit {}: {e}", m.name)] },
+        ),
     }
 }
 
@@ -89,7 +92,8 @@ fn dims(m: &Manifest, plan: &Plan, reasons: &mut Vec<String>) {
     let env = Env::new(&plan.vars);
     for rel in &m.contract.relations {
         if !env.boolean(rel).unwrap_or(false) {
-            let named: Vec<String> = crate::manifest::expr::variables_in(rel).into_iter().filter(|n| m.dim(n).is_some()).map(|n| format!("{n} = {}", plan.dim(&n))).collect();
+            let named: Vec<String> =
+                crate::manifest::expr::variables_in(rel).into_iter().filter(|n| m.dim(n).is_some()).map(|n| format!("{n} = {}", plan.dim(&n))).collect();
             reasons.push(format!("`{rel}` does not hold ({})", named.join(", ")));
         }
     }
@@ -140,7 +144,10 @@ fn tensor(m: &Manifest, tp: &super::TensorPlan, reasons: &mut Vec<String>) {
     }
     if spec.role == Role::Input || spec.init == crate::manifest::Init::Drawn {
         if let Some(c) = layout.values.iter().find(|c| !spec.values.contains(c)) {
-            reasons.push(format!("{t} holds {c} values, which the kernel does not accept (allowed: {})", spec.values.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ")));
+            reasons.push(format!(
+                "{t} holds {c} values, which the kernel does not accept (allowed: {})",
+                spec.values.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ")
+            ));
         }
     }
     if let Some(max) = m.contract.max_element_offset {

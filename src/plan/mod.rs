@@ -296,9 +296,8 @@ fn plan_tensor<'e>(case: &Case, m: &Manifest, index: usize, vars: &Vars, env: &d
         let dim = t.dim_name(i).map(|d| format!(" ({d})")).unwrap_or_default();
         return Err(bad("pad", format!("the stride of dimension {i}{dim} is {s} elements of {eb} bytes, past a 64-bit signed byte offset; use less padding")));
     }
-    let span_bytes = span_elements(&shape, &st)
-        .and_then(|n| n.checked_mul(eb))
-        .ok_or_else(|| bad("pad", "the tensor's span overflows 64 bits; use less padding".into()))?;
+    let span_bytes =
+        span_elements(&shape, &st).and_then(|n| n.checked_mul(eb)).ok_or_else(|| bad("pad", "the tensor's span overflows 64 bits; use less padding".into()))?;
     if span_bytes > MAX_SPAN_BYTES {
         return Err(bad("pad", format!("tensor spans {span_bytes} bytes, more than {MAX_SPAN_BYTES}")));
     }

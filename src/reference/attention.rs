@@ -193,8 +193,7 @@ where
         let (k0, rest) = k.split_at(dim);
         let (k1, rest) = rest.split_at(dim);
         let (k2, k3) = rest.split_at(dim);
-        let (mut a0, mut a1, mut a2, mut a3) =
-            (T::default(), T::default(), T::default(), T::default());
+        let (mut a0, mut a1, mut a2, mut a3) = (T::default(), T::default(), T::default(), T::default());
         for d in 0..dim {
             let x = q[d];
             a0 = a0 + x * k0[d];
@@ -204,11 +203,7 @@ where
         }
         o.copy_from_slice(&[a0, a1, a2, a3]);
     }
-    for (k, o) in blocks
-        .remainder()
-        .chunks_exact(dim)
-        .zip(outs.into_remainder())
-    {
+    for (k, o) in blocks.remainder().chunks_exact(dim).zip(outs.into_remainder()) {
         let mut a = T::default();
         for d in 0..dim {
             a = a + q[d] * k[d];
@@ -401,9 +396,20 @@ impl Attention {
 
     /// The op case of this geometry.
     pub fn to_case(&self) -> OpCase {
-        let dims = [("batch", self.batch), ("heads_q", self.heads_q), ("heads_kv", self.heads_kv), ("seq_q", self.seq_q), ("seq_k", self.seq_k), ("head_dim", self.head_dim)];
+        let dims = [
+            ("batch", self.batch),
+            ("heads_q", self.heads_q),
+            ("heads_kv", self.heads_kv),
+            ("seq_q", self.seq_q),
+            ("seq_k", self.seq_k),
+            ("head_dim", self.head_dim),
+        ];
         let scalars = [("causal", Scalar::Bool(self.causal)), ("scale", Scalar::Float(self.scale as f64))];
-        OpCase { dims: dims.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), scalars: scalars.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), dtype: self.dtype }
+        OpCase {
+            dims: dims.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            scalars: scalars.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            dtype: self.dtype,
+        }
     }
 }
 
@@ -422,7 +428,10 @@ impl OpReference for AttentionOp {
         let a = attention_geometry(b.bind, b.plan).ok_or_else(|| "the attention binding does not fit this case's tensors".to_string())?;
         let (q, k, v, o) = (b.need("q")?, b.need("k")?, b.need("v")?, b.need("o")?);
         if k.shape != v.shape || o.shape != q.shape || q.shape[0] != k.shape[0] || q.shape[3] != k.shape[3] || a.heads_kv == 0 || a.heads_q % a.heads_kv != 0 {
-            return Err(format!("attention_fwd needs q {:?} and o of one shape, k and v {:?} of one shape with q's batch and head_dim, and heads_q a multiple of heads_kv", q.shape, k.shape));
+            return Err(format!(
+                "attention_fwd needs q {:?} and o of one shape, k and v {:?} of one shape with q's batch and head_dim, and heads_q a multiple of heads_kv",
+                q.shape, k.shape
+            ));
         }
         Ok(a.to_case())
     }
@@ -435,7 +444,10 @@ impl OpReference for AttentionOp {
     }
 
     fn gpu(&self) -> GpuReference {
-        const OUTPUTS: &[GpuOutput] = &[GpuOutput { role: "o", gold: "ref_o", baseline: "ref_o_lowp", cond: None }, GpuOutput { role: "lse", gold: "ref_lse", baseline: "ref_lse", cond: None }];
+        const OUTPUTS: &[GpuOutput] = &[
+            GpuOutput { role: "o", gold: "ref_o", baseline: "ref_o_lowp", cond: None },
+            GpuOutput { role: "lse", gold: "ref_lse", baseline: "ref_lse", cond: None },
+        ];
         GpuReference { manifest: "attention_f64.toml", outputs: OUTPUTS }
     }
 
@@ -482,11 +494,7 @@ mod tests {
         // s = [0, ln 3] → p = [1/4, 3/4]; o = 1/4 · 2 + 3/4 · 6 = 5; lse = ln 4.
         let c = tiny(1, 2, 1, false);
         let ln3 = 3f64.ln();
-        let inputs = Inputs {
-            q: vec![1.0],
-            k: vec![0.0, ln3],
-            v: vec![2.0, 6.0],
-        };
+        let inputs = Inputs { q: vec![1.0], k: vec![0.0, ln3], v: vec![2.0, 6.0] };
         let r = CpuF64.forward(&c, &inputs.view());
         assert!((r.o[0] - 5.0).abs() < 1e-15, "{}", r.o[0]);
         assert!((r.lse[0] - 4f64.ln()).abs() < 1e-15);
@@ -496,15 +504,8 @@ mod tests {
     fn causal_mask_is_bottom_right_aligned() {
         // seq_q 3, seq_k 5: row i sees keys 0..=i+2. v_j = j and equal scores, so o is the mean.
         let c = tiny(3, 5, 1, true);
-        let inputs = Inputs {
-            q: vec![0.0; 3],
-            k: vec![1.0; 5],
-            v: (0..5).map(|j| j as f64).collect(),
-        };
-        for r in [
-            CpuF64.forward(&c, &inputs.view()),
-            CpuSamePrecision.forward(&c, &inputs.view()),
-        ] {
+        let inputs = Inputs { q: vec![0.0; 3], k: vec![1.0; 5], v: (0..5).map(|j| j as f64).collect() };
+        for r in [CpuF64.forward(&c, &inputs.view()), CpuSamePrecision.forward(&c, &inputs.view())] {
             for (got, want) in r.o.iter().zip([1.0, 1.5, 2.0]) {
                 assert!((got - want).abs() < 2e-3, "{:?}", r.o);
             }
@@ -512,15 +513,8 @@ mod tests {
         }
         // seq_q 4, seq_k 2: rows 0 and 1 see nothing, row 2 key 0, row 3 keys 0 and 1.
         let c = tiny(4, 2, 1, true);
-        let inputs = Inputs {
-            q: vec![1.0; 4],
-            k: vec![0.5, 0.5],
-            v: vec![3.0, 5.0],
-        };
-        for r in [
-            CpuF64.forward(&c, &inputs.view()),
-            CpuSamePrecision.forward(&c, &inputs.view()),
-        ] {
+        let inputs = Inputs { q: vec![1.0; 4], k: vec![0.5, 0.5], v: vec![3.0, 5.0] };
+        for r in [CpuF64.forward(&c, &inputs.view()), CpuSamePrecision.forward(&c, &inputs.view())] {
             assert_eq!(r.o, vec![0.0, 0.0, 3.0, 4.0]);
             assert_eq!(&r.lse[..2], &[f64::NEG_INFINITY; 2]);
             assert_eq!(r.lse[2], 0.5);
@@ -532,11 +526,7 @@ mod tests {
         let mut c = tiny(1, 1, 1, false);
         c.heads_q = 4;
         c.heads_kv = 2;
-        let inputs = Inputs {
-            q: vec![1.0; 4],
-            k: vec![1.0, 1.0],
-            v: vec![10.0, 20.0],
-        };
+        let inputs = Inputs { q: vec![1.0; 4], k: vec![1.0, 1.0], v: vec![10.0, 20.0] };
         assert_eq!(CpuF64.forward(&c, &inputs.view()).o, vec![10.0, 10.0, 20.0, 20.0]);
     }
 
@@ -545,21 +535,14 @@ mod tests {
         // Three equal scores, v = [1, 0, 0]: o is p, rounded to the dtype (1/3 in f16 is
         // 0.33325195), where the f64 reference gives 1/3.
         let c = tiny(1, 3, 1, false);
-        let inputs = Inputs {
-            q: vec![0.0],
-            k: vec![1.0; 3],
-            v: vec![1.0, 0.0, 0.0],
-        };
+        let inputs = Inputs { q: vec![0.0], k: vec![1.0; 3], v: vec![1.0, 0.0, 0.0] };
         let r = CpuSamePrecision.forward(&c, &inputs.view());
         assert_eq!(r.o[0], round_to(1.0 / 3.0, Dtype::F16));
         assert_eq!(r.o[0], 0.333251953125);
         assert_eq!(CpuF64.forward(&c, &inputs.view()).o[0], 1.0 / 3.0);
         let mut c32 = c;
         c32.dtype = Dtype::F32;
-        assert_eq!(
-            CpuSamePrecision.forward(&c32, &inputs.view()).o[0],
-            (1.0f32 / 3.0) as f64
-        );
+        assert_eq!(CpuSamePrecision.forward(&c32, &inputs.view()).o[0], (1.0f32 / 3.0) as f64);
     }
 
     #[test]

@@ -69,7 +69,16 @@ impl Gemm {
     /// The geometry of an op case (the dims and scalars of `gemm_f64`'s manifest).
     pub fn from_case(c: &OpCase) -> Gemm {
         let flag = |name: &str| c.scalar(name) != 0.0;
-        Gemm { m: c.dim("m"), n: c.dim("n"), k: c.dim("k"), trans_a: flag("trans_a"), trans_b: flag("trans_b"), alpha: c.scalar("alpha") as f32, beta: c.scalar("beta") as f32, dtype: c.dtype }
+        Gemm {
+            m: c.dim("m"),
+            n: c.dim("n"),
+            k: c.dim("k"),
+            trans_a: flag("trans_a"),
+            trans_b: flag("trans_b"),
+            alpha: c.scalar("alpha") as f32,
+            beta: c.scalar("beta") as f32,
+            dtype: c.dtype,
+        }
     }
 
     /// The op case of this geometry.
@@ -99,7 +108,10 @@ pub fn geometry(bd: &Bound<'_>) -> Result<Gemm, String> {
     let (am, k) = if trans_a { (a.shape[1], a.shape[0]) } else { (a.shape[0], a.shape[1]) };
     let (bk, bn) = if trans_b { (b.shape[1], b.shape[0]) } else { (b.shape[0], b.shape[1]) };
     if am != m || bn != n || bk != k {
-        return Err(format!("gemm needs op(a) [m, k], op(b) [k, n] and c [m, n]; a {:?}, b {:?}, c {:?} (trans_a {trans_a}, trans_b {trans_b})", a.shape, b.shape, c.shape));
+        return Err(format!(
+            "gemm needs op(a) [m, k], op(b) [k, n] and c [m, n]; a {:?}, b {:?}, c {:?} (trans_a {trans_a}, trans_b {trans_b})",
+            a.shape, b.shape, c.shape
+        ));
     }
     let alpha = bd.scalar("alpha").ok_or("the scalar bound to `alpha` has no value")? as f32;
     let beta = bd.scalar("beta").unwrap_or(0.0) as f32;

@@ -180,7 +180,8 @@ pub trait OpReference: Sync {
 }
 
 /// Every built-in op's reference.
-pub static OPS: [&dyn OpReference; 6] = [&attention::AttentionOp, &softmax::Softmax, &rmsnorm::Rmsnorm, &layernorm::Layernorm, &gemm::GemmOp, &rotary::RotaryOp];
+pub static OPS: [&dyn OpReference; 6] =
+    [&attention::AttentionOp, &softmax::Softmax, &rmsnorm::Rmsnorm, &layernorm::Layernorm, &gemm::GemmOp, &rotary::RotaryOp];
 
 /// The reference of `op`.
 pub fn op_reference(op: BuiltinOp) -> &'static dyn OpReference {

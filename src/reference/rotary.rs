@@ -63,7 +63,15 @@ impl Rotary {
     /// The geometry of an op case (the dims and scalars of `rotary_f64`'s manifest).
     pub fn from_case(c: &OpCase) -> Rotary {
         let d = |n: &str| c.dim(n);
-        Rotary { tokens: d("tokens"), heads: d("heads"), head_dim: d("head_dim"), rot_dim: 2 * d("rot_half"), max_pos: d("max_pos"), interleaved: c.scalar("interleaved") != 0.0, dtype: c.dtype }
+        Rotary {
+            tokens: d("tokens"),
+            heads: d("heads"),
+            head_dim: d("head_dim"),
+            rot_dim: 2 * d("rot_half"),
+            max_pos: d("max_pos"),
+            interleaved: c.scalar("interleaved") != 0.0,
+            dtype: c.dtype,
+        }
     }
 
     /// The op case of this geometry.
@@ -241,7 +249,9 @@ mod tests {
         for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32] {
             for scale in [1.0, 8.0, 1e-4] {
                 let r = Rotary { tokens: 5, heads: 3, head_dim: 10, rot_dim: 8, max_pos: 7, interleaved: false, dtype };
-                let vals = |n: usize, seed: u64, s: f64| (0..n).map(|i| round_to(((((i as u64 + 3) * 2654435761 + seed) % 2001) as f64 / 1000.0 - 1.0) * s, dtype)).collect::<Vec<f64>>();
+                let vals = |n: usize, seed: u64, s: f64| {
+                    (0..n).map(|i| round_to(((((i as u64 + 3) * 2654435761 + seed) % 2001) as f64 / 1000.0 - 1.0) * s, dtype)).collect::<Vec<f64>>()
+                };
                 let (x, cos, sin) = (vals(150, 1, scale), vals(28, 2, 1.0), vals(28, 3, 1.0));
                 let pos = [0.0, 6.0, 3.0, 3.0, 1.0];
                 let out = forward(&r, &RotaryInputs { x: &x, cos: &cos, sin: &sin, positions: &pos });

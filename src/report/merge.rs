@@ -246,11 +246,7 @@ pub fn relink_seeds(report: &mut RunReport, copies: &[CopiedSeed]) {
             let name = path.file_name();
             let by_name: BTreeSet<&PathBuf> = copies.iter().filter(|c| c.from.file_name() == name).map(|c| &c.to).collect();
             let target = match std::fs::read(path) {
-                Ok(bytes) => copies
-                    .iter()
-                    .filter(|c| c.from.file_name() == name)
-                    .find(|c| std::fs::read(&c.to).is_ok_and(|b| b == bytes))
-                    .map(|c| &c.to),
+                Ok(bytes) => copies.iter().filter(|c| c.from.file_name() == name).find(|c| std::fs::read(&c.to).is_ok_and(|b| b == bytes)).map(|c| &c.to),
                 Err(_) if by_name.len() == 1 => by_name.into_iter().next(),
                 Err(_) => None,
             };
@@ -322,7 +318,15 @@ mod tests {
         assert_eq!(k.sanitizer.len(), 1);
         assert_eq!(k.sanitizer[0].counts.cases, 400);
         assert_eq!(k.sweep.len(), 1);
-        assert_eq!(k.sweep[0].cells["q+8"], MatrixCell { pass: 2, fail: 4, signatures: BTreeMap::from([(k.sweep[0].cells["q+8"].signatures.keys().next().unwrap().clone(), 4)]), ..Default::default() });
+        assert_eq!(
+            k.sweep[0].cells["q+8"],
+            MatrixCell {
+                pass: 2,
+                fail: 4,
+                signatures: BTreeMap::from([(k.sweep[0].cells["q+8"].signatures.keys().next().unwrap().clone(), 4)]),
+                ..Default::default()
+            }
+        );
         assert_eq!(m.exit_code(), crate::exit::FINDINGS);
         // A merged report merges again (a merge of merges) to the same content.
         let again = merge(std::slice::from_ref(&m));
@@ -380,7 +384,9 @@ mod tests {
         let copies = copy_seeds(&[s1.clone(), s2.clone()], &out).unwrap();
         let got: Vec<(String, String, CopyAction)> = copies
             .iter()
-            .map(|c| (c.from.strip_prefix(tmp.path()).unwrap().display().to_string(), c.to.file_name().unwrap().to_string_lossy().into_owned(), c.action.clone()))
+            .map(|c| {
+                (c.from.strip_prefix(tmp.path()).unwrap().display().to_string(), c.to.file_name().unwrap().to_string_lossy().into_owned(), c.action.clone())
+            })
             .collect();
         assert_eq!(
             got,

@@ -77,10 +77,7 @@ impl Tool {
         }
         let mut out = Vec::new();
         for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            let tool = Tool::ALL
-                .into_iter()
-                .find(|t| t.name() == name)
-                .ok_or_else(|| ToolListError::Unknown(name.to_string()))?;
+            let tool = Tool::ALL.into_iter().find(|t| t.name() == name).ok_or_else(|| ToolListError::Unknown(name.to_string()))?;
             if !out.contains(&tool) {
                 out.push(tool);
             }
@@ -149,18 +146,12 @@ impl Sanitizer {
 
     /// Uses the executable at `path`, checking that it runs.
     pub fn at(path: &Path) -> Result<Sanitizer, SanitizerError> {
-        let out = Command::new(path)
-            .arg("--version")
-            .output()
-            .map_err(|e| SanitizerError::Broken { path: path.to_path_buf(), why: e.to_string() })?;
+        let out = Command::new(path).arg("--version").output().map_err(|e| SanitizerError::Broken { path: path.to_path_buf(), why: e.to_string() })?;
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         let version = text.lines().find(|l| l.starts_with("Version")).map(str::to_string);
         match (out.status.success(), version) {
             (true, Some(version)) => Ok(Sanitizer { path: path.to_path_buf(), version }),
-            _ => Err(SanitizerError::Broken {
-                path: path.to_path_buf(),
-                why: format!("status {:?}, output {:?}", out.status.code(), text.trim()),
-            }),
+            _ => Err(SanitizerError::Broken { path: path.to_path_buf(), why: format!("status {:?}, output {:?}", out.status.code(), text.trim()) }),
         }
     }
 
@@ -270,7 +261,17 @@ mod tests {
         let s = Sanitizer { path: "/x/compute-sanitizer".into(), version: "v".into() };
         let cmd = s.command(Tool::Memcheck, Path::new("/tmp/a.xml"), 8192, PRINT_LIMIT, Path::new("/bin/worker"));
         let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().to_string()).collect();
-        for want in ["memcheck", "--padding=8192", "--xml", "--save", "/tmp/a.xml", "--error-exitcode=99", "--print-limit=1000000000", "--show-backtrace=device", "/bin/worker"] {
+        for want in [
+            "memcheck",
+            "--padding=8192",
+            "--xml",
+            "--save",
+            "/tmp/a.xml",
+            "--error-exitcode=99",
+            "--print-limit=1000000000",
+            "--show-backtrace=device",
+            "/bin/worker",
+        ] {
             assert!(args.iter().any(|a| a == want), "{want} missing from {args:?}");
         }
         assert_eq!(padding_for(10), 4096);

@@ -147,7 +147,11 @@ impl Supervisor {
                     // The markers did not match the cases (the tool merged or dropped some
                     // reports): run each of them alone, where attribution needs no marker.
                     // A closed stderr must not panic a run over a diagnostic.
-                    let _ = writeln!(std::io::stderr(), "cudafuzz: {tool}: markers did not match the {} cases of one process; re-running them one per process", ran.len());
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "cudafuzz: {tool}: markers did not match the {} cases of one process; re-running them one per process",
+                        ran.len()
+                    );
                     for (idx, _) in ran {
                         let (v, _) = self.run_once(&tool_cases[idx], manifest, &tool_opts, timeout.saturating_mul(SANITIZER_SLOWDOWN))?;
                         let xml = self.end_process();
@@ -317,7 +321,16 @@ mod tests {
     }
 
     fn verdict(outcome: Outcome) -> Verdict {
-        Verdict { outcome, contract: ContractVerdict::Inside, reference: crate::worker::ReferenceUsed::Gpu, sticky: false, times: StageTimes::default(), allocations: None, coverage: None, output_digest: None }
+        Verdict {
+            outcome,
+            contract: ContractVerdict::Inside,
+            reference: crate::worker::ReferenceUsed::Gpu,
+            sticky: false,
+            times: StageTimes::default(),
+            allocations: None,
+            coverage: None,
+            output_digest: None,
+        }
     }
 
     #[test]

@@ -53,13 +53,8 @@ pub const SETUP_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Waits before each retry of a worker restart that could not open a GPU that an earlier worker
 /// opened (about 30 s in all).
-const RESTART_BACKOFF: [Duration; 5] = [
-    Duration::from_millis(500),
-    Duration::from_secs(1),
-    Duration::from_secs(4),
-    Duration::from_secs(8),
-    Duration::from_secs(16),
-];
+const RESTART_BACKOFF: [Duration; 5] =
+    [Duration::from_millis(500), Duration::from_secs(1), Duration::from_secs(4), Duration::from_secs(8), Duration::from_secs(16)];
 /// The CUDA environment variable that sets a context's hardware work queues.
 const MAX_CONNECTIONS: &str = "CUDA_DEVICE_MAX_CONNECTIONS";
 
@@ -479,14 +474,23 @@ impl Supervisor {
                         std::thread::spawn(move || process::kill_group(&mut w.child));
                         self.lost();
                         let verdict = match ran_for {
-                            Some(ran_for) => self.synthesize(case, manifest, FindingKind::Hang, Oracle::Watchdog, format!(
-                                "the kernel did not finish within {:.1} s of its launch; the worker was killed (SIGTERM, then SIGKILL)",
-                                ran_for.as_secs_f64()
-                            )),
-                            None => self.synthesize(case, manifest, FindingKind::Hang, Oracle::Watchdog, format!(
-                                "the worker did not launch the kernel within {} s (compiling or preparing the case)",
-                                SETUP_TIMEOUT.as_secs()
-                            )),
+                            Some(ran_for) => self.synthesize(
+                                case,
+                                manifest,
+                                FindingKind::Hang,
+                                Oracle::Watchdog,
+                                format!(
+                                    "the kernel did not finish within {:.1} s of its launch; the worker was killed (SIGTERM, then SIGKILL)",
+                                    ran_for.as_secs_f64()
+                                ),
+                            ),
+                            None => self.synthesize(
+                                case,
+                                manifest,
+                                FindingKind::Hang,
+                                Oracle::Watchdog,
+                                format!("the worker did not launch the kernel within {} s (compiling or preparing the case)", SETUP_TIMEOUT.as_secs()),
+                            ),
                         };
                         self.journal(&serde_json::json!({ "id": id, "outcome": &verdict.outcome }))?;
                         return Ok((verdict, ran_for.is_some()));
@@ -561,4 +565,3 @@ impl Drop for Supervisor {
         self.spares.drain(..).for_each(Starting::discard);
     }
 }
-

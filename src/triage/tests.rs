@@ -80,7 +80,12 @@ fn native_findings_of_one_case_are_one_bug() {
     let mut t = Triage::new();
     t.observe("c0", "c0", 1, vec![(native(FindingKind::NanLeak, Some("o"), [16; 4]), None), (native(FindingKind::NumericalError, Some("lse"), [16; 4]), None)]);
     t.observe("c1", "c1", 1, vec![(native(FindingKind::NumericalError, Some("lse"), [16; 4]), None)]);
-    t.observe("c2", "c2", 1, vec![(native(FindingKind::NumericalError, Some("lse"), [16; 4]), None), (native(FindingKind::Nondeterminism, Some("o"), [16; 4]), None)]);
+    t.observe(
+        "c2",
+        "c2",
+        1,
+        vec![(native(FindingKind::NumericalError, Some("lse"), [16; 4]), None), (native(FindingKind::Nondeterminism, Some("o"), [16; 4]), None)],
+    );
     let bugs = t.bugs();
     assert_eq!(bugs.len(), 1, "{bugs:#?}");
     assert_eq!(bugs[0].what, "nan_leak");

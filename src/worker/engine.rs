@@ -314,7 +314,16 @@ impl Engine {
         let gpu = Gpu::open(ordinal)?;
         let compiler = Compiler::new(None)?;
         let reference_dir = reference_dir.map(|p| if p.is_file() { p.parent().map(Path::to_path_buf).unwrap_or(p) } else { p });
-        Ok(Engine { marker: None, allocations: None, gpu, compiler, manifests: HashMap::new(), modules: HashMap::new(), module_keys: HashMap::new(), reference_dir })
+        Ok(Engine {
+            marker: None,
+            allocations: None,
+            gpu,
+            compiler,
+            manifests: HashMap::new(),
+            modules: HashMap::new(),
+            module_keys: HashMap::new(),
+            reference_dir,
+        })
     }
 
     /// What GPU this engine runs on.
@@ -412,7 +421,9 @@ impl Engine {
         let t = Instant::now();
         let module = self.module(&prep.manifest, case, opts.coverage).expect("compiled above");
         if opts.coverage {
-            module.reset_coverage().map_err(|status| p.error(EngineError::Cuda { what: "zeroing the coverage counters", status: status.clone() }, launch::is_sticky(&status)))?;
+            module
+                .reset_coverage()
+                .map_err(|status| p.error(EngineError::Cuda { what: "zeroing the coverage counters", status: status.clone() }, launch::is_sticky(&status)))?;
         }
         on_launch();
         let first = run_once(module, &prep.resolved, &arena, &prep.image, &judged);
@@ -471,7 +482,16 @@ impl Engine {
     /// The determinism run: every written tensor rewritten with its initial contents, the
     /// kernel launched again, and every judged output compared bit for bit.
     #[allow(clippy::too_many_arguments)]
-    fn determinism(&mut self, prep: &Prepared<'_>, judged: &Judged<'_>, arena: &DeviceArena, after: &[Vec<u8>], opts: &RunOptions, findings: &mut Vec<Finding>, p: &mut Progress) -> Result<(), Verdict> {
+    fn determinism(
+        &mut self,
+        prep: &Prepared<'_>,
+        judged: &Judged<'_>,
+        arena: &DeviceArena,
+        after: &[Vec<u8>],
+        opts: &RunOptions,
+        findings: &mut Vec<Finding>,
+        p: &mut Progress,
+    ) -> Result<(), Verdict> {
         let t = Instant::now();
         let again = rerun_outputs(self.module(&prep.manifest, prep.case, opts.coverage).expect("compiled above"), &prep.resolved, arena, &prep.image, judged);
         p.times.kernel_us += micros(t);

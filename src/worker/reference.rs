@@ -21,7 +21,10 @@ use crate::data::{self, Inputs};
 use crate::launch;
 use crate::manifest::{ReferenceKernel, ReferenceSpec, Role};
 use crate::plan::{check_contract, Plan};
-use crate::reference::{cpu_op_reference, gpu_case, gpu_viewed, kernel_expected, kernel_manifest, op_expected, op_reference, reference_case, role_inputs, Bound, OpReference, OpValues, RefOutputs, RoleValues};
+use crate::reference::{
+    cpu_op_reference, gpu_case, gpu_viewed, kernel_expected, kernel_manifest, op_expected, op_reference, reference_case, role_inputs, Bound, OpReference,
+    OpValues, RefOutputs, RoleValues,
+};
 
 use super::engine::{Engine, EngineError, Prepared, ReferenceChoice, ReferenceUsed};
 
@@ -38,7 +41,9 @@ impl Engine {
                         return Ok((refs, ReferenceUsed::Gpu));
                     }
                 }
-                let refs = cpu_op_reference(&prep.manifest, &prep.plan, &prep.inputs).expect("an op reference").map_err(|m| EngineError::Reference(format!("{op}: {m}")))?;
+                let refs = cpu_op_reference(&prep.manifest, &prep.plan, &prep.inputs)
+                    .expect("an op reference")
+                    .map_err(|m| EngineError::Reference(format!("{op}: {m}")))?;
                 Ok((refs, ReferenceUsed::Cpu))
             }
             ReferenceSpec::Kernel(k) => Ok((self.reference_kernel(prep, k)?, ReferenceUsed::Gpu)),
@@ -48,7 +53,13 @@ impl Engine {
     /// A built-in op on its GPU reference kernel; `None` when there is no such kernel, the
     /// binding does not fit, or the case lies outside the reference kernel's contract (the CPU
     /// reference then judges).
-    fn gpu_op(&mut self, prep: &Prepared<'_>, op: &dyn OpReference, bind: &std::collections::BTreeMap<String, String>, arena: &DeviceArena) -> Result<Option<RefOutputs>, EngineError> {
+    fn gpu_op(
+        &mut self,
+        prep: &Prepared<'_>,
+        op: &dyn OpReference,
+        bind: &std::collections::BTreeMap<String, String>,
+        arena: &DeviceArena,
+    ) -> Result<Option<RefOutputs>, EngineError> {
         let reference = |m: String| EngineError::Reference(m);
         let gpu = op.gpu();
         let Some(path) = self.reference_dir.as_ref().map(|d| d.join(gpu.manifest)).filter(|p| p.is_file()) else { return Ok(None) };
@@ -64,7 +75,17 @@ impl Engine {
         let resolved = refm.resolve(&rplan.vars)?;
         // Copied inputs carry the case's values, in logical order, into the reference's roster.
         let copies = Inputs {
-            values: rplan.tensors.iter().map(|tp| if tp.role == Role::Input && viewed(&tp.name).is_none() { b.tensor(&tp.name).and_then(|t| prep.inputs.get(t.index)).map(<[f64]>::to_vec) } else { None }).collect(),
+            values: rplan
+                .tensors
+                .iter()
+                .map(|tp| {
+                    if tp.role == Role::Input && viewed(&tp.name).is_none() {
+                        b.tensor(&tp.name).and_then(|t| prep.inputs.get(t.index)).map(<[f64]>::to_vec)
+                    } else {
+                        None
+                    }
+                })
+                .collect(),
         };
         let rimage = HostImage::build_selected(&rc, &rplan, &copies, &|tp| viewed(&tp.name).is_none());
         let rarena = DeviceArena::upload(&rimage).map_err(|s| reference(format!("reference buffer allocation failed: {s}")))?;
@@ -144,7 +165,10 @@ impl Engine {
                 let sentinel = sentinel_bits(tp.dtype);
                 let left = data::read_strided_bits(data, tp).iter().filter(|&&b| b == sentinel).count();
                 if left > 0 {
-                    return Err(reference(format!("the reference kernel {} ({run} run) left {left} of {} elements of {} unwritten: fix the reference", k.entry, tp.numel, tp.name)));
+                    return Err(reference(format!(
+                        "the reference kernel {} ({run} run) left {left} of {} elements of {} unwritten: fix the reference",
+                        k.entry, tp.numel, tp.name
+                    )));
                 }
             }
             out.push(data::read_strided(data, tp));

@@ -81,7 +81,6 @@ pub fn attention_example_named(rel: &str, kernel: &str) -> Case {
     Case { kernel: kernel.to_string(), ..attention_example(&manifest(rel)) }
 }
 
-
 /// `c` made cheap enough for host-side property tests and short GPU runs: every dim above
 /// `limit(name)` folded into `range[0]..=limit` (values at or under the limit are kept, so the
 /// small boundary values the decoder favours still come up), the manifest's relations repaired,

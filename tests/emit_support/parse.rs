@@ -147,7 +147,8 @@ pub fn parse_py_runs(line: &str) -> Vec<Run> {
         let f: Vec<&str> = r.split(", ").collect();
         let period = num(f[0]) as usize;
         let bytes = num(f[2]);
-        let pattern: Vec<u8> = f[1].trim_start_matches("b\"").trim_end_matches('"').split("\\x").filter(|h| !h.is_empty()).map(|h| u8::from_str_radix(h, 16).unwrap()).collect();
+        let pattern: Vec<u8> =
+            f[1].trim_start_matches("b\"").trim_end_matches('"').split("\\x").filter(|h| !h.is_empty()).map(|h| u8::from_str_radix(h, 16).unwrap()).collect();
         assert_eq!(pattern.len(), period, "{r}");
         runs.push(if period == 0 { Run::Literal { bytes } } else { Run::Fill { pattern, bytes } });
     }

@@ -38,7 +38,11 @@ impl RunReport {
                         None => e.name.clone(),
                     },
                     time: 0.0,
-                    result: if e.ok { TestResult::Pass } else { TestResult::Fail { message: e.detail.clone(), kind: "environment".into(), text: e.detail.clone() } },
+                    result: if e.ok {
+                        TestResult::Pass
+                    } else {
+                        TestResult::Fail { message: e.detail.clone(), kind: "environment".into(), text: e.detail.clone() }
+                    },
                     out: if e.ok { e.detail.clone() } else { String::new() },
                 })
                 .collect(),
@@ -139,11 +143,8 @@ fn sweep_cases(k: &KernelSection, cases: &mut Vec<TestCase>) {
             let Some(cell) = row.cells.get(class) else { continue };
             let sigs: Vec<String> = cell.signatures.iter().map(|(s, n)| format!("{n} × {s}")).collect();
             let summary = format!("{} passed, {} failed, {} errors, {} skipped", cell.pass, cell.fail, cell.error, cell.skipped);
-            let result = if row.cell_ok(class) {
-                TestResult::Pass
-            } else {
-                TestResult::Fail { message: summary.clone(), kind: "sweep".into(), text: sigs.join("\n") }
-            };
+            let result =
+                if row.cell_ok(class) { TestResult::Pass } else { TestResult::Fail { message: summary.clone(), kind: "sweep".into(), text: sigs.join("\n") } };
             let out = if sigs.is_empty() { summary } else { format!("{summary}\n{}", sigs.join("\n")) };
             cases.push(TestCase { class: format!("cudafuzz.sweep.{}", k.kernel), name: format!("{} × {class}", row.config), time: 0.0, result, out });
         }
@@ -153,11 +154,7 @@ fn sweep_cases(k: &KernelSection, cases: &mut Vec<TestCase>) {
 /// One test for the fuzz campaign of `k` and one per sanitizer pass: failed by new findings.
 fn run_cases(k: &KernelSection, cases: &mut Vec<TestCase>) {
     let findings_text = |step: Step| -> Vec<&FindingEntry> { k.findings.iter().filter(|f| f.step == step && f.new).collect() };
-    let runs = k
-        .campaign
-        .iter()
-        .map(|c| ("fuzz".to_string(), Step::Fuzz, c))
-        .chain(k.sanitizer.iter().map(|r| (r.tools.clone(), Step::Sanitizer, &r.counts)));
+    let runs = k.campaign.iter().map(|c| ("fuzz".to_string(), Step::Fuzz, c)).chain(k.sanitizer.iter().map(|r| (r.tools.clone(), Step::Sanitizer, &r.counts)));
     for (what, step, c) in runs {
         let new = findings_text(step);
         let summary = format!("{} cases: {} passed, {} failed, {} errors, {} skipped", c.cases, c.passed, c.failed, c.errors, c.skipped);
@@ -246,9 +243,9 @@ fn seconds(x: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use crate::exit;
     use crate::report::export::tests::sample;
     use crate::report::export::{Expectation, Observed, RunReport, SeedReplay, CHECK_GPU};
-    use crate::exit;
 
     #[test]
     fn junit_parses_back_with_one_test_per_check_replay_cell_and_campaign() {

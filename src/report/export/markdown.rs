@@ -142,7 +142,13 @@ impl RunReport {
                     .map(|class| match row.cells.get(class) {
                         None => "·".into(),
                         Some(cell) => {
-                            let mark = if !row.cell_ok(class) { " ❌" } else if cell.to_cell().consistent() { "" } else { " !" };
+                            let mark = if !row.cell_ok(class) {
+                                " ❌"
+                            } else if cell.to_cell().consistent() {
+                                ""
+                            } else {
+                                " !"
+                            };
                             format!("{}/{}{mark}", cell.pass, cell.fail + cell.error)
                         }
                     })
@@ -159,12 +165,7 @@ impl RunReport {
         let campaigns: Vec<(&KernelSection, String, &Campaign)> = self
             .kernels
             .iter()
-            .flat_map(|k| {
-                k.campaign
-                    .iter()
-                    .map(move |c| (k, "fuzz".to_string(), c))
-                    .chain(k.sanitizer.iter().map(move |r| (k, r.tools.clone(), &r.counts)))
-            })
+            .flat_map(|k| k.campaign.iter().map(move |c| (k, "fuzz".to_string(), c)).chain(k.sanitizer.iter().map(move |r| (k, r.tools.clone(), &r.counts))))
             .collect();
         if !campaigns.is_empty() {
             s.push_str("\n### Campaigns\n\n| kernel | run | budget s | elapsed s | cases | passed | failed | errors | skipped | steered |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");

@@ -29,12 +29,12 @@ mod model;
 mod sarif;
 
 pub use model::{
-    Campaign, Counts, EnvCheck, Expectation, FindingEntry, GpuSummary, KernelSection, MatrixCell, MatrixRow, Observed, RunReport, SanitizerRun, SeedReplay, Step,
-    ToolInfo,
+    Campaign, Counts, EnvCheck, Expectation, FindingEntry, GpuSummary, KernelSection, MatrixCell, MatrixRow, Observed, RunReport, SanitizerRun, SeedReplay,
+    Step, ToolInfo,
 };
 pub use sarif::{
-    SarifArtifactLocation, SarifAutomation, SarifDriver, SarifLocation, SarifLog, SarifMessage, SarifPhysicalLocation, SarifRegion, SarifResult, SarifResultProperties,
-    SarifRule, SarifRun, SarifTool,
+    SarifArtifactLocation, SarifAutomation, SarifDriver, SarifLocation, SarifLog, SarifMessage, SarifPhysicalLocation, SarifRegion, SarifResult,
+    SarifResultProperties, SarifRule, SarifRun, SarifTool,
 };
 
 /// Format tag of report files.
@@ -213,7 +213,8 @@ pub(crate) mod tests {
             classes: vec!["aligned".into(), "q+8".into()],
             cells: BTreeMap::from([("aligned".to_string(), cell), ("q+8".to_string(), bad)]),
         });
-        k.campaign = Some(Campaign { budget_secs: 600.0, elapsed_secs: 600.5, seed: 0, cases: 1000, passed: 990, failed: 10, errors: 0, skipped: 50, steered: 0 });
+        k.campaign =
+            Some(Campaign { budget_secs: 600.0, elapsed_secs: 600.5, seed: 0, cases: 1000, passed: 990, failed: 10, errors: 0, skipped: 50, steered: 0 });
         k.sanitizer.push(SanitizerRun { tools: "memcheck".into(), counts: Campaign { cases: 200, passed: 199, failed: 1, ..Campaign::default() } });
         let f = finding("oob_read_k", FindingKind::SanitizerMemory, Oracle::Memcheck, Some(("simple_attn.cu", 42)));
         k.findings.push(FindingEntry {
@@ -227,7 +228,16 @@ pub(crate) mod tests {
             bug: None,
         });
         let g = finding("oob_read_k", FindingKind::CanaryDamage, Oracle::Canary, None);
-        k.findings.push(FindingEntry { signature: g.signature(), finding: g, seed: None, case: "f32 b1".into(), step: Step::Sanitizer, new: false, source_path: None, bug: None });
+        k.findings.push(FindingEntry {
+            signature: g.signature(),
+            finding: g,
+            seed: None,
+            case: "f32 b1".into(),
+            step: Step::Sanitizer,
+            new: false,
+            source_path: None,
+            bug: None,
+        });
         r.recount();
         r
     }

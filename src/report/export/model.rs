@@ -13,8 +13,8 @@ use super::{plural, timestamp, CHECK_GPU, REPORT_FORMAT, REPORT_VERSION};
 use crate::exit;
 use crate::finding::{Finding, Signature};
 use crate::shard::Shard;
-use crate::triage::{Alias, BugId, Triage};
 use crate::sweep::{InputClass, Row};
+use crate::triage::{Alias, BugId, Triage};
 
 /// The program that wrote a report.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -680,7 +680,10 @@ mod tests {
     fn sweep_twin_keeps_the_rules() {
         let mut cell = crate::sweep::Cell { pass: 2, fail: 1, ..Default::default() };
         cell.signatures.insert("a".into(), 1);
-        let row = Row { config: "k".into(), cells: BTreeMap::from([("q+8".to_string(), cell.clone()), ("aligned".to_string(), crate::sweep::Cell { pass: 3, ..Default::default() })]) };
+        let row = Row {
+            config: "k".into(),
+            cells: BTreeMap::from([("q+8".to_string(), cell.clone()), ("aligned".to_string(), crate::sweep::Cell { pass: 3, ..Default::default() })]),
+        };
         let classes = [InputClass::Aligned, InputClass::Offset("q".into(), 8)];
         let twin = MatrixRow::from_row(&row, &classes, true);
         assert_eq!(twin.alignment_dependent(), row.alignment_dependent(&classes));

@@ -52,21 +52,20 @@ impl RunReport {
                     .chain(f.bug.as_ref().map(|b| ("cudafuzzBug/v1".to_string(), b.to_string())))
                     .collect(),
                 baseline_state: if f.new { "new".into() } else { "unchanged".into() },
-                properties: SarifResultProperties { kernel: k.kernel.clone(), case: f.case.clone(), seed: f.seed.clone(), step: f.step.name().into(), bug: f.bug.as_ref().map(|b| b.to_string()) },
+                properties: SarifResultProperties {
+                    kernel: k.kernel.clone(),
+                    case: f.case.clone(),
+                    seed: f.seed.clone(),
+                    step: f.step.name().into(),
+                    bug: f.bug.as_ref().map(|b| b.to_string()),
+                },
             });
         }
         SarifLog {
             schema: SARIF_SCHEMA.into(),
             version: SARIF_VERSION.into(),
             runs: vec![SarifRun {
-                tool: SarifTool {
-                    driver: SarifDriver {
-                        name: self.tool.name.clone(),
-                        version: self.tool.version.clone(),
-                        information_uri: None,
-                        rules,
-                    },
-                },
+                tool: SarifTool { driver: SarifDriver { name: self.tool.name.clone(), version: self.tool.version.clone(), information_uri: None, rules } },
                 automation_details: Some(SarifAutomation {
                     id: match self.shard {
                         Some(sh) => format!("cudafuzz/gate/shard-{}-of-{}", sh.number(), sh.count()),

@@ -177,8 +177,8 @@ mod tests {
     use super::super::testing::parsed;
     use super::*;
     use crate::arena::ArenaLayout;
-    use crate::testing;
     use crate::plan::Plan;
+    use crate::testing;
 
     /// q, k, v, o of the attention example at well-separated device addresses, as the arena test
     /// does.
@@ -222,10 +222,7 @@ mod tests {
         assert_eq!((src.file.as_str(), src.line, src.function.as_deref()), ("sanitizer_probe.cu", 17, Some("oob_read")));
         assert_eq!((f.access_size, f.sanitizer_kind.as_ref().map(|k| k.to_string())), (Some(4), Some("invalid_global_read_out_of_bounds".to_string())));
         assert_eq!(f.count, 1);
-        assert_eq!(
-            f.signature().as_str(),
-            "sanitizer_memory/memcheck/probe[BLOCK_M=64]/k/invalid_global_read_out_of_bounds/sanitizer_probe.cu:17/4B/aligned"
-        );
+        assert_eq!(f.signature().as_str(), "sanitizer_memory/memcheck/probe[BLOCK_M=64]/k/invalid_global_read_out_of_bounds/sanitizer_probe.cu:17/4B/aligned");
         // Another thread further past the end is the same bug; a first element is located too.
         let mut r2 = r.clone();
         r2.address = Some(last_byte + 100);
@@ -268,7 +265,12 @@ mod tests {
         let f = to_finding(sync, &ctx(Some(&table), &al, Oracle::Synccheck));
         assert_eq!((f.kind, f.tensor.clone()), (FindingKind::BarrierError, None));
         assert_eq!(f.source.as_ref().map(|s| (s.line, s.function.as_deref())), Some((33, Some("bad_syncwarp"))));
-        assert!(f.detail.starts_with("Barrier error (Invalid arguments), sanitizer_probe.cu:33 in bad_syncwarp (via sm_30_intrinsics.hpp:110 in __syncwarp), thread ("), "{}", f.detail);
+        assert!(
+            f.detail
+                .starts_with("Barrier error (Invalid arguments), sanitizer_probe.cu:33 in bad_syncwarp (via sm_30_intrinsics.hpp:110 in __syncwarp), thread ("),
+            "{}",
+            f.detail
+        );
 
         let uninit = &parsed("initcheck-uninit.xml").records[0];
         let f = to_finding(uninit, &ctx(None, &al, Oracle::Initcheck));

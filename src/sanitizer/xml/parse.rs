@@ -278,9 +278,7 @@ fn check_gap(xml: &str, from: usize, to: usize) -> Result<(), XmlError> {
     if gap.is_empty() || roxmltree::Document::parse(&format!("<gap>{gap}</gap>")).is_ok() {
         return Ok(());
     }
-    Err(XmlError::Malformed {
-        message: format!("unexpected text between records at line {}: {gap:.60}", line_at(xml, skip_ws(xml, from))),
-    })
+    Err(XmlError::Malformed { message: format!("unexpected text between records at line {}: {gap:.60}", line_at(xml, skip_ws(xml, from))) })
 }
 
 fn child<'a, 'i>(node: roxmltree::Node<'a, 'i>, name: &str) -> Option<roxmltree::Node<'a, 'i>> {
@@ -407,8 +405,7 @@ mod tests {
         assert_eq!(first.address, Some(0x7f22_bc80_0400));
         assert_eq!(first.at.as_ref().unwrap().pc, Some(0x80));
         assert_eq!(first.thread, Some([0, 0, 0]));
-        let threads: std::collections::BTreeSet<u32> =
-            p.findings().map(|r| r.thread.unwrap()[0]).collect();
+        let threads: std::collections::BTreeSet<u32> = p.findings().map(|r| r.thread.unwrap()[0]).collect();
         assert_eq!(threads.len(), 32);
 
         let free = p.records.iter().filter(|r| r.is_marker("cudaFree")).count();

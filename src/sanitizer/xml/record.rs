@@ -235,11 +235,7 @@ impl Record {
             return false;
         }
         let Some(name) = self.api.as_deref() else { return false };
-        name == api
-            || name
-                .strip_prefix(api)
-                .and_then(|rest| rest.strip_prefix("_v"))
-                .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+        name == api || name.strip_prefix(api).and_then(|rest| rest.strip_prefix("_v")).is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
     }
 
     /// The tool that writes records of this kind, or `None` for `Api` records (every tool
@@ -259,11 +255,7 @@ impl Record {
     /// frame that is not. Falls back to `<where>` when every frame is in a header.
     pub fn user_frame(&self) -> Option<&Frame> {
         if self.kind == RecordKind::Analysis {
-            return self
-                .source
-                .as_ref()
-                .and_then(|s| s.frame.as_ref())
-                .or_else(|| self.destination.as_ref().and_then(|d| d.frame.as_ref()));
+            return self.source.as_ref().and_then(|s| s.frame.as_ref()).or_else(|| self.destination.as_ref().and_then(|d| d.frame.as_ref()));
         }
         match &self.at {
             Some(at) if !at.is_cuda_header() => Some(at),
@@ -288,10 +280,7 @@ impl Record {
             let d = snake(d);
             return (!d.is_empty()).then_some(d);
         }
-        self.text
-            .split_whitespace()
-            .map(|w| w.to_ascii_lowercase())
-            .find(|w| matches!(w.as_str(), "read" | "write" | "atomic"))
+        self.text.split_whitespace().map(|w| w.to_ascii_lowercase()).find(|w| matches!(w.as_str(), "read" | "write" | "atomic"))
     }
 
     /// A short stable kind for signatures: memcheck `invalid_global_read_out_of_bounds`,
