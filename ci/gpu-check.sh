@@ -19,7 +19,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > 
 gpu=$(head -n1 "$logs/gpu.txt")
 row "gpu" info "$gpu"
 
-# 1. The GPU test suite: every test executable, the GPU tests (#[ignore = "needs a GPU"])
+# 1. The GPU test suite: every test executable, the GPU tests
 #    included; under CUDAFUZZ_REQUIRE_GPU=1 a GPU test that opens no GPU fails, never skips.
 #    GPU_CHECK_TESTS=0 leaves it out (smoke campaigns only) and says so in the table.
 if [ "${GPU_CHECK_TESTS:-1}" = 0 ]; then
@@ -29,7 +29,7 @@ else
 fi
 passed=$(grep '^test result' "$logs/tests.log" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
 failed=$(grep '^test result' "$logs/tests.log" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
-skipped=$(grep -c '^skipped:' "$logs/tests.log")
+skipped=$(grep -c '^SKIP ' "$logs/tests.log")
 row "test suite" "$([ $st = 0 ] && echo ok || { [ $st = skipped ] && echo SKIP; } || echo FAIL)" "$passed passed, $failed failed, $skipped skipped"
 for t in misaligned_q_faults gpu_reference_agrees correct_kernel_passes a_hang_is_killed out_of_bounds_write unwritten_last_row; do
   line=$(grep -E "test .*$t.* \.\.\. " "$logs/tests.log" | head -n1 | sed 's/.*\.\.\. //')

@@ -125,7 +125,7 @@ impl InputClass {
                 for d in &m.dims {
                     let v = c.dim(&d.name);
                     let on_a_tile = d.hints.iter().any(|h| match h {
-                        crate::manifest::Hint::Param(p) => c.params.get(p).is_some_and(|&t| t > 1 && v % t as u64 == 0),
+                        crate::manifest::Hint::Param(p) => c.params.get(p).is_some_and(|&t| t > 1 && v.is_multiple_of(t as u64)),
                         crate::manifest::Hint::Value(_) => false,
                     });
                     if on_a_tile && v > 1 {
@@ -400,7 +400,7 @@ mod tests {
     fn tail_flag_and_strided_classes() {
         let (case, m) = odd_case();
         let c = InputClass::Tail.apply(&case, &m);
-        assert_eq!((c.dim("seq_q") % 64 != 0, c.dim("seq_k") % 64 != 0), (true, true), "{:?}", c.dims);
+        assert_eq!((!c.dim("seq_q").is_multiple_of(64), !c.dim("seq_k").is_multiple_of(64)), (true, true), "{:?}", c.dims);
         assert!(InputClass::Flag("causal".into()).apply(&case, &m).scalar("causal").is_some_and(|s| s.is_true()));
         assert!(alignments(&InputClass::Strided.apply(&case, &m), &m).iter().all(|&a| a == 16));
     }

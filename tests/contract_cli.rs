@@ -1,10 +1,12 @@
 //! `cudafuzz contract` as a user meets it on a host without a GPU: it says so, prints the probe
-//! plan and exits 3. (On a GPU host this test is skipped; ci/gpu-check.sh runs the real thing.)
+//! plan and exits 3. (On a GPU host this test is skipped with a printed reason; ci/gpu-check.sh runs the real thing.)
 
 use std::path::PathBuf;
 use std::process::Command;
 
 use cudafuzz::exit;
+
+mod common;
 
 fn exe() -> PathBuf {
     std::env::var_os("CUDAFUZZ_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cudafuzz")))
@@ -12,8 +14,7 @@ fn exe() -> PathBuf {
 
 #[test]
 fn without_a_gpu_contract_prints_the_probe_plan_and_exits_3() {
-    if cudafuzz::gpu::device_count().is_ok() {
-        eprintln!("skipped: this machine has a GPU; the no-GPU path is tested on hosts without one");
+    if !common::env::have(common::env::Need::NoGpu) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

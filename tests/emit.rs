@@ -225,13 +225,7 @@ fn emit_inlines_project_headers_with_guards_and_line_directives() {
 // NVRTC.
 
 fn compiler(dir: &Path) -> Option<Compiler> {
-    match Compiler::new(Some(dir.join("cache"))) {
-        Ok(c) => Some(c),
-        Err(e) => {
-            eprintln!("skipped: {e}");
-            None
-        }
-    }
+    common::env::compiler(&dir.join("cache"))
 }
 
 #[test]
@@ -257,13 +251,7 @@ fn emit_cu_kernel_section_compiles_with_nvrtc_outside_the_project() {
 }
 
 fn python3() -> Option<PathBuf> {
-    let ok = Command::new("python3").arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
-    if ok {
-        Some(PathBuf::from("python3"))
-    } else {
-        eprintln!("skipped: no python3 on PATH");
-        None
-    }
+    common::env::python3()
 }
 
 #[test]

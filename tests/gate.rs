@@ -28,13 +28,7 @@ fn config(dir: &Path, body: &str) -> PathBuf {
 }
 
 fn no_gpu_here() -> bool {
-    match cudafuzz::gpu::device_count() {
-        Ok(_) => {
-            eprintln!("skipped: this machine has a GPU; the no-GPU path is tested on hosts without one");
-            false
-        }
-        Err(_) => true,
-    }
+    common::env::have(common::env::Need::NoGpu)
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! compute-sanitizer through the harness: each tool on its planted bug, clean kernels clean
 //! under all four, and exact per-case attribution inside one persistent sanitizer process.
 //!
-//! Needs a CUDA GPU and compute-sanitizer: each test is `#[ignore = "needs a GPU"]`, and when run
-//! anyway on a host lacking either it prints `skipped: <reason>`, or fails under
+//! Needs a CUDA GPU and compute-sanitizer: on a host lacking either each test prints
+//! `SKIP <test>: <reason>` and returns, or fails under
 //! `CUDAFUZZ_REQUIRE_GPU=1` (how `ci/gpu-check.sh` runs it): a sanitizer check must never pass
 //! unchecked.
 
@@ -99,21 +99,18 @@ fn names_its_bug(rel: &str, tool: Tool, kind: FindingKind, tensor: Option<&str>,
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn memcheck_names_an_overrun_into_padding() {
     require_gpu_and_sanitizer!();
     names_its_bug("kernels/testing/oob_read_k.toml", Tool::Memcheck, FindingKind::SanitizerMemory, Some("k"), "dot += cf_to_float(krow[(long long)d * k_sd]);");
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn racecheck_names_a_missing_barrier() {
     require_gpu_and_sanitizer!();
     names_its_bug("kernels/testing/race_q_row.toml", Tool::Racecheck, FindingKind::Race, None, "row[d] = cf_to_float(qrow[(long long)d * q_sd]);");
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn initcheck_names_an_uninitialised_read() {
     require_gpu_and_sanitizer!();
     // The scratch buffer is a named tensor of the roster (manifest v2), so the finding names it.
@@ -121,7 +118,6 @@ fn initcheck_names_an_uninitialised_read() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn synccheck_names_a_bad_syncwarp() {
     require_gpu_and_sanitizer!();
     names_its_bug("kernels/testing/bad_syncwarp.toml", Tool::Synccheck, FindingKind::BarrierError, None, "__syncwarp(0x1u)");
@@ -142,28 +138,24 @@ fn clean_under(tool: Tool) {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn clean_kernels_are_clean_under_memcheck() {
     require_gpu_and_sanitizer!();
     clean_under(Tool::Memcheck);
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn clean_kernels_are_clean_under_racecheck() {
     require_gpu_and_sanitizer!();
     clean_under(Tool::Racecheck);
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn clean_kernels_are_clean_under_initcheck() {
     require_gpu_and_sanitizer!();
     clean_under(Tool::Initcheck);
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn clean_kernels_are_clean_under_synccheck() {
     require_gpu_and_sanitizer!();
     clean_under(Tool::Synccheck);
@@ -188,7 +180,6 @@ fn batch_attribution(rel: &str, tool: Tool, kind: FindingKind) {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn a_batch_of_200_attributes_exactly_the_5_buggy_cases_memcheck() {
     require_gpu_and_sanitizer!();
     // Each finding is fatal to its process; the next process takes the rest.
@@ -196,7 +187,6 @@ fn a_batch_of_200_attributes_exactly_the_5_buggy_cases_memcheck() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn a_batch_of_200_attributes_exactly_the_5_buggy_cases_initcheck() {
     require_gpu_and_sanitizer!();
     // Non-fatal reports: one process serves the whole batch; markers split it.
@@ -204,14 +194,12 @@ fn a_batch_of_200_attributes_exactly_the_5_buggy_cases_initcheck() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn a_batch_of_200_attributes_exactly_the_5_buggy_cases_synccheck() {
     require_gpu_and_sanitizer!();
     batch_attribution("kernels/testing/bad_syncwarp.toml", Tool::Synccheck, FindingKind::BarrierError);
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn a_batch_of_200_attributes_exactly_the_5_buggy_cases_racecheck() {
     require_gpu_and_sanitizer!();
     batch_attribution("kernels/testing/race_q_row.toml", Tool::Racecheck, FindingKind::Race);

@@ -648,16 +648,9 @@ fn manifest_migrate_converts_a_format_1_manifest_into_the_shipped_one() {
 // ---------------------------------------------------------------------------------------------
 // NVRTC
 
-/// A compiler with its cache in `dir`, or `None` after printing why the test is skipped.
+/// A compiler with its cache in `dir`, or `None` after recording why the test is skipped.
 fn compiler(dir: &Path) -> Option<Compiler> {
-    match Compiler::new(Some(dir.to_path_buf())) {
-        Ok(c) => Some(c),
-        Err(e @ CompileError::NvrtcMissing { .. }) => {
-            eprintln!("skipped: {e}");
-            None
-        }
-        Err(e) => panic!("compiler setup failed: {e}"),
-    }
+    common::env::compiler(dir)
 }
 
 #[test]
@@ -841,18 +834,10 @@ fn cubins_load_and_run_on_the_local_gpu() {
     use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
     let (tmp, path) = tree(MANIFEST);
     let Some(c) = compiler(&tmp.path().join("cache")) else { return };
-    // SAFETY: only probes for the driver library.
-    if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        eprintln!("skipped: no libcuda on this machine (no NVIDIA driver), so cubins cannot be loaded");
+    if !common::env::have(common::env::Need::Gpu) {
         return;
     }
-    let ctx = match CudaContext::new(0) {
-        Ok(ctx) => ctx,
-        Err(e) => {
-            eprintln!("skipped: no usable GPU: {e}");
-            return;
-        }
-    };
+    let ctx = CudaContext::new(0).expect("a GPU is present (device_count > 0) but its context does not open");
     let (major, minor) = ctx.compute_capability().unwrap();
     let arch = Arch::new(major as u32, minor as u32);
     eprintln!("gpu arch {arch}, nvrtc {:?}", c.nvrtc_version());

@@ -218,11 +218,11 @@ fn random_inputs_hit_the_boundaries_that_break_kernels() {
         Plan::new(&case, &m).unwrap();
         let near_tile = |s: u64| [16, 32, 64, 80, 128, 256, 512, 1024].iter().any(|t: &u64| s.abs_diff(*t) <= 1);
         boundary_seq += near_tile(case.dim("seq_k")) as u32;
-        odd_hd += (case.dim("head_dim") % 8 != 0) as u32;
+        odd_hd += !case.dim("head_dim").is_multiple_of(8) as u32;
         let off = case.layout("q").offset_bytes;
-        mis16 += (off % 16 != 0 && off % 2 == 0) as u32;
+        mis16 += (!off.is_multiple_of(16) && off.is_multiple_of(2)) as u32;
         odd_off += (off % 2 == 1) as u32;
-        aligned += (off % 16 == 0) as u32;
+        aligned += off.is_multiple_of(16) as u32;
         let constrained = decode_case(&mut Unstructured::new(&bytes), &inside).unwrap();
         odd_inside += m.tensors.iter().filter(|t| constrained.layout(&t.name).offset_bytes % 2 == 1).count() as u32;
     }

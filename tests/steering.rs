@@ -123,7 +123,7 @@ fn vec_load_q(m: &Manifest, case: &cudafuzz::case::Case) -> VecLoadQ {
     let q = plan.tensors.iter().find(|t| t.name == "q").unwrap();
     let elem = q.elem_bytes as u64;
     let vectors = q.shape[3] * elem / 16;
-    let rows_aligned = q.offset_bytes % 16 == 0 && (0..3).all(|i| q.shape[i] == 1 || q.strides[i] == 0 || q.strides[i] * elem % 16 == 0);
+    let rows_aligned = q.offset_bytes % 16 == 0 && (0..3).all(|i| q.shape[i] == 1 || q.strides[i] == 0 || (q.strides[i] * elem).is_multiple_of(16));
     if vectors > 0 && !rows_aligned {
         VecLoadQ::Faults
     } else if q.shape[3] >= 2 && q.strides[3] != 1 {

@@ -107,10 +107,11 @@ args = [ { ptr = "x" }, { ptr = "gamma" }, { ptr = "idx" }, { ptr = "w" }, { ptr
 fn kernels() -> &'static [(Manifest, DecodeContext, DecodeContext)] {
     static KERNELS: OnceLock<Vec<(Manifest, DecodeContext, DecodeContext)>> = OnceLock::new();
     KERNELS.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("cudafuzz-case-decode-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        std::fs::write(dir.join("generic.cu"), "").expect("temp file");
-        let generic = Manifest::from_toml(&dir.join("generic.toml"), GENERIC).unwrap_or_else(|e| panic!("{e}"));
+        // The manifest only needs its source to exist while it loads; the folder goes with `dir`.
+        let dir = tempfile::Builder::new().prefix("cudafuzz-case-decode-").tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("generic.cu"), "").expect("temp file");
+        let generic = Manifest::from_toml(&dir.path().join("generic.toml"), GENERIC).unwrap_or_else(|e| panic!("{e}"));
+        drop(dir);
         let shipped = cudafuzz::registry::shipped().into_iter().map(|m| m.unwrap_or_else(|e| panic!("{e}")));
         std::iter::once(generic)
             .chain(shipped)

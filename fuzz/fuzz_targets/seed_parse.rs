@@ -4,6 +4,7 @@
 //! seed saved again loads as the same seed.
 #![no_main]
 
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use cudafuzz::generate::DecodeContext;
@@ -16,9 +17,25 @@ fn ctx() -> &'static DecodeContext {
     CTX.get_or_init(|| DecodeContext::new(&cudafuzz::registry::resolve("simple_attn").unwrap_or_else(|e| panic!("{e}"))))
 }
 
+/// The folder every input is written into, made once and removed when libFuzzer ends the run
+/// (it leaves through `exit`, so statics are never dropped: an `atexit` hook removes it).
+fn scratch() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    extern "C" fn remove() {
+        if let Some(dir) = DIR.get() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+    DIR.get_or_init(|| {
+        let dir = tempfile::Builder::new().prefix("cudafuzz-seed-parse-").tempdir().expect("temp dir").keep();
+        // SAFETY: registering a plain extern "C" fn with no captured state.
+        unsafe { libc::atexit(remove) };
+        dir
+    })
+}
+
 fuzz_target!(|data: &[u8]| {
-    let dir = std::env::temp_dir().join(format!("cudafuzz-seed-parse-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
+    let dir = scratch();
     for name in ["seed.json", "crash-0"] {
         let path = dir.join(name);
         std::fs::write(&path, data).expect("temp file");

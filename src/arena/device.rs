@@ -1,5 +1,5 @@
 //! The device half of the arena: one `cuMemAlloc` per tensor, filled from a
-//! [`HostImage`](super::HostImage) and read back whole after the launch.
+//! [`super::HostImage`] and read back whole after the launch.
 //!
 //! Allocations are separate on purpose: packing tensors into one slab would hide overruns from
 //! compute-sanitizer (measured: memcheck does not report an access that lands in a neighbouring

@@ -94,7 +94,7 @@ pub struct CampaignSpec<'a> {
     pub options: RunOptions,
     /// The watchdog's limit for one kernel run.
     pub timeout: Duration,
-    /// Steer most cases away from the bugs already found ([`steer`]).
+    /// Steer most cases away from the bugs already found (the `steer` module).
     pub steer: bool,
 }
 
@@ -201,7 +201,7 @@ pub struct CampaignSummary {
     pub tally: Tally,
     /// Cases skipped outside the contract.
     pub skipped: u64,
-    /// Cases that ran re-drawn away from a known bug's trigger ([`steer`]).
+    /// Cases that ran re-drawn away from a known bug's trigger (the `steer` module).
     pub steered: u64,
     /// New signatures, and the kernel paths reached.
     pub progress: Progress,

@@ -148,7 +148,7 @@ pub fn named_trigger(finding: &Finding) -> Option<String> {
 
 /// Whether case `global` of `seed` is one of the nine in ten that are steered.
 pub fn steers(seed: u64, global: u64) -> bool {
-    mix(seed ^ mix(global)) % UNSTEERED_ONE_IN != 0
+    !mix(seed ^ mix(global)).is_multiple_of(UNSTEERED_ONE_IN)
 }
 
 /// splitmix64's finaliser: a cheap, well-spread hash of one word.
@@ -244,7 +244,7 @@ struct State {
 impl Steering {
     /// Steering for a pool that hands out at most `max_chunk` cases at a time: with batches, a
     /// checkpoint every `max(max_chunk, CHECKPOINT_CASES)` cases, or a batch would wait for
-    /// itself; one case at a time, [`FIRST_CHECKPOINTS`] first.
+    /// itself; one case at a time, `FIRST_CHECKPOINTS` first.
     pub fn new(max_chunk: u64) -> Steering {
         let state = State { checkpoints: vec![Arc::new(Triggers::default())], ..State::default() };
         let batch_spacing = (max_chunk > 1).then(|| max_chunk.max(CHECKPOINT_CASES));
@@ -301,7 +301,7 @@ impl Steering {
         self.state.lock().expect("steering lock").steered.insert(local);
     }
 
-    /// One case of `bug`, as [`Knowledge::observe`].
+    /// One case of `bug`, as `Knowledge::observe`.
     pub fn observe(&self, bug: BugId, features: &Features, named: Option<String>) {
         self.state.lock().expect("steering lock").knowledge.observe(bug, features, named);
     }

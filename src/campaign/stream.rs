@@ -20,7 +20,7 @@ pub fn generated_case(ctx: &DecodeContext, seed: u64, index: u64) -> Case {
 }
 
 /// Draw `draw` of case `index`: draw 0 is [`generated_case`], later draws decode the next bytes
-/// of the same stream (a steered case's alternatives, [`super::steer`]).
+/// of the same stream (a steered case's alternatives, the `steer` module).
 pub fn redrawn_case(ctx: &DecodeContext, seed: u64, index: u64, draw: u32) -> Case {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(index);
@@ -123,7 +123,7 @@ impl<'a> CaseStream<'a> {
         self.manifest.bind(case)
     }
 
-    /// Local case `local` steered away from `triggers` ([`super::steer`]): when it is one of the
+    /// Local case `local` steered away from `triggers` (the `steer` module): when it is one of the
     /// nine in ten that are steered, the first draw that shows no trigger (else the one that
     /// shows the fewest, earliest first). Returns the case as [`CaseStream::case`] does, and
     /// whether a later draw replaced the first.

@@ -43,6 +43,9 @@ pub(super) fn build(b: BuildArgs) -> Result<i32> {
     let archs = parse_archs(&b.arch)?;
     let manifests = manifests_or_shipped(&b.kernel, false)?;
     let compiler = Compiler::new(None).map_err(|e| fail(exit::SETUP, chain(e)))?;
+    for &arch in &archs {
+        compiler.check_arch(arch).map_err(|e| fail(exit::USAGE, format!("--arch {arch}: {e}")))?;
+    }
     build_report(&manifests, &archs, &compiler)
 }
 
@@ -57,7 +60,7 @@ pub(super) fn build_report(manifests: &[Manifest], archs: &[Arch], compiler: &Co
             }
         }
     }
-    let (outcomes, skipped) = build_all(manifests, archs, compiler);
+    let (outcomes, skipped) = build_with_progress(manifests, archs, compiler);
     for s in &skipped {
         outln!("note: {} ({}) is not built for {}: {}; it runs on the other targets", s.manifest, params_text(&s.params), s.arch, s.why)?;
     }
@@ -98,4 +101,36 @@ pub(super) fn build_report(manifests: &[Manifest], archs: &[Arch], compiler: &Co
     } else {
         exit::OK
     })
+}
+
+/// [`build_all`], one manifest at a time, saying which one is being built: a bar on a terminal,
+/// one line per manifest otherwise (a CI log shows progress through a build of minutes).
+fn build_with_progress(manifests: &[Manifest], archs: &[Arch], compiler: &Compiler) -> (Vec<crate::compile::BuildOutcome>, Vec<crate::compile::Skipped>) {
+    let bar = indicatif::ProgressBar::new(manifests.len() as u64);
+    bar.set_style(indicatif::ProgressStyle::with_template("building [{elapsed_precise}] {bar:30} {pos}/{len} {msg}").expect("valid template"));
+    let lines = bar.is_hidden();
+    let (mut outcomes, mut skipped) = (Vec::new(), Vec::new());
+    for (i, m) in manifests.iter().enumerate() {
+        bar.set_message(m.name.clone());
+        let started = Instant::now();
+        let (o, s) = build_all(std::slice::from_ref(m), archs, compiler);
+        if lines {
+            let bad = o.iter().filter(|o| o.result.is_err()).count();
+            let cached = o.iter().filter(|o| matches!(o.result, Ok((_, true)))).count();
+            let verdict = if bad > 0 { format!("{bad} FAILED") } else { "ok".to_string() };
+            errln!(
+                "[{}/{}] {}: {} configurations, {verdict} ({cached} from cache) in {:.1} s",
+                i + 1,
+                manifests.len(),
+                m.name,
+                o.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        bar.inc(1);
+        outcomes.extend(o);
+        skipped.extend(s);
+    }
+    bar.finish_and_clear();
+    (outcomes, skipped)
 }

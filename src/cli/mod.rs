@@ -2,7 +2,7 @@
 //! to exit statuses.
 //!
 //! Kept thin on purpose (ripgrep's shape): every command is a small function in its own file
-//! that builds library objects from the arguments ([`EngineArgs::config`] turns the shared run
+//! that builds library objects from the arguments (`EngineArgs::config` turns the shared run
 //! options into one validated [`EngineConfig`]) and prints what they return. `anyhow` lives only
 //! here; the library's errors are typed.
 

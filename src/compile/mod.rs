@@ -309,6 +309,15 @@ impl Compiler {
         self.supported.iter().map(|&n| Arch::new(n as u32 / 10, n as u32 % 10)).collect()
     }
 
+    /// Whether the loaded NVRTC can compile for `arch` (when it could list what it supports):
+    /// checked up front by commands that build many configurations, so a typo costs one line.
+    pub fn check_arch(&self, arch: Arch) -> Result<(), CompileError> {
+        if !self.supported.is_empty() && !self.supported.contains(&(arch.number() as i32)) {
+            return Err(CompileError::UnsupportedArch { arch, version: self.version, supported: self.supported.clone() });
+        }
+        Ok(())
+    }
+
     /// The project include directories of a source: its directory, that directory's parent,
     /// and the nearest ancestor `kernels/include` (an `include` directory inside an ancestor
     /// named `kernels`, or `kernels/include` under an ancestor).
@@ -365,9 +374,7 @@ impl Compiler {
             return Ok(Compiled { cubin, log, key, from_cache: true });
         }
 
-        if !self.supported.is_empty() && !self.supported.contains(&(req.arch.number() as i32)) {
-            return Err(CompileError::UnsupportedArch { arch: req.arch, version: self.version, supported: self.supported.clone() });
-        }
+        self.check_arch(req.arch)?;
         let (cubin, log) = self.run_nvrtc(req, &source_path, &text, &options)?;
         check_entry(&cubin, req, &source_path)?;
         cache::store(&self.cache_dir, &key, &cubin, &log).map_err(|source| CompileError::Cache { path: self.cache_dir.clone(), action: "write", source })?;

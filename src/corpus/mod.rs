@@ -243,7 +243,7 @@ pub fn save(dir: &Path, seed: &Seed) -> Result<SavedSeed, SeedError> {
         match tmp.persist_noclobber(&path) {
             Ok(_) => return Ok(SavedSeed { path, already: false }),
             Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(SeedError::Io(crate::error::FileError { path: path, action: "write", source: e.error })),
+            Err(e) => return Err(SeedError::Io(crate::error::FileError { path, action: "write", source: e.error })),
         }
     }
     unreachable!("the loop above returns")

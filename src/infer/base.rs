@@ -92,7 +92,7 @@ fn rows_aligned(m: &Manifest, case: &Case, name: &str, v: u64) -> bool {
     m.tensors
         .iter()
         .filter(|t| t.layout_is_drawn() && t.rank() >= 2 && t.dim_name(t.rank() - 1) == Some(name))
-        .all(|t| (v * t.dtype.resolve(case.dtype).size() as u64) % VECTOR_ALIGN == 0)
+        .all(|t| (v * t.dtype.resolve(case.dtype).size() as u64).is_multiple_of(VECTOR_ALIGN))
 }
 
 /// Pads the rows of each drawn tensor whose row pitch is not a multiple of 16 bytes (or of its
@@ -102,7 +102,7 @@ fn align_base_rows(case: &mut Case, m: &Manifest) {
     for (t, tp) in m.tensors.iter().zip(&plan.tensors) {
         let align = VECTOR_ALIGN.max(t.align as u64);
         let pads = matches!(t.layout, LayoutFreedom::Inner | LayoutFreedom::Strided);
-        if pads && tp.rank() >= 2 && super::family::pitch_bytes(tp) % align != 0 {
+        if pads && tp.rank() >= 2 && !super::family::pitch_bytes(tp).is_multiple_of(align) {
             align_rows(case, m, &t.name, align, 0);
         }
     }

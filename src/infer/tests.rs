@@ -170,7 +170,7 @@ fn the_base_keeps_relations_and_multiples_and_pads_rows_the_dims_cannot_align() 
     let base = base_case(&m).unwrap();
     assert_eq!(base.layout("q").pad, [0, 0, 0, 5], "{}", base.summary());
     let plan = Plan::new(&base, &m).unwrap();
-    assert!(plan.tensors.iter().filter(|t| t.drawn).all(|t| pitch_bytes(t) % 16 == 0));
+    assert!(plan.tensors.iter().filter(|t| t.drawn).all(|t| pitch_bytes(t).is_multiple_of(16)));
     let (_dir, m) = rownorm();
     let base = base_case(&m).unwrap();
     assert_eq!((base.dim("rows"), base.dim("cols")), (1, 256), "{}", base.summary());

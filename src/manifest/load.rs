@@ -516,7 +516,8 @@ impl Loader<'_> {
                 return Err(self.invalid(&format!("{field}.weights"), "all zero; give some choice a positive weight".into()));
             }
             if let Some([lo, hi]) = r.range {
-                if !(lo <= hi) || r.ty == ScalarType::Bool {
+                // NaN bounds are no range either: partial_cmp gives None for them.
+                if !matches!(lo.partial_cmp(&hi), Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)) || r.ty == ScalarType::Bool {
                     return Err(self.invalid(&format!("{field}.range"), format!("[{lo}, {hi}] is not a range of a number scalar")));
                 }
                 if r.ty == ScalarType::Int && (lo.fract() != 0.0 || hi.fract() != 0.0) {

@@ -82,7 +82,7 @@ fn dims(m: &Manifest, plan: &Plan, reasons: &mut Vec<String>) {
         if v < lo || v > hi {
             reasons.push(format!("{} = {v} is outside {lo}..={hi}", d.name));
         }
-        if d.multiple > 1 && v % d.multiple != 0 {
+        if d.multiple > 1 && !v.is_multiple_of(d.multiple) {
             reasons.push(format!("{} = {v} is not a multiple of {}", d.name, d.multiple));
         }
     }
@@ -158,7 +158,7 @@ fn tensor(m: &Manifest, tp: &super::TensorPlan, reasons: &mut Vec<String>) {
     // No kernel loads an element from an address that is not a multiple of its size.
     let align = (spec.align as u64).max(tp.elem_bytes as u64);
     if align > 1 && !tp.aligned_to(align) {
-        if tp.offset_bytes % align != 0 {
+        if !tp.offset_bytes.is_multiple_of(align) {
             reasons.push(format!("{t} base offset {} bytes is not a multiple of {align}", tp.offset_bytes));
         } else {
             reasons.push(format!("{t} strides {:?} (elements) are not all multiples of {align} bytes", tp.strides));

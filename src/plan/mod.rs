@@ -110,9 +110,12 @@ impl TensorPlan {
     /// multiples of `align` bytes.
     pub fn aligned_to(&self, align: u64) -> bool {
         let last = self.rank().saturating_sub(1);
-        self.offset_bytes % align == 0
+        self.offset_bytes.is_multiple_of(align)
             && (0..self.rank()).all(|i| {
-                (i == last && self.strides[i] == 1) || self.shape[i] == 1 || self.strides[i] == 0 || (self.strides[i] * self.elem_bytes as u64) % align == 0
+                (i == last && self.strides[i] == 1)
+                    || self.shape[i] == 1
+                    || self.strides[i] == 0
+                    || (self.strides[i] * self.elem_bytes as u64).is_multiple_of(align)
             })
     }
 

@@ -1,6 +1,6 @@
 //! The built-in op `layernorm`: `y = (x - mean) / sqrt(var + eps) · weight + bias` over the last
 //! axis of `x` (any rank ≥ 1), with the biased variance (`/ n`), `weight` and `bias` `[n]`,
-//! scalar `eps` (f32). Judged by the row ops' tolerance ([`super::rows`]) with
+//! scalar `eps` (f32). Judged by the row ops' tolerance (the `rows` module) with
 //! `S = max_row(max|x| · rstd) · max|weight| + max|y|`.
 //!
 //! # Semantics (row by row, `n` elements; two passes, as numerically careful kernels do)

@@ -1,6 +1,6 @@
 //! The built-in op `rmsnorm`: `y = x / sqrt(mean(x²) + eps) · weight` over the last axis of `x`
 //! (any rank ≥ 1), `weight [n]`, scalar `eps` (as the kernel receives it, f32). Judged by the
-//! row ops' tolerance ([`super::rows`]) with `S = max|y|`.
+//! row ops' tolerance (the `rows` module) with `S = max|y|`.
 //!
 //! # Semantics (row by row, `n` elements)
 //!

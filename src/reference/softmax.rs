@@ -1,5 +1,5 @@
 //! The built-in op `softmax`: `y = exp(x - max) / Σ exp(x - max)` over the last axis of `x`
-//! (any rank ≥ 1), `y` of x's shape. Judged by the row ops' tolerance ([`super::rows`]) with
+//! (any rank ≥ 1), `y` of x's shape. Judged by the row ops' tolerance (the `rows` module) with
 //! `S = max|y|`.
 //!
 //! # Semantics (row by row, `n` elements)

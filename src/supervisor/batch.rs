@@ -67,7 +67,7 @@ impl BatchCosts {
 }
 
 /// Cases in the next sanitizer batch: [`FIRST_CHUNK`] until costs are measured, then as many as
-/// fit in [`TARGET_BATCH`] (at least [`MIN_CASE_TIME`] of cases) and in `time_left`; never more
+/// fit in [`TARGET_BATCH`] (at least `MIN_CASE_TIME` of cases) and in `time_left`; never more
 /// than `cap` (`--sanitize-batch`) nor fewer than 1.
 pub fn chunk_size(costs: Option<BatchCosts>, time_left: Option<Duration>, cap: usize) -> usize {
     let cap = cap.max(1);

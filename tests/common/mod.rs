@@ -2,6 +2,8 @@
 //! hence the `dead_code` allowance).
 #![allow(dead_code)]
 
+pub mod env;
+
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
@@ -10,25 +12,12 @@ use cudafuzz::manifest::expr::{Env, Vars};
 use cudafuzz::manifest::Manifest;
 use cudafuzz::plan::Plan;
 
-/// Whether this machine lacks what a GPU test needs, printing `skipped: <why>` when it does.
-///
-/// GPU tests are `#[ignore = "needs a GPU"]`, so a plain run counts them as skipped; a GPU host
-/// runs them with `--include-ignored` (nextest: `--run-ignored all`). Under
-/// `CUDAFUZZ_REQUIRE_GPU=1` a missing GPU (or compute-sanitizer, for `sanitizer`) is a test
-/// failure instead: the GPU host's check must never count a test that opened no GPU as passed.
+/// Whether this machine lacks what a GPU test needs (a GPU; compute-sanitizer too when
+/// `sanitizer`), recording the skip when it does ([`env::have`]). On a GPU host
+/// `CUDAFUZZ_REQUIRE_GPU=1` makes a missing GPU or sanitizer a failure instead.
 pub fn lacks_gpu(sanitizer: bool) -> bool {
-    let why = match cudafuzz::gpu::device_count() {
-        Ok(0) => Some("no CUDA device".to_string()),
-        Ok(_) => None,
-        Err(e) => Some(e.to_string()),
-    };
-    let why = why.or_else(|| if sanitizer { cudafuzz::sanitizer::Sanitizer::locate().err().map(|e| e.to_string()) } else { None });
-    let Some(why) = why else { return false };
-    if std::env::var("CUDAFUZZ_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-        panic!("CUDAFUZZ_REQUIRE_GPU=1 but this test cannot run: {why}");
-    }
-    eprintln!("skipped: {why}");
-    true
+    let needs: &[env::Need] = if sanitizer { &[env::Need::Gpu, env::Need::Sanitizer] } else { &[env::Need::Gpu] };
+    !env::have_all(needs)
 }
 
 /// The repository root.
@@ -107,7 +96,7 @@ pub fn small(m: &Manifest, mut c: Case, limit: &dyn Fn(&str) -> u64) -> Case {
         }
         let lo = d.range[0].clamp(1, hi);
         let mut folded = lo + (v - lo) % (hi - lo + 1);
-        if d.multiple > 1 && v % d.multiple == 0 {
+        if d.multiple > 1 && v.is_multiple_of(d.multiple) {
             // Keep a value that honoured the dim's multiple a multiple.
             folded -= folded % d.multiple;
             if folded < lo {

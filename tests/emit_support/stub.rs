@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 use cudafuzz::manifest::{Manifest, ReferenceSpec, ResolvedArg};
 
 use super::subjects::Expected;
+use crate::common::env::Need;
 
 const STUB_HEADER: &str = r#"// Minimal CUDA runtime API for host-only checks of emitted repros (cudafuzz tests).
 #pragma once
@@ -198,22 +199,18 @@ impl Repro {
     }
 }
 
-fn have(tool: &str) -> bool {
-    let ok = Command::new(tool).arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
-    if !ok {
-        eprintln!("skipped: no {tool} on PATH");
-    }
-    ok
+fn have(need: Need) -> bool {
+    crate::common::env::have(need)
 }
 
 /// The repros of a subject that this machine can run: the `.cu` one with g++, the Python one
 /// with python3; `cu` and `py` are their texts.
 pub fn repros(dir: &Path, name: &str, m: &Manifest, cu: &str, py: &str) -> Vec<Repro> {
     let mut out = Vec::new();
-    if have("g++") {
+    if have(Need::Gxx) {
         out.push(Repro::Cu(build_host(dir, name, cu, m)));
     }
-    if have("python3") {
+    if have(Need::Python3) {
         let (script, driver) = (dir.join(format!("{name}.py")), dir.join("fake_driver.py"));
         std::fs::write(&script, py).unwrap();
         std::fs::write(&driver, PY_FAKE_DRIVER).unwrap();
