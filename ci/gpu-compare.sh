@@ -11,8 +11,8 @@
 #
 # Stages:
 #   seeds  fixed --seed/--cases campaigns on SEED_KERNELS (default flash_fwd fa_s512 seqk_tail
-#          hdim_vec_tail) with each binary: the saved seed files must match (names, cases,
-#          signatures); every difference is listed.
+#          hdim_vec_tail; manifest file names) with each binary: the saved seed files must match
+#          (names, cases, signatures, findings) and be byte-identical; every difference is listed.
 #   gate   ci/gate.toml for GATE_BUDGET (default 2m) must pass with each binary, and a gate
 #          fuzzing fa_s512 must fail with each.
 #   ttff   time to first finding, `fuzz --stop-after 1 --escalate none`, on fa_s512 and every
@@ -41,10 +41,10 @@ run_as() { # run_as SECONDS before|after ARGS...: the binary, with its own kerne
   local secs=$1 which=$2; shift 2
   CUDAFUZZ_KERNELS=$(kernels_of "$which") CUDAFUZZ_BIN=$(bin_of "$which") timeout "$secs" "$(bin_of "$which")" "$@"
 }
-kernel_path() { # a shipped kernel's manifest in the given kernels dir
-  local dir=$1 k=$2
-  for d in attention mutants testing; do [ -f "$dir/$d/$k.toml" ] && { echo "$dir/$d/$k.toml"; return; }; done
-  echo "$k"
+kernel_path() { # a shipped kernel's manifest in the given kernels dir, by file name, else the name itself
+  local dir=$1 k=$2 f
+  f=$(find "$dir" -name "$k.toml" -not -path '*/reference/*' | head -n1)
+  echo "${f:-$k}"
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$logs/gpu.txt" 2>&1
 row gpu info "$(head -n1 "$logs/gpu.txt")"
@@ -59,25 +59,40 @@ if want seeds; then
         > "$logs/$w-$k.log" 2>&1
       echo "$w $k rc=$? $(( $(date +%s) - start )) s" >> "$logs/seeds-times.txt"
     done
-    verdict=$(python3 - "$logs/before-$k/seeds" "$logs/after-$k/seeds" <<'EOF'
+    verdict=$(python3 - "$logs/before-$k" "$logs/after-$k" <<'EOF'
 import json, os, sys
 a, b = sys.argv[1], sys.argv[2]
-names = lambda d: sorted(os.listdir(d)) if os.path.isdir(d) else []
-na, nb = names(a), names(b)
-diffs = []
-for n in sorted(set(na) | set(nb)):
-    if n not in na or n not in nb:
-        diffs.append(f"only {'after' if n in nb else 'before'}: {n}")
+def files(root):
+    """Every seed file under OUT/seeds (one per bug at the top, the others under <bug>/examples/)
+    and the bug index, by path relative to OUT."""
+    out = {}
+    for base in ["seeds"]:
+        for dp, _, fs in os.walk(os.path.join(root, base)):
+            for f in fs:
+                p = os.path.join(dp, f)
+                out[os.path.relpath(p, root)] = p
+    if os.path.isfile(os.path.join(root, "bugs.json")):
+        out["bugs.json"] = os.path.join(root, "bugs.json")
+    return out
+fa_, fb_ = files(a), files(b)
+diffs, same = [], 0
+for n in sorted(set(fa_) | set(fb_)):
+    if n not in fa_ or n not in fb_:
+        diffs.append(f"only {'after' if n in fb_ else 'before'}: {n}")
         continue
-    sa, sb = json.load(open(os.path.join(a, n))), json.load(open(os.path.join(b, n)))
-    for key in ("case", "signature"):
-        if sa.get(key) != sb.get(key):
-            diffs.append(f"{n}: {key} differs")
-    fa, fb = sa.get("finding") or {}, sb.get("finding") or {}
-    other = sorted(k for k in set(fa) | set(fb) if fa.get(k) != fb.get(k))
-    if other:
-        diffs.append(f"{n}: finding fields differ: {', '.join(other)} (before: {fa.get('detail', '')[:90]!r} after: {fb.get('detail', '')[:90]!r})")
-print(f"{len(na)} vs {len(nb)} seeds, {len(diffs)} differences")
+    ba, bb = open(fa_[n], "rb").read(), open(fb_[n], "rb").read()
+    if ba == bb:
+        same += 1
+        continue
+    try:
+        sa, sb = json.loads(ba), json.loads(bb)
+    except ValueError:
+        diffs.append(f"{n}: bytes differ")
+        continue
+    keys = sorted(k for k in set(sa) | set(sb) if sa.get(k) != sb.get(k)) if isinstance(sa, dict) and isinstance(sb, dict) else ["(whole)"]
+    diffs.append(f"{n}: bytes differ in {', '.join(keys)}")
+seeds = sum(1 for n in fa_ if n != "bugs.json")
+print(f"{seeds} vs {sum(1 for n in fb_ if n != 'bugs.json')} seeds, {same} files byte-identical, {len(diffs)} differences")
 for d in diffs:
     print("  " + d)
 EOF

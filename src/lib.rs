@@ -1,50 +1,31 @@
 //! cudafuzz finds memory-safety and correctness bugs in CUDA kernels.
 //!
-//! One case flows through the stages the modules are named after:
-//! [`case`] → [`plan`] → [`arena`] → [`launch`] → [`oracle`] → [`finding`] → [`corpus`] (seeds).
+//! One case flows through the stages the modules are named after: [`core::case`] →
+//! [`core::plan`] → [`engine::arena`] → [`engine::launch`] → [`engine::oracle`] →
+//! [`core::finding`] → [`core::triage`] (bugs) → [`core::corpus`] (seeds). The folders are the
+//! layers, each importing only from the ones below it:
+//!
+//! | layer | holds |
+//! | --- | --- |
+//! | [`core`] | plain types and pure host logic: cases, plans, manifests, findings, verdicts, bugs, seeds |
+//! | [`engine`] | what runs inside a worker process: inputs, references, NVRTC, the arena, launch, oracles |
+//! | [`run`] | supervision: worker processes, compute-sanitizer, campaigns |
+//! | [`tools`] | what commands are made of: gate, sweep, minimize, contract inference, repro emitters, reports, bench |
+//! | [`cli`] | argument parsing and rendering only |
+//!
 //! Everything up to the arena's layout and everything after the download is pure host code and
-//! is tested without a GPU; the CUDA calls live in [`gpu`], [`launch`] and the device half of
-//! [`arena`], and run inside a [`worker`] process that the [`supervisor`] restarts when a sticky
-//! CUDA error poisons its context or a kernel hangs. [`manifest`] describes a kernel to the
-//! harness and [`compile`] turns it into a cubin with NVRTC.
+//! is tested without a GPU; the CUDA calls live in [`engine::gpu`], [`engine::launch`] and the
+//! device half of [`engine::arena`], and run inside a [`engine::worker`] process that the
+//! [`run::supervisor`] restarts when a sticky CUDA error poisons its context or a kernel hangs.
 #![deny(missing_docs)]
 // Errors are the cold path: a large `Err` (a CompileError carries the NVRTC log and paths) costs
 // nothing measurable, and boxing every variant would only make construction noisier.
 #![allow(clippy::result_large_err)]
 
-pub mod arena;
-pub mod bench;
-pub mod campaign;
-pub mod case;
 pub mod cli;
-pub mod clock;
-pub mod compile;
-pub mod config;
-pub mod corpus;
-pub mod coverage;
-pub mod data;
-pub mod emit;
-pub mod error;
-pub mod exit;
-pub mod finding;
-pub mod gate;
-pub mod generate;
-pub mod gpu;
-pub mod infer;
-pub mod launch;
-pub mod manifest;
-pub mod minimize;
-pub mod oracle;
-pub mod plan;
-pub mod reference;
-pub mod registry;
-pub mod report;
-pub mod sanitizer;
-pub mod shard;
-pub mod supervisor;
-pub mod sweep;
+pub mod core;
+pub mod engine;
+pub mod run;
 #[cfg(test)]
 mod testing;
-pub mod triage;
-pub mod userfile;
-pub mod worker;
+pub mod tools;

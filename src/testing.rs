@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use crate::case::{Case, Dtype, Scalar};
-use crate::finding::{Finding, FindingKind, Oracle};
-use crate::manifest::Manifest;
+use crate::core::case::{Case, Dtype, Scalar};
+use crate::core::finding::{Finding, FindingKind, Oracle};
+use crate::core::manifest::Manifest;
 
 /// `kernels/testing/simple_attn.toml`: q, k, v, o of rank 4 over batch, heads_kv, heads_q,
 /// seq_q, seq_k, head_dim; flags causal, scale.

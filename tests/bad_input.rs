@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use cudafuzz::case::Dtype;
-use cudafuzz::corpus::Seed;
-use cudafuzz::exit;
+use cudafuzz::core::case::Dtype;
+use cudafuzz::core::corpus::Seed;
+use cudafuzz::core::exit;
 
 mod common;
 use common::{attention_example_named, exe, root};

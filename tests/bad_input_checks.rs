@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use cudafuzz::exit;
+use cudafuzz::core::exit;
 
 mod common;
 use common::{exe, root};

@@ -8,13 +8,13 @@
 //! - for every built-in op, the case its GPU reference kernel runs plans inside that kernel's
 //!   contract (else the CPU would judge silently), reading in place only the case's inputs.
 
-use cudafuzz::case::Case;
-use cudafuzz::data;
-use cudafuzz::generate::strategy::CASE_BYTES;
-use cudafuzz::generate::{decode_case, DecodeContext};
-use cudafuzz::manifest::{BuiltinOp, Manifest, ReferenceSpec, Role};
-use cudafuzz::plan::{check_contract, Plan};
-use cudafuzz::reference::{cpu_reference, gemm, gpu_case, gpu_viewed, max_abs_diff, op_reference, rotary, Bound, Rule};
+use cudafuzz::core::case::Case;
+use cudafuzz::core::generate::strategy::CASE_BYTES;
+use cudafuzz::core::generate::{decode_case, DecodeContext};
+use cudafuzz::core::manifest::{BuiltinOp, Manifest, ReferenceSpec, Role};
+use cudafuzz::core::plan::{check_contract, Plan};
+use cudafuzz::engine::data;
+use cudafuzz::engine::reference::{cpu_reference, gemm, gpu_case, gpu_viewed, max_abs_diff, op_reference, rotary, Bound, Rule};
 
 mod common;
 use common::{shipped, small};
@@ -111,7 +111,7 @@ fn every_op_runs_its_gpu_reference_on_generated_cases() {
             let ReferenceSpec::Op { bind, .. } = &m.reference else { unreachable!() };
             let b = Bound { bind, plan };
             let oc = r.case(&b).expect("the binding fits");
-            let case = cudafuzz::case::Case::new(&m.path.display().to_string(), plan.tensors[0].dtype);
+            let case = cudafuzz::core::case::Case::new(&m.path.display().to_string(), plan.tensors[0].dtype);
             let rc = gpu_case(&refm, &b, &oc, &Case { dtype: b.need(op.spec().tensors[0].name).unwrap().dtype, ..case }).expect("same element types");
             let rplan = Plan::new(&rc, &refm).unwrap_or_else(|e| panic!("{op}: the reference case does not plan: {e}"));
             let verdict = check_contract(&refm, &rc, &rplan);

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use cudafuzz::case::Case;
-use cudafuzz::corpus::Seed;
-use cudafuzz::exit;
-use cudafuzz::plan::{admits, Plan};
+use cudafuzz::core::case::Case;
+use cudafuzz::core::corpus::Seed;
+use cudafuzz::core::exit;
+use cudafuzz::core::plan::{admits, Plan};
 
 mod common;
 use common::{attention_example_named, exe, manifest};
@@ -171,8 +171,8 @@ fn format_1_seeds_check_and_migrate() {
     let raw: serde_json::Value = serde_json::from_str(&text_v2).unwrap();
     assert_eq!((raw["version"].as_u64(), raw["case"]["version"].as_u64()), (Some(2), Some(2)), "{text_v2}");
     assert_eq!(raw["case"]["dims"]["head_dim"], 40, "{text_v2}");
-    let (migrated, _) = cudafuzz::corpus::load(&new, None).unwrap();
-    let (read_old, _) = cudafuzz::corpus::load(std::path::Path::new(old), None).unwrap();
+    let (migrated, _) = cudafuzz::core::corpus::load(&new, None).unwrap();
+    let (read_old, _) = cudafuzz::core::corpus::load(std::path::Path::new(old), None).unwrap();
     assert_eq!(migrated, read_old, "migrating on read and migrating the file agree");
     let o = cudafuzz(&["case", "migrate", old, "-o", new.to_str().unwrap()]);
     let (_, err) = text(&o);
@@ -188,11 +188,11 @@ fn format_1_seeds_check_and_migrate() {
 fn seed_files_keep_every_bit() {
     let dir = tempfile::tempdir().unwrap();
     let mut case = example();
-    case.scalars.insert("scale".into(), cudafuzz::case::Scalar::Float(0.09622504562139512));
+    case.scalars.insert("scale".into(), cudafuzz::core::case::Scalar::Float(0.09622504562139512));
     let p = write_seed(&dir, "exact.json", case.clone());
-    let (seed, _) = cudafuzz::corpus::load(&p, None).unwrap();
+    let (seed, _) = cudafuzz::core::corpus::load(&p, None).unwrap();
     assert_eq!(seed.case, case);
-    assert_eq!(cudafuzz::corpus::case_hash(&seed.case), cudafuzz::corpus::case_hash(&case));
+    assert_eq!(cudafuzz::core::corpus::case_hash(&seed.case), cudafuzz::core::corpus::case_hash(&case));
 }
 
 #[test]

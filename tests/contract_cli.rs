@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use cudafuzz::exit;
+use cudafuzz::core::exit;
 
 mod common;
 

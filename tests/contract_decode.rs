@@ -4,11 +4,11 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use cudafuzz::campaign::generated_case;
-use cudafuzz::case::{Case, Dtype, Scalar};
-use cudafuzz::generate::DecodeContext;
-use cudafuzz::manifest::Manifest;
-use cudafuzz::plan::admits;
+use cudafuzz::core::case::{Case, Dtype, Scalar};
+use cudafuzz::core::generate::DecodeContext;
+use cudafuzz::core::manifest::Manifest;
+use cudafuzz::core::plan::admits;
+use cudafuzz::run::campaign::generated_case;
 
 fn manifest(rel: &str) -> Manifest {
     Manifest::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap()
@@ -46,7 +46,7 @@ fn fa_s512_cases_land_inside_its_contract() {
 fn every_shipped_fuzz_manifest_draws_at_least_90_percent_inside() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
     let mut checked = 0;
-    for path in cudafuzz::manifest::find_manifests(&dir) {
+    for path in cudafuzz::core::manifest::find_manifests(&dir) {
         let m = Manifest::load(&path).unwrap();
         if !m.fuzz {
             continue;
@@ -88,8 +88,8 @@ fn flash_fwd_cases_still_span_every_parameter_dtype_layout_and_offset() {
 /// stay rare.
 #[test]
 fn campaigns_schedule_cases_past_int32_early_and_rarely() {
-    use cudafuzz::campaign::{campaign_case, PAST_INT32_AT, PAST_INT32_EVERY};
-    use cudafuzz::generate::reaches_past_int32;
+    use cudafuzz::core::generate::reaches_past_int32;
+    use cudafuzz::run::campaign::{campaign_case, PAST_INT32_AT, PAST_INT32_EVERY};
     for rel in ["kernels/attention/flash_fwd.toml", "kernels/mutants/int32_offset.toml", "kernels/attention/fa_s512.toml"] {
         let m = manifest(rel);
         let ctx = DecodeContext::new(&m);

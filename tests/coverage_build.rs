@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use cudafuzz::case::Dtype;
-use cudafuzz::compile::{request_for, Arch};
-use cudafuzz::coverage::{COVERAGE_DEFINE, HITS_SYMBOL, LINES_SYMBOL};
-use cudafuzz::registry;
+use cudafuzz::core::case::Dtype;
+use cudafuzz::core::coverage::{COVERAGE_DEFINE, HITS_SYMBOL, LINES_SYMBOL};
+use cudafuzz::core::registry;
+use cudafuzz::engine::compile::{request_for, Arch};
 
 mod common;
 

@@ -25,14 +25,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use cudafuzz::case::Placement;
-use cudafuzz::compile::{Arch, CompileRequest, Compiler};
-use cudafuzz::corpus::Seed;
-use cudafuzz::emit::{decode, emit, emit_cu, emit_python, encode, fnv1a64, inline_source, EmitError, EmitKind, Run};
-use cudafuzz::manifest::ReferenceSpec;
-use cudafuzz::plan::Plan;
-use cudafuzz::reference::Rule;
-use cudafuzz::sanitizer::Tool;
+use cudafuzz::core::case::Placement;
+use cudafuzz::core::corpus::Seed;
+use cudafuzz::core::manifest::ReferenceSpec;
+use cudafuzz::core::plan::Plan;
+use cudafuzz::engine::compile::{Arch, CompileRequest, Compiler};
+use cudafuzz::engine::reference::Rule;
+use cudafuzz::run::sanitizer::Tool;
+use cudafuzz::tools::emit::{decode, emit, emit_cu, emit_python, encode, fnv1a64, inline_source, EmitError, EmitKind, Run};
 
 use common::root;
 use emit_support::parse::{check_expects, expected_args, parse_cu, parse_python};
@@ -86,9 +86,9 @@ fn emit_header_names_seed_case_finding_and_commands() {
     let s = fa_s512_misaligned();
     let mut info = seed_info(&s, "fa.cu");
     let plan = Plan::new(&s.case, &s.manifest).unwrap();
-    let mut f = cudafuzz::oracle::Judged { case: &s.case, plan: &plan, kernel: "fa_s512", inside_contract: true }.finding(
-        cudafuzz::finding::FindingKind::MisalignedAddress,
-        cudafuzz::finding::Oracle::CudaStatus,
+    let mut f = cudafuzz::engine::oracle::Judged { case: &s.case, plan: &plan, kernel: "fa_s512", inside_contract: true }.finding(
+        cudafuzz::core::finding::FindingKind::MisalignedAddress,
+        cudafuzz::core::finding::Oracle::CudaStatus,
         "the kernel failed with CUDA_ERROR_MISALIGNED_ADDRESS (716)".into(),
     );
     f.cuda_error = Some("CUDA_ERROR_MISALIGNED_ADDRESS (716)".into());
@@ -244,7 +244,7 @@ fn emit_cu_kernel_section_compiles_with_nvrtc_outside_the_project() {
         }
         for entry in entries {
             let req = CompileRequest { source: path.clone(), entry, defines: BTreeMap::new(), options: s.manifest.options.clone(), arch: Arch::new(9, 0) };
-            let out = c.compile(&req).unwrap_or_else(|e| panic!("{}: {}", s.name, cudafuzz::error::chain(&e)));
+            let out = c.compile(&req).unwrap_or_else(|e| panic!("{}: {}", s.name, cudafuzz::core::error::chain(&e)));
             assert!(out.cubin.starts_with(b"\x7fELF"), "{}", s.name);
         }
     }
@@ -442,9 +442,9 @@ fn emit_reference_kernel_runs_set_the_bound_the_library_computes() {
     let mut baseline = gold.clone();
     baseline[0].1[4] += 1e-3;
     // The library reads the baseline run's outputs as their type holds them.
-    let held = |i: usize, v: &[f64]| v.iter().map(|&x| cudafuzz::data::round_to(x, e.programs[2].plan.tensors[i].dtype)).collect::<Vec<f64>>();
+    let held = |i: usize, v: &[f64]| v.iter().map(|&x| cudafuzz::engine::data::round_to(x, e.programs[2].plan.tensors[i].dtype)).collect::<Vec<f64>>();
     let runs: Vec<(usize, Vec<f64>, Vec<f64>)> = gold.iter().zip(&baseline).map(|((i, g), (_, b))| (*i, g.clone(), held(*i, b))).collect();
-    let refs = cudafuzz::reference::kernel_expected(k, &e.kernel().plan, runs);
+    let refs = cudafuzz::engine::reference::kernel_expected(k, &e.kernel().plan, runs);
     let Rule::Bound(y) = refs.expected[0].rule else { unreachable!() };
     assert!((y.bound - 2e-3).abs() < 1e-5, "{y:?}");
     for r in repros_of(dir.path(), &s) {
@@ -509,7 +509,7 @@ fn emit_from_the_cli_needs_no_gpu_and_never_overwrites() {
 
     std::fs::write(&out_cu, "keep me").unwrap();
     let o = cudafuzz(&["repro", seed_s, "--emit", "cu"]);
-    assert_eq!(o.status.code(), Some(cudafuzz::exit::USAGE));
+    assert_eq!(o.status.code(), Some(cudafuzz::core::exit::USAGE));
     assert!(String::from_utf8_lossy(&o.stderr).contains("exists; pass --force"), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(std::fs::read_to_string(&out_cu).unwrap(), "keep me");
     let o = cudafuzz(&["repro", seed_s, "--emit", "cu", "--force"]);
@@ -524,7 +524,7 @@ fn emit_from_the_cli_needs_no_gpu_and_never_overwrites() {
     let o = cudafuzz(&["repro", seed_s, "--emit", "cu", "-o", "-"]);
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("// cudafuzz standalone repro"));
     let o = cudafuzz(&["repro", seed_s, "--emit", "cu", "-o", "-", "--sanitize", "memcheck,racecheck"]);
-    assert_eq!(o.status.code(), Some(cudafuzz::exit::USAGE));
+    assert_eq!(o.status.code(), Some(cudafuzz::core::exit::USAGE));
     let o = cudafuzz(&["repro", seed_s, "-o", "x.cu"]);
-    assert_eq!(o.status.code(), Some(cudafuzz::exit::USAGE), "-o needs --emit");
+    assert_eq!(o.status.code(), Some(cudafuzz::core::exit::USAGE), "-o needs --emit");
 }

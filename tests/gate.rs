@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use cudafuzz::exit;
-use cudafuzz::report::export::RunReport;
+use cudafuzz::core::exit;
+use cudafuzz::tools::report::export::RunReport;
 
 mod common;
 use common::{exe, root};

@@ -9,13 +9,13 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudafuzz::case::Case;
-use cudafuzz::finding::{FindingKind, Location, Oracle};
-use cudafuzz::generate::DecodeContext;
-use cudafuzz::manifest::Manifest;
-use cudafuzz::plan::admits;
-use cudafuzz::supervisor::{Supervisor, SupervisorConfig, SPARES};
-use cudafuzz::worker::{Outcome, ReferenceChoice, RunOptions, Verdict};
+use cudafuzz::core::case::Case;
+use cudafuzz::core::finding::{FindingKind, Location, Oracle};
+use cudafuzz::core::generate::DecodeContext;
+use cudafuzz::core::manifest::Manifest;
+use cudafuzz::core::plan::admits;
+use cudafuzz::core::verdict::{Outcome, ReferenceChoice, RunOptions, Verdict};
+use cudafuzz::run::supervisor::{Supervisor, SupervisorConfig, SPARES};
 
 mod common;
 use common::{attention_example, exe, root};
@@ -55,7 +55,7 @@ fn run(sup: &mut Supervisor, m: &Manifest, case: &Case) -> Verdict {
     sup.run(case, m, &RunOptions::default(), timeout).unwrap()
 }
 
-fn findings(v: &Verdict) -> Vec<cudafuzz::finding::Finding> {
+fn findings(v: &Verdict) -> Vec<cudafuzz::core::finding::Finding> {
     match &v.outcome {
         Outcome::Fail { findings } => findings.clone(),
         Outcome::Pass => vec![],
@@ -157,7 +157,7 @@ fn gpu_reference_agrees_with_the_cpu_reference() {
     let ctx = DecodeContext::new(&m);
     let mut checked = 0;
     for i in 0..60u64 {
-        let mut case = cudafuzz::campaign::generated_case(&ctx, 7, i);
+        let mut case = cudafuzz::run::campaign::generated_case(&ctx, 7, i);
         case.params = m.default_params();
         if !admits(&m, &case) {
             continue;
@@ -168,7 +168,7 @@ fn gpu_reference_agrees_with_the_cpu_reference() {
             let v = sup.run(&case, &m, &opts, Duration::from_secs(10)).unwrap();
             assert_eq!(v.outcome, Outcome::Pass, "{:?} reference, case {}: {v:?}", reference, case.summary());
             if reference == ReferenceChoice::Gpu {
-                assert_eq!(v.reference, cudafuzz::worker::ReferenceUsed::Gpu);
+                assert_eq!(v.reference, cudafuzz::core::verdict::ReferenceUsed::Gpu);
             }
         }
         checked += 1;
@@ -185,7 +185,7 @@ fn correct_kernel_passes_generated_cases_inside_its_contract() {
     let ctx = DecodeContext::new(&m);
     let (mut pass, mut outside) = (0, 0);
     for i in 0..300u64 {
-        let case = m.bind(cudafuzz::campaign::generated_case(&ctx, 11, i));
+        let case = m.bind(cudafuzz::run::campaign::generated_case(&ctx, 11, i));
         let v = run(&mut sup, &m, &case);
         if !v.contract.is_inside() {
             outside += 1;
@@ -205,14 +205,14 @@ fn cli_run_prints_verdicts_and_exits_nonzero_on_a_finding() {
     let m = manifest("kernels/testing/vec_load_q.toml");
     let mut case = case_for(&m);
     let good = dir.path().join("good.json");
-    std::fs::write(&good, cudafuzz::corpus::Seed::new(case.clone()).to_json()).unwrap();
+    std::fs::write(&good, cudafuzz::core::corpus::Seed::new(case.clone()).to_json()).unwrap();
     case.layout_mut("q").offset_bytes = 8;
     let bad = dir.path().join("bad.json");
-    std::fs::write(&bad, cudafuzz::corpus::Seed::new(case).to_json()).unwrap();
+    std::fs::write(&bad, cudafuzz::core::corpus::Seed::new(case).to_json()).unwrap();
     let out = std::process::Command::new(exe()).current_dir(root()).args(["run", "--out"]).arg(dir.path().join("out")).arg(&good).arg(&bad).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(cudafuzz::exit::FINDINGS));
+    assert_eq!(out.status.code(), Some(cudafuzz::core::exit::FINDINGS));
     assert!(stdout.contains("PASS") && stdout.contains("misaligned_address"), "{stdout}");
     assert!(Path::new(&dir.path().join("out/journal.jsonl")).exists());
 }
@@ -231,7 +231,7 @@ fn coverage_runs_report_the_kernel_paths_a_case_reached() {
     let b = sup.run(&odd, &m, &opts, limit).unwrap();
     assert_eq!((&a.outcome, &b.outcome), (&Outcome::Pass, &Outcome::Pass), "{a:?}\n{b:?}");
     let (ca, cb) = (a.coverage.expect("coverage of the aligned case"), b.coverage.expect("coverage of the offset case"));
-    let slots = |c: &cudafuzz::coverage::Coverage| c.points.iter().map(|p| p.slot).collect::<Vec<_>>();
+    let slots = |c: &cudafuzz::core::coverage::Coverage| c.points.iter().map(|p| p.slot).collect::<Vec<_>>();
     eprintln!("aligned reached {:?}\noffset k reached {:?}", slots(&ca), slots(&cb));
     assert!(!ca.points.is_empty(), "a coverage build reaches some CF_COVER point");
     assert_ne!(slots(&ca), slots(&cb), "an offset k takes another load path");

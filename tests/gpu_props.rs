@@ -16,13 +16,13 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudafuzz::case::Case;
-use cudafuzz::generate::strategy::cases;
-use cudafuzz::generate::DecodeContext;
-use cudafuzz::manifest::Manifest;
-use cudafuzz::plan::admits;
-use cudafuzz::supervisor::{Supervisor, SupervisorConfig};
-use cudafuzz::worker::{Outcome, RunOptions, Verdict};
+use cudafuzz::core::case::Case;
+use cudafuzz::core::generate::strategy::cases;
+use cudafuzz::core::generate::DecodeContext;
+use cudafuzz::core::manifest::Manifest;
+use cudafuzz::core::plan::admits;
+use cudafuzz::core::verdict::{Outcome, RunOptions, Verdict};
+use cudafuzz::run::supervisor::{Supervisor, SupervisorConfig};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 

@@ -10,12 +10,12 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudafuzz::case::{Case, Scalar};
-use cudafuzz::finding::{Finding, FindingKind, Location};
-use cudafuzz::manifest::Manifest;
-use cudafuzz::sanitizer::{Sanitizer, Tool};
-use cudafuzz::supervisor::{SanitizerPass, Supervisor, SupervisorConfig};
-use cudafuzz::worker::{Outcome, RunOptions, Verdict};
+use cudafuzz::core::case::{Case, Scalar};
+use cudafuzz::core::finding::{Finding, FindingKind, Location};
+use cudafuzz::core::manifest::Manifest;
+use cudafuzz::core::verdict::{Outcome, RunOptions, Verdict};
+use cudafuzz::run::sanitizer::{Sanitizer, Tool};
+use cudafuzz::run::supervisor::{SanitizerPass, Supervisor, SupervisorConfig};
 
 mod common;
 use common::{attention_example, exe, root};

@@ -1,4 +1,4 @@
-//! Integration tests of `cudafuzz::manifest` and `cudafuzz::compile`.
+//! Integration tests of `cudafuzz::core::manifest` and `cudafuzz::engine::compile`.
 //!
 //! Most tests write their own throwaway kernel and manifest into a temporary directory laid out
 //! like the repository (`<tmp>/kernels/include/*.cuh`, `<tmp>/kernels/tiny/tiny.{cu,toml}`): a
@@ -13,13 +13,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use cudafuzz::case::{Case, Dtype, Scalar, TensorLayout, ValueClass, MAX_DIM};
-use cudafuzz::compile::{build_all, request_for, Arch, CompileError, CompileRequest, Compiler};
-use cudafuzz::generate::DecodeContext;
-use cudafuzz::manifest::{
+use cudafuzz::core::case::{Case, Dtype, Scalar, TensorLayout, ValueClass, MAX_DIM};
+use cudafuzz::core::generate::DecodeContext;
+use cudafuzz::core::manifest::{
     find_manifests, ArgSpec, DimSpec, DtypeSpec, Hint, Init, LayoutFreedom, Manifest, ManifestError, ReferenceSpec, ResolvedArg, Role, ScalarChoice, ScalarType,
 };
-use cudafuzz::plan::Plan;
+use cudafuzz::core::plan::Plan;
+use cudafuzz::engine::compile::{build_all, request_for, Arch, CompileError, CompileRequest, Compiler};
 
 mod common;
 
@@ -508,9 +508,9 @@ fn decoded_cases_of_a_generic_kernel_stay_inside_its_contract() {
     for _ in 0..2000 {
         let mut bytes = [0u8; 128];
         rng.fill_bytes(&mut bytes);
-        let case = cudafuzz::generate::decode_case(&mut arbitrary::Unstructured::new(&bytes), &ctx).unwrap();
+        let case = cudafuzz::core::generate::decode_case(&mut arbitrary::Unstructured::new(&bytes), &ctx).unwrap();
         let plan = Plan::new(&case, &m).unwrap_or_else(|e| panic!("{}: {e}", case.summary()));
-        let verdict = cudafuzz::plan::check_contract(&m, &case, &plan);
+        let verdict = cudafuzz::core::plan::check_contract(&m, &case, &plan);
         assert!(verdict.is_inside(), "{}: {verdict:?}", case.summary());
         let eps = case.scalar("eps").unwrap().as_f64();
         at_ends += m.scalar("eps").unwrap().range.is_some_and(|[lo, hi]| eps == lo || eps == hi) as u32;
@@ -587,7 +587,7 @@ fn every_shipped_manifest_loads_and_compiles() {
     for m in &shipped {
         for &dtype in &m.dtypes {
             let req = request_for(m, &m.default_params(), dtype, Arch::new(8, 0), &BTreeMap::new());
-            let out = c.compile(&req).unwrap_or_else(|e| panic!("{}: {}", m.name, cudafuzz::error::chain(&e)));
+            let out = c.compile(&req).unwrap_or_else(|e| panic!("{}: {}", m.name, cudafuzz::core::error::chain(&e)));
             assert!(out.cubin.starts_with(b"\x7fELF"), "{} {dtype}", m.name);
         }
     }
@@ -628,7 +628,7 @@ fn manifest_migrate_converts_a_format_1_manifest_into_the_shipped_one() {
     let migrate = |args: &[&str]| Command::new(common::exe()).args(["manifest", "migrate"]).args(args).output().unwrap();
     let o = migrate(&[old.to_str().unwrap()]);
     let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    assert_eq!(o.status.code(), Some(cudafuzz::exit::OK), "{text}");
+    assert_eq!(o.status.code(), Some(cudafuzz::core::exit::OK), "{text}");
     let new = dir.join("simple_attn.v2.toml");
     assert!(text.contains(&new.display().to_string()), "{text}");
     let converted = Manifest::load(&new).unwrap_or_else(|e| panic!("{e}"));
@@ -636,12 +636,12 @@ fn manifest_migrate_converts_a_format_1_manifest_into_the_shipped_one() {
     assert_eq!(converted, Manifest { path: new.clone(), source: dir.join("simple_attn.cu"), ..shipped });
     let written = std::fs::read_to_string(&new).unwrap();
     let o = migrate(&[old.to_str().unwrap(), "-o", new.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(cudafuzz::exit::USAGE));
+    assert_eq!(o.status.code(), Some(cudafuzz::core::exit::USAGE));
     assert!(String::from_utf8_lossy(&o.stderr).contains("exists"), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(std::fs::read_to_string(&new).unwrap(), written, "the existing file is left alone");
     // A format-2 manifest is not converted again.
     let o = migrate(&[new.to_str().unwrap(), "-o", "-"]);
-    assert_eq!(o.status.code(), Some(cudafuzz::exit::USAGE));
+    assert_eq!(o.status.code(), Some(cudafuzz::core::exit::USAGE));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a format-1 manifest"), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
@@ -826,7 +826,7 @@ fn build_all_compiles_every_combination() {
     assert_eq!(failed.len(), 4);
     assert!(failed
         .iter()
-        .all(|o| o.params["BLOCK_N"] == 128 && cudafuzz::error::chain(o.result.as_ref().unwrap_err().as_ref()).contains("BLOCK_N 128 broken")));
+        .all(|o| o.params["BLOCK_N"] == 128 && cudafuzz::core::error::chain(o.result.as_ref().unwrap_err().as_ref()).contains("BLOCK_N 128 broken")));
 }
 
 #[test]

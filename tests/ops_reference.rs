@@ -9,12 +9,12 @@
 use std::path::PathBuf;
 
 use arbitrary::Unstructured;
-use cudafuzz::case::Case;
-use cudafuzz::data;
-use cudafuzz::generate::{decode_case, DecodeContext};
-use cudafuzz::manifest::{BuiltinOp, Hint, Manifest, ReferenceSpec, Role};
-use cudafuzz::plan::Plan;
-use cudafuzz::reference::{cpu_op_reference, max_abs_diff, op_reference, role_inputs, Bound, Rule};
+use cudafuzz::core::case::Case;
+use cudafuzz::core::generate::{decode_case, DecodeContext};
+use cudafuzz::core::manifest::{BuiltinOp, Hint, Manifest, ReferenceSpec, Role};
+use cudafuzz::core::plan::Plan;
+use cudafuzz::engine::data;
+use cudafuzz::engine::reference::{cpu_op_reference, max_abs_diff, op_reference, role_inputs, Bound, Rule};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -56,7 +56,7 @@ fn variant(op: &str, from: &str, to: &str) -> String {
 
 /// The small example case of a manifest, planned, with its drawn inputs.
 fn example(m: &Manifest) -> (Case, Plan, data::Inputs) {
-    let case = cudafuzz::generate::example(m);
+    let case = cudafuzz::core::generate::example(m);
     let plan = Plan::new(&case, m).expect("the example plans");
     let inputs = data::generate(&case, &plan, m);
     (case, plan, inputs)
@@ -120,7 +120,7 @@ fn in_out_tensors_are_read_as_drawn_and_judged_in_place() {
     // cannot be read, and the message says how to fix it.
     let m = shipped("gemm");
     let (mut case, _, _) = example(&m);
-    case.scalars.insert("beta".into(), cudafuzz::case::Scalar::Float(1.0));
+    case.scalars.insert("beta".into(), cudafuzz::core::case::Scalar::Float(1.0));
     let plan = Plan::new(&case, &m).unwrap();
     let inputs = data::generate(&case, &plan, &m);
     let refs = cpu_op_reference(&m, &plan, &inputs).unwrap().unwrap();
@@ -175,7 +175,7 @@ fn every_op_has_a_reference_with_a_gpu_kernel() {
             assert!(m.tensor(o.gold).is_some() && m.tensor(o.baseline).is_some() && o.cond.is_none_or(|c| m.tensor(c).is_some()), "{op}: {o:?}");
             assert!(op.spec().tensors.iter().any(|t| t.name == o.role), "{op}: {} is not a role", o.role);
         }
-        for t in m.tensors.iter().filter(|t| t.role == cudafuzz::manifest::Role::Input) {
+        for t in m.tensors.iter().filter(|t| t.role == cudafuzz::core::manifest::Role::Input) {
             assert!(op.spec().tensors.iter().any(|r| r.name == t.name), "{op}: the reference's input {} is not a role", t.name);
         }
     }
@@ -207,7 +207,7 @@ fn check_baseline_on_generated_cases(op: &str, cases: u64) {
             continue;
         }
         let inputs = data::generate(&case, &plan, &m);
-        let cudafuzz::manifest::ReferenceSpec::Op { op: bop, bind } = &m.reference else { panic!("{op} binds an op") };
+        let cudafuzz::core::manifest::ReferenceSpec::Op { op: bop, bind } = &m.reference else { panic!("{op} binds an op") };
         let r = op_reference(*bop);
         let b = Bound { bind, plan: &plan };
         let c = r.case(&b).expect("the shipped binding fits");

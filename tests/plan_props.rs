@@ -6,14 +6,14 @@ use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
 use arbitrary::Unstructured;
-use cudafuzz::arena::{element_at, element_bytes_mask, held_ranges, AllocationTable, ArenaLayout};
-use cudafuzz::case::{Case, Placement};
-use cudafuzz::data::for_each_offset;
-use cudafuzz::finding::Location;
-use cudafuzz::generate::strategy::CASE_BYTES;
-use cudafuzz::generate::{decode_case, example, past_int32_tensors, past_int32_variant, DecodeContext};
-use cudafuzz::manifest::{Hint, Manifest};
-use cudafuzz::plan::{admits, check_contract, Plan};
+use cudafuzz::core::case::{Case, Placement};
+use cudafuzz::core::finding::Location;
+use cudafuzz::core::generate::strategy::CASE_BYTES;
+use cudafuzz::core::generate::{decode_case, example, past_int32_tensors, past_int32_variant, DecodeContext};
+use cudafuzz::core::manifest::{Hint, Manifest};
+use cudafuzz::core::plan::for_each_offset;
+use cudafuzz::core::plan::{admits, check_contract, Plan};
+use cudafuzz::engine::arena::{element_at, element_bytes_mask, held_ranges, AllocationTable, ArenaLayout};
 use proptest::prelude::*;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 
@@ -258,7 +258,7 @@ fn every_hinted_dim_is_drawn_mostly_on_its_boundaries() {
                 let mut boundary: BTreeSet<u64> = m.hint_values(d).into_iter().collect();
                 for h in &d.hints {
                     if let Hint::Param(_) = h {
-                        let values = m.hint_values(&cudafuzz::manifest::DimSpec { hints: vec![h.clone()], ..(*d).clone() });
+                        let values = m.hint_values(&cudafuzz::core::manifest::DimSpec { hints: vec![h.clone()], ..(*d).clone() });
                         boundary.extend(values.iter().flat_map(|&t| [t.saturating_sub(1), t + 1]));
                     }
                 }

@@ -11,14 +11,14 @@
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
-use cudafuzz::case::{Case, Dtype, Scalar, TensorLayout, ValueClass};
-use cudafuzz::data;
-use cudafuzz::generate::strategy::CASE_BYTES;
-use cudafuzz::generate::{decode_case, DecodeContext};
-use cudafuzz::manifest::{BuiltinOp, Manifest, ReferenceSpec};
-use cudafuzz::plan::Plan;
-use cudafuzz::reference::attention::{tolerance, Attention, AttentionInputs, CpuF64, CpuSamePrecision, RefOutput, Reference};
-use cudafuzz::reference::{attention_geometry, max_abs_diff};
+use cudafuzz::core::case::{Case, Dtype, Scalar, TensorLayout, ValueClass};
+use cudafuzz::core::generate::strategy::CASE_BYTES;
+use cudafuzz::core::generate::{decode_case, DecodeContext};
+use cudafuzz::core::manifest::{BuiltinOp, Manifest, ReferenceSpec};
+use cudafuzz::core::plan::Plan;
+use cudafuzz::engine::data;
+use cudafuzz::engine::reference::attention::{tolerance, Attention, AttentionInputs, CpuF64, CpuSamePrecision, RefOutput, Reference};
+use cudafuzz::engine::reference::{attention_geometry, max_abs_diff};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 

@@ -5,10 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use cudafuzz::exit;
-use cudafuzz::finding::{Finding, FindingKind, Location, Oracle, SourceLocation};
-use cudafuzz::report::export::{Campaign, Expectation, FindingEntry, GpuSummary, Observed, RunReport, SeedReplay, Step};
-use cudafuzz::shard::Shard;
+use cudafuzz::core::exit;
+use cudafuzz::core::finding::{Finding, FindingKind, Location, Oracle, SourceLocation};
+use cudafuzz::core::shard::Shard;
+use cudafuzz::tools::report::export::{Campaign, Expectation, FindingEntry, GpuSummary, Observed, RunReport, SeedReplay, Step};
 
 mod common;
 use common::{exe, root};
@@ -23,19 +23,13 @@ fn text(o: &Output) -> String {
 
 fn finding(kind: FindingKind, oracle: Oracle, line: Option<u32>) -> Finding {
     Finding {
-        kind,
-        oracle,
-        kernel: "flash_fwd[BLOCK_M=64,BLOCK_N=64]".into(),
         tensor: Some("q".into()),
         location: Some(Location::RedzoneAfter { bytes_past_end: 2 }),
-        count: 1,
-        cuda_error: None,
         source: line.map(|line| SourceLocation { file: "flash_fwd_kernel.cuh".into(), line, function: None }),
         access_size: Some(16),
         sanitizer_kind: oracle.is_sanitizer().then(|| "invalid_global_read_out_of_bounds".into()),
         alignment: ["q", "k", "v", "o"].map(|t| (t.to_string(), 16)).to_vec(),
-        inside_contract: true,
-        detail: "a 16-byte read 2 bytes past q's end".into(),
+        ..Finding::new(kind, oracle, "flash_fwd[BLOCK_M=64,BLOCK_N=64]", "a 16-byte read 2 bytes past q's end".into())
     }
 }
 
@@ -153,7 +147,7 @@ fn merging_shards_sums_counts_dedupes_findings_and_gathers_seeds() {
     assert_eq!(std::fs::read_to_string(out.join("seeds/oob-2.json")).unwrap(), "{\"seed\": \"oob\"}");
     assert_eq!(std::fs::read_to_string(out.join("seeds/nan-2.json")).unwrap(), "{\"seed\": \"nan\"}");
     // The merged report points at the merged copies.
-    let seed_of = |sig: &cudafuzz::finding::Signature| m.kernels[0].findings.iter().find(|f| &f.signature == sig).unwrap().seed.clone().unwrap();
+    let seed_of = |sig: &cudafuzz::core::finding::Signature| m.kernels[0].findings.iter().find(|f| &f.signature == sig).unwrap().seed.clone().unwrap();
     assert!(seed_of(&oob.signature()).ends_with("merged/seeds/oob-2.json"), "{}", seed_of(&oob.signature()));
     assert!(seed_of(&nan.signature()).ends_with("merged/seeds/nan-2.json"), "{}", seed_of(&nan.signature()));
     // Merging again copies nothing new.

@@ -8,12 +8,12 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudafuzz::campaign::Steering;
-use cudafuzz::campaign::{self, CampaignSpec, CampaignSummary, CaseStream, SeedKeeper};
-use cudafuzz::finding::{Finding, FindingKind, Oracle};
-use cudafuzz::manifest::Manifest;
-use cudafuzz::supervisor::{Pool, Supervisor, SupervisorConfig};
-use cudafuzz::worker::RunOptions;
+use cudafuzz::core::finding::{Finding, FindingKind, Oracle};
+use cudafuzz::core::manifest::Manifest;
+use cudafuzz::core::verdict::RunOptions;
+use cudafuzz::run::campaign::Steering;
+use cudafuzz::run::campaign::{self, CampaignSpec, CampaignSummary, CaseStream, SeedKeeper};
+use cudafuzz::run::supervisor::{Pool, Supervisor, SupervisorConfig};
 
 /// Fails f16 cases with `finding`, passes the others.
 fn fake_worker(dir: &Path, finding: &str) -> PathBuf {
@@ -118,8 +118,8 @@ enum VecLoadQ {
     Passes,
 }
 
-fn vec_load_q(m: &Manifest, case: &cudafuzz::case::Case) -> VecLoadQ {
-    let plan = cudafuzz::plan::Plan::new(case, m).unwrap();
+fn vec_load_q(m: &Manifest, case: &cudafuzz::core::case::Case) -> VecLoadQ {
+    let plan = cudafuzz::core::plan::Plan::new(case, m).unwrap();
     let q = plan.tensors.iter().find(|t| t.name == "q").unwrap();
     let elem = q.elem_bytes as u64;
     let vectors = q.shape[3] * elem / 16;
@@ -158,7 +158,7 @@ fn vec_load_q_campaign(seed: u64, cases: u64) -> (u64, u64) {
                 VecLoadQ::Passes => (None, None),
             };
             if let Some(bug) = bug {
-                let id = cudafuzz::triage::BugKey::Native { kernel: m.name.clone(), kind: FindingKind::MisalignedAddress, tensor: Some(bug.into()) }.id();
+                let id = cudafuzz::core::triage::BugKey::Native { kernel: m.name.clone(), kind: FindingKind::MisalignedAddress, tensor: Some(bug.into()) }.id();
                 steering.observe(id, &campaign::features(&m, &case), named);
             }
         }

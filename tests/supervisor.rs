@@ -9,11 +9,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cudafuzz::case::Case;
-use cudafuzz::finding::{FindingKind, Oracle};
-use cudafuzz::manifest::Manifest;
-use cudafuzz::supervisor::{Pool, SanitizerPass, Slot, Supervisor, SupervisorConfig, SupervisorError, SPARES};
-use cudafuzz::worker::{Outcome, RunOptions};
+use cudafuzz::core::case::Case;
+use cudafuzz::core::finding::{FindingKind, Oracle};
+use cudafuzz::core::manifest::Manifest;
+use cudafuzz::core::verdict::{Outcome, RunOptions};
+use cudafuzz::run::supervisor::{Pool, SanitizerPass, Slot, Supervisor, SupervisorConfig, SupervisorError, SPARES};
 
 mod common;
 use common::attention_example_named;
@@ -78,7 +78,7 @@ fn opts() -> RunOptions {
     RunOptions { determinism: false, ..Default::default() }
 }
 
-fn only_finding(v: &cudafuzz::worker::Verdict) -> cudafuzz::finding::Finding {
+fn only_finding(v: &cudafuzz::core::verdict::Verdict) -> cudafuzz::core::finding::Finding {
     match &v.outcome {
         Outcome::Fail { findings } if findings.len() == 1 => findings[0].clone(),
         o => panic!("expected one finding, got {o:?}"),
@@ -228,13 +228,13 @@ fn a_pool_abandons_cases_still_running_shortly_after_its_deadline() {
     .unwrap();
     let took = started.elapsed();
     assert_eq!(seen, [0, 1, 2], "the hung cases are not reported");
-    let latest = Duration::from_millis(500) + cudafuzz::supervisor::DEADLINE_GRACE + Duration::from_millis(700);
+    let latest = Duration::from_millis(500) + cudafuzz::run::supervisor::DEADLINE_GRACE + Duration::from_millis(700);
     assert!(took < latest, "returned after {took:?}");
 }
 
 fn sanitized(cfg: &SupervisorConfig, dir: &Path, batch: usize) -> SupervisorConfig {
-    let sanitizer = cudafuzz::sanitizer::Sanitizer { path: script(dir, "fake-compute-sanitizer", FAKE_SANITIZER), version: "fake".into() };
-    let pass = SanitizerPass { sanitizer, tools: vec![cudafuzz::sanitizer::Tool::Memcheck], dir: dir.to_path_buf(), batch };
+    let sanitizer = cudafuzz::run::sanitizer::Sanitizer { path: script(dir, "fake-compute-sanitizer", FAKE_SANITIZER), version: "fake".into() };
+    let pass = SanitizerPass { sanitizer, tools: vec![cudafuzz::run::sanitizer::Tool::Memcheck], dir: dir.to_path_buf(), batch };
     SupervisorConfig { sanitizer: Some(pass), ..cfg.clone() }
 }
 

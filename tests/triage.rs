@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use cudafuzz::triage::scan::scan;
-use cudafuzz::triage::{Bug, BugIndex, Triage};
+use cudafuzz::core::triage::scan::scan;
+use cudafuzz::core::triage::{Bug, BugIndex, Triage};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/triage")

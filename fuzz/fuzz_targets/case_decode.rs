@@ -11,10 +11,10 @@
 
 use std::sync::OnceLock;
 
-use cudafuzz::case::Case;
-use cudafuzz::generate::{decode_case, DecodeContext};
-use cudafuzz::manifest::Manifest;
-use cudafuzz::plan::{check_contract, Plan};
+use cudafuzz::core::case::Case;
+use cudafuzz::core::generate::{decode_case, DecodeContext};
+use cudafuzz::core::manifest::Manifest;
+use cudafuzz::core::plan::{check_contract, Plan};
 use libfuzzer_sys::fuzz_target;
 
 /// A kernel over rows of groups of columns; only its manifest matters here (nothing compiles).
@@ -112,7 +112,7 @@ fn kernels() -> &'static [(Manifest, DecodeContext, DecodeContext)] {
         std::fs::write(dir.path().join("generic.cu"), "").expect("temp file");
         let generic = Manifest::from_toml(&dir.path().join("generic.toml"), GENERIC).unwrap_or_else(|e| panic!("{e}"));
         drop(dir);
-        let shipped = cudafuzz::registry::shipped().into_iter().map(|m| m.unwrap_or_else(|e| panic!("{e}")));
+        let shipped = cudafuzz::core::registry::shipped().into_iter().map(|m| m.unwrap_or_else(|e| panic!("{e}")));
         std::iter::once(generic)
             .chain(shipped)
             .map(|m| {
@@ -142,7 +142,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = tp.alignment();
     }
     let _ = m.resolve(&plan.vars);
-    let _ = cudafuzz::report::plan_table(&case, &plan);
+    let _ = cudafuzz::tools::report::plan_table(&case, &plan);
     let json = serde_json::to_string(&case).expect("serializes");
     let back: Case = serde_json::from_str(&json).expect("round-trips");
     assert_eq!(back, case);

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cudafuzz::gate::{GateConfig, DEFAULT_BUDGET};
+use cudafuzz::tools::gate::{GateConfig, DEFAULT_BUDGET};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -21,14 +21,14 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use cudafuzz::corpus::{self, Seed};
-use cudafuzz::coverage::{self, Coverage};
-use cudafuzz::generate::{decode_case, DecodeContext};
-use cudafuzz::manifest::Manifest;
-use cudafuzz::plan::admits;
-use cudafuzz::registry;
-use cudafuzz::supervisor::{kernel_timeout, Supervisor, SupervisorConfig};
-use cudafuzz::worker::{Outcome, RunOptions};
+use cudafuzz::core::corpus::{self, Seed};
+use cudafuzz::core::coverage::{self, Coverage};
+use cudafuzz::core::generate::{decode_case, DecodeContext};
+use cudafuzz::core::manifest::Manifest;
+use cudafuzz::core::plan::admits;
+use cudafuzz::core::registry;
+use cudafuzz::core::verdict::{Outcome, RunOptions};
+use cudafuzz::run::supervisor::{kernel_timeout, Supervisor, SupervisorConfig};
 use libfuzzer_sys::{fuzz_target, Corpus};
 
 /// Kernel-path counts of the last case, read by libFuzzer after every input (it clears them
@@ -77,16 +77,16 @@ fn setup_failure(code: i32, msg: String) -> ! {
 fn settings() -> &'static Settings {
     static SETTINGS: OnceLock<Settings> = OnceLock::new();
     SETTINGS.get_or_init(|| {
-        if let Err(e) = cudafuzz::gpu::device_count() {
+        if let Err(e) = cudafuzz::engine::gpu::device_count() {
             setup_failure(
-                cudafuzz::exit::NO_GPU,
+                cudafuzz::core::exit::NO_GPU,
                 format!("no GPU: {e}; this target runs kernels and needs an NVIDIA GPU (the host targets case_decode, seed_parse, sanitizer_xml, manifest_parse and gate_config do not)"),
             );
         }
-        let usage = |msg: String| -> ! { setup_failure(cudafuzz::exit::USAGE, msg) };
+        let usage = |msg: String| -> ! { setup_failure(cudafuzz::core::exit::USAGE, msg) };
         let spec = std::env::var("CUDAFUZZ_KERNEL").unwrap_or_else(|_| "flash_fwd".to_string());
         let manifest = registry::resolve(&spec).unwrap_or_else(|e| usage(format!("CUDAFUZZ_KERNEL={spec}: {e}")));
-        let exe = registry::worker_exe().unwrap_or_else(|e| setup_failure(cudafuzz::exit::SETUP, e.to_string()));
+        let exe = registry::worker_exe().unwrap_or_else(|e| setup_failure(cudafuzz::core::exit::SETUP, e.to_string()));
         let out = PathBuf::from(std::env::var("CUDAFUZZ_OUT").unwrap_or_else(|_| "fuzz/artifacts/kernel-cudafuzz".to_string()));
         std::fs::create_dir_all(&out).unwrap_or_else(|e| usage(format!("CUDAFUZZ_OUT: cannot create {}: {e}", out.display())));
         let settings = Settings { spec, manifest, exe, out, coverage: flag("CUDAFUZZ_COVERAGE", true), outside_contract: flag("CUDAFUZZ_OUTSIDE_CONTRACT", false) };
@@ -114,7 +114,7 @@ fn target() -> &'static Mutex<Target> {
             stop: Arc::new(AtomicBool::new(false)),
             sanitizer: None,
         })
-        .unwrap_or_else(|e| setup_failure(cudafuzz::exit::SETUP, e.to_string()));
+        .unwrap_or_else(|e| setup_failure(cudafuzz::core::exit::SETUP, e.to_string()));
         let timeout = kernel_timeout(&s.manifest, None);
         Mutex::new(Target {
             settings: s,
@@ -147,7 +147,7 @@ fuzz_target!(init: { settings(); }, |data: &[u8]| -> Corpus {
     }
     let verdict = match t.supervisor.run(&case, manifest, &t.opts, t.timeout) {
         Ok(v) => v,
-        Err(e) => setup_failure(cudafuzz::exit::SETUP, format!("the GPU worker failed: {e}")),
+        Err(e) => setup_failure(cudafuzz::core::exit::SETUP, format!("the GPU worker failed: {e}")),
     };
     set_counters(verdict.coverage.as_ref());
     match verdict.outcome {

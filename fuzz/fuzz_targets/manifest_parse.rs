@@ -11,9 +11,9 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use cudafuzz::generate::{decode_case, example, DecodeContext};
-use cudafuzz::manifest::Manifest;
-use cudafuzz::plan::{check_contract, Plan};
+use cudafuzz::core::generate::{decode_case, example, DecodeContext};
+use cudafuzz::core::manifest::Manifest;
+use cudafuzz::core::plan::{check_contract, Plan};
 use libfuzzer_sys::fuzz_target;
 
 /// The directories the shipped manifests live in (each input is tried in every one).
@@ -21,7 +21,7 @@ fn dirs() -> &'static [PathBuf] {
     static DIRS: OnceLock<Vec<PathBuf>> = OnceLock::new();
     DIRS.get_or_init(|| {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("kernels");
-        let mut dirs: Vec<PathBuf> = cudafuzz::manifest::find_manifests(&root).iter().filter_map(|p| p.parent().map(PathBuf::from)).collect();
+        let mut dirs: Vec<PathBuf> = cudafuzz::core::manifest::find_manifests(&root).iter().filter_map(|p| p.parent().map(PathBuf::from)).collect();
         dirs.sort();
         dirs.dedup();
         assert!(!dirs.is_empty(), "no shipped manifests under {}", root.display());
@@ -31,7 +31,7 @@ fn dirs() -> &'static [PathBuf] {
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let _ = cudafuzz::manifest::migrate::migrate(text);
+    let _ = cudafuzz::core::manifest::migrate::migrate(text);
     for dir in dirs() {
         let Ok(m) = Manifest::from_toml(&dir.join("fuzz-input.toml"), text) else { continue };
         let case = example(&m);

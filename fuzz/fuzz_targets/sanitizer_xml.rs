@@ -2,8 +2,8 @@
 //! never a panic, and every record it returns can be turned into a finding.
 #![no_main]
 
-use cudafuzz::finding::Oracle;
-use cudafuzz::sanitizer::xml::{parse, to_finding, FindingContext};
+use cudafuzz::core::finding::Oracle;
+use cudafuzz::run::sanitizer::xml::{parse, to_finding, FindingContext};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

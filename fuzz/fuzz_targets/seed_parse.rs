@@ -7,14 +7,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use cudafuzz::generate::DecodeContext;
+use cudafuzz::core::generate::DecodeContext;
 use libfuzzer_sys::fuzz_target;
 
 /// The context raw bytes decode with: the shipped correct attention kernel, as `cudafuzz repro
 /// ARTIFACT --kernel simple_attn` would.
 fn ctx() -> &'static DecodeContext {
     static CTX: OnceLock<DecodeContext> = OnceLock::new();
-    CTX.get_or_init(|| DecodeContext::new(&cudafuzz::registry::resolve("simple_attn").unwrap_or_else(|e| panic!("{e}"))))
+    CTX.get_or_init(|| DecodeContext::new(&cudafuzz::core::registry::resolve("simple_attn").unwrap_or_else(|e| panic!("{e}"))))
 }
 
 /// The folder every input is written into, made once and removed when libFuzzer ends the run
@@ -39,11 +39,11 @@ fuzz_target!(|data: &[u8]| {
     for name in ["seed.json", "crash-0"] {
         let path = dir.join(name);
         std::fs::write(&path, data).expect("temp file");
-        if let Ok((seed, _)) = cudafuzz::corpus::load(&path, Some(ctx())) {
+        if let Ok((seed, _)) = cudafuzz::core::corpus::load(&path, Some(ctx())) {
             seed.case.validate().expect("loaded seeds are valid");
             let again = dir.join("again.json");
             std::fs::write(&again, seed.to_json()).expect("temp file");
-            let (back, _) = cudafuzz::corpus::load(&again, None).unwrap_or_else(|e| panic!("a saved seed does not load: {e}"));
+            let (back, _) = cudafuzz::core::corpus::load(&again, None).unwrap_or_else(|e| panic!("a saved seed does not load: {e}"));
             assert_eq!(back, seed, "a saved seed loads as itself");
         }
     }

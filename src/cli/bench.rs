@@ -1,13 +1,13 @@
-//! `cudafuzz bench`: engine throughput by case size ([`crate::bench`]), printed as a table.
+//! `cudafuzz bench`: engine throughput by case size ([`crate::tools::bench`]), printed as a table.
 
 use anyhow::{Context, Result};
 
 use super::{fail, manifest_inputs, no_gpu, refuse_clobber, resolve_kernel, setup, BenchArgs};
-use crate::bench;
-use crate::config::{EngineConfig, GpuSelection};
-use crate::exit;
-use crate::supervisor::Pool;
-use crate::worker::{ReferenceChoice, RunOptions};
+use crate::core::exit;
+use crate::core::verdict::{ReferenceChoice, RunOptions};
+use crate::run::config::{EngineConfig, GpuSelection};
+use crate::run::supervisor::Pool;
+use crate::tools::bench;
 
 pub(super) fn bench(b: BenchArgs) -> Result<i32> {
     let m = resolve_kernel(&b.kernel)?;

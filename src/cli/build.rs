@@ -6,11 +6,11 @@ use std::time::Instant;
 use anyhow::Result;
 
 use super::{chain, fail, manifests_or_shipped, BuildArgs};
-use crate::compile::ptx::check_entry_params;
-use crate::compile::{build_all, Arch, CompileError, Compiler};
-use crate::exit;
-use crate::manifest::{params_text, Manifest};
-use crate::registry;
+use crate::core::exit;
+use crate::core::manifest::{params_text, Manifest};
+use crate::core::registry;
+use crate::engine::compile::ptx::check_entry_params;
+use crate::engine::compile::{build_all, Arch, CompileError, Compiler};
 
 /// `cudafuzz kernels`: one line per shipped manifest (and one per manifest that fails to load).
 pub(super) fn kernels() -> Result<i32> {
@@ -76,7 +76,7 @@ pub(super) fn build_report(manifests: &[Manifest], archs: &[Arch], compiler: &Co
             }
             Err(e) => {
                 failed += 1;
-                errln!("FAILED {} {:?} {} {}:\n{}", o.manifest, o.params, o.dtype, o.arch, crate::error::chain(e.as_ref()));
+                errln!("FAILED {} {:?} {} {}:\n{}", o.manifest, o.params, o.dtype, o.arch, crate::core::error::chain(e.as_ref()));
             }
         }
     }
@@ -105,7 +105,11 @@ pub(super) fn build_report(manifests: &[Manifest], archs: &[Arch], compiler: &Co
 
 /// [`build_all`], one manifest at a time, saying which one is being built: a bar on a terminal,
 /// one line per manifest otherwise (a CI log shows progress through a build of minutes).
-fn build_with_progress(manifests: &[Manifest], archs: &[Arch], compiler: &Compiler) -> (Vec<crate::compile::BuildOutcome>, Vec<crate::compile::Skipped>) {
+fn build_with_progress(
+    manifests: &[Manifest],
+    archs: &[Arch],
+    compiler: &Compiler,
+) -> (Vec<crate::engine::compile::BuildOutcome>, Vec<crate::engine::compile::Skipped>) {
     let bar = indicatif::ProgressBar::new(manifests.len() as u64);
     bar.set_style(indicatif::ProgressStyle::with_template("building [{elapsed_precise}] {bar:30} {pos}/{len} {msg}").expect("valid template"));
     let lines = bar.is_hidden();

@@ -7,11 +7,11 @@ use anyhow::{Context, Result};
 use clap::Subcommand;
 
 use super::{chain, checked_case, fail, load_seed, resolve_kernel, seed_kernel, CaseCommand};
-use crate::corpus::Seed;
-use crate::exit;
-use crate::generate::{decode_case, example, DecodeContext};
-use crate::plan::check_contract;
-use crate::report;
+use crate::core::corpus::Seed;
+use crate::core::exit;
+use crate::core::generate::{decode_case, example, DecodeContext};
+use crate::core::plan::check_contract;
+use crate::tools::report;
 
 pub(super) fn case_command(c: CaseCommand) -> Result<i32> {
     match c {
@@ -38,7 +38,8 @@ pub(super) fn case_command(c: CaseCommand) -> Result<i32> {
             let m = super::forced_kernel(kernel.as_deref())?.ok_or_else(|| {
                 fail(exit::USAGE, format!("{}: raw fuzzer bytes decode for one kernel: pass --kernel or set CUDAFUZZ_KERNEL", file.display()))
             })?;
-            let bytes = crate::userfile::read(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
+            let bytes =
+                crate::core::userfile::read(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
             let case = decode_case(&mut arbitrary::Unstructured::new(&bytes), &DecodeContext::new(&m))
                 .map_err(|e| fail(exit::USAGE, format!("{}: cannot decode: {e}", file.display())))?;
             out!("{}", Seed::new(case).to_json())?;
@@ -63,15 +64,15 @@ pub(super) enum ManifestCommand {
 
 pub(super) fn manifest_command(c: ManifestCommand) -> Result<i32> {
     let ManifestCommand::Migrate { file, output } = c;
-    let old = crate::userfile::read_text(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
-    let new = crate::manifest::migrate::migrate(&old).map_err(|e| fail(exit::USAGE, format!("{}: cannot migrate: {e}", file.display())))?;
+    let old = crate::core::userfile::read_text(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
+    let new = crate::core::manifest::migrate::migrate(&old).map_err(|e| fail(exit::USAGE, format!("{}: cannot migrate: {e}", file.display())))?;
     let output = output.unwrap_or_else(|| file.with_extension("v2.toml"));
     if output.as_os_str() == "-" {
         out!("{new}")?;
         return Ok(exit::OK);
     }
     // Check the result loads before writing it (its source must exist beside it).
-    crate::manifest::Manifest::from_toml(&output, &new).map_err(|e| fail(exit::USAGE, format!("the converted manifest does not load: {}", chain(e))))?;
+    crate::core::manifest::Manifest::from_toml(&output, &new).map_err(|e| fail(exit::USAGE, format!("the converted manifest does not load: {}", chain(e))))?;
     write_new(&output, &new, "format-2 manifest; review it, then replace the old manifest with it")
 }
 

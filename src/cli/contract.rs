@@ -1,4 +1,4 @@
-//! `cudafuzz contract`: infers the preconditions a kernel really needs ([`crate::infer`]) by
+//! `cudafuzz contract`: infers the preconditions a kernel really needs ([`crate::tools::contract`]) by
 //! running probes, per tensor and per dim, outside and at the edges of its declared contract.
 
 use std::ops::ControlFlow;
@@ -8,13 +8,13 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use super::{chain, fail, manifest_inputs, no_gpu, refuse_clobber, resolve_kernel, setup, workers_line, EngineArgs};
-use crate::case::Case;
-use crate::corpus::{self, Seed};
-use crate::exit;
-use crate::infer::{plan_probes, render_plan, render_preconditions, render_table, summarise, Inference, ProbePlan, DEFAULT_CASES_PER_PROBE};
-use crate::manifest::Manifest;
-use crate::supervisor::{Pool, Slot, SupervisorError};
-use crate::worker::{Outcome, RunOptions};
+use crate::core::case::Case;
+use crate::core::corpus::{self, Seed};
+use crate::core::exit;
+use crate::core::manifest::Manifest;
+use crate::core::verdict::{Outcome, RunOptions};
+use crate::run::supervisor::{Pool, Slot, SupervisorError};
+use crate::tools::contract::{plan_probes, render_plan, render_preconditions, render_table, summarise, Inference, ProbePlan, DEFAULT_CASES_PER_PROBE};
 
 /// Arguments of `cudafuzz contract`.
 #[derive(Debug, Args)]

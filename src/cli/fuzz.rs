@@ -1,4 +1,4 @@
-//! `cudafuzz fuzz`: a campaign per kernel ([`crate::campaign::run`]), rendered as a progress bar
+//! `cudafuzz fuzz`: a campaign per kernel ([`crate::run::campaign::run`]), rendered as a progress bar
 //! and one line per new bug, ending with the bug table (seeds arranged one per bug, the bug
 //! index written); without a GPU, the host-side work only.
 
@@ -9,14 +9,14 @@ use anyhow::{bail, Result};
 
 use super::build::{build_report, parse_archs};
 use super::{chain, fail, file_seeds, manifests_or_shipped, no_gpu, setup, workers_line, FuzzArgs};
-use crate::campaign::{self, CampaignEvent, CampaignSpec, CaseStream, Escalator, EventKind, SeedKeeper, Tally};
-use crate::compile::Compiler;
-use crate::config::EngineConfig;
-use crate::exit;
-use crate::manifest::Manifest;
-use crate::sanitizer::{Sanitizer, Tool};
-use crate::supervisor::SupervisorError;
-use crate::triage::{self, BugIndex, BUG_INDEX_FILE};
+use crate::core::exit;
+use crate::core::manifest::Manifest;
+use crate::core::triage::{self, BugIndex, BUG_INDEX_FILE};
+use crate::engine::compile::Compiler;
+use crate::run::campaign::{self, CampaignEvent, CampaignSpec, CaseStream, Escalator, EventKind, SeedKeeper, Tally};
+use crate::run::config::EngineConfig;
+use crate::run::sanitizer::{Sanitizer, Tool};
+use crate::run::supervisor::SupervisorError;
 
 pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
     let manifests = manifests_or_shipped(&f.kernel, true)?;
@@ -43,13 +43,11 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
         bar.set_prefix(m.name.clone());
         let started = Instant::now();
         let spec = CampaignSpec {
-            stream: CaseStream::campaign(m, f.seed, f.outside_contract),
             cases: f.cases,
-            deadline: f.time.map(|t| crate::clock::deadline(started, t)),
+            deadline: f.time.map(|t| crate::core::clock::deadline(started, t)),
             stop_after: f.stop_after,
-            options: cfg.options(),
-            timeout: cfg.timeout(m),
             steer: !f.no_steer,
+            ..cfg.campaign(m, CaseStream::campaign(m, f.seed, f.outside_contract))
         };
         let mut render = |e: CampaignEvent<'_>| render_event(&e, &bar, cfg.coverage);
         let (summary, result) = campaign::run(&mut pool, &spec, &mut keeper, escalator.as_mut(), &mut render);
@@ -172,8 +170,7 @@ fn escalator(f: &FuzzArgs, cfg: &EngineConfig) -> Result<Option<Escalator>> {
     };
     let order = tools.iter().map(|t| t.name()).collect::<Vec<_>>().join(", then ");
     outln!("escalation: new findings are re-run under {order} (each tool only if the ones before named nothing; {})", sanitizer.version)?;
-    let sups = cfg.escalation_supervisors(&sanitizer, &tools).map_err(setup)?;
-    Ok(Some(Escalator::new(sups)))
+    Ok(Some(cfg.escalator(&sanitizer, &tools).map_err(setup)?))
 }
 
 /// With no GPU, do what the host can: compile every configuration, plan the cases the campaign
@@ -194,7 +191,7 @@ fn without_gpu(f: &FuzzArgs, manifests: &[Manifest], why: &str) -> Result<i32> {
     for m in manifests {
         let stream = CaseStream::campaign(m, f.seed, f.outside_contract);
         let n = f.cases.min(100_000);
-        let inside = (0..n).filter(|&i| crate::plan::admits(m, &stream.drawn(i))).count() as u64;
+        let inside = (0..n).filter(|&i| crate::core::plan::admits(m, &stream.drawn(i))).count() as u64;
         outln!("{}: planned {n} cases: {inside} inside its contract, {} outside (not run: no GPU)", m.name, n - inside)?;
     }
     Ok(exit::NO_GPU)

@@ -1,4 +1,4 @@
-//! `cudafuzz gate`: loads the configuration, runs [`crate::gate::run`] with a backend made of the
+//! `cudafuzz gate`: loads the configuration, runs [`crate::tools::gate::run`] with a backend made of the
 //! same pool, supervisors and helpers as `fuzz`, `repro` and `sweep`, and writes the reports.
 
 use std::path::PathBuf;
@@ -8,18 +8,9 @@ use anyhow::Result;
 use clap::Args;
 
 use super::{chain, fail, file_seeds, refuse_clobber, EngineArgs};
-use crate::campaign::{self, CampaignEvent, CampaignSpec, CaseStream, Escalator, EventKind, Kept, SeedKeeper};
-use crate::case::Case;
-use crate::config::EngineConfig;
-use crate::exit;
-use crate::gate::{self, Backend, Found, FuzzJob, GateConfig, SanitizeJob, StepError, DEFAULT_BUDGET};
-use crate::manifest::Manifest;
-use crate::report::export::{Campaign, GpuSummary, MatrixCell};
-use crate::sanitizer::{Sanitizer, Tool};
-use crate::shard::Shard;
-use crate::supervisor::{Pool, Supervisor, SupervisorError};
-use crate::sweep::{run_cell, CellSpec};
-use crate::worker::{Outcome, RunOptions};
+use crate::core::exit;
+use crate::core::shard::Shard;
+use crate::tools::gate::{self, GateConfig, GpuBackend, DEFAULT_BUDGET};
 
 /// Arguments of `cudafuzz gate`.
 #[derive(Debug, Args)]
@@ -57,7 +48,7 @@ pub(super) fn gate_command(a: GateArgs) -> Result<i32> {
     }
     let cfg = a.engine.config()?;
     let inputs: Vec<&std::path::Path> = std::iter::once(a.config.as_path()).chain(plan.seeds.iter().map(|s| s.path.as_path())).collect();
-    for name in crate::report::export::REPORT_FILES {
+    for name in crate::tools::report::export::REPORT_FILES {
         refuse_clobber(&cfg.out.join(name), inputs.iter().copied())?;
     }
     let sh = shard.unwrap_or(Shard::ALL);
@@ -72,13 +63,15 @@ pub(super) fn gate_command(a: GateArgs) -> Result<i32> {
         print_plan(&plan, budget, sh)?;
         return Ok(exit::OK);
     }
-    let mut backend = GpuBackend::new(cfg.clone());
+    let mut backend = GpuBackend::new(cfg.clone(), |line: &str| {
+        let _ = outln!("{line}");
+    });
     let mut report = gate::run(&plan, budget, shard, &mut backend, &mut |line| {
         // A closed stdout raised the stop flag: the gate stops at its next step.
         let _ = outln!("{line}");
     });
     // One seed per bug in seeds/, the others under seeds/<id>/examples/, and the bug index.
-    let (moves, _) = file_seeds(&mut backend.keeper, &cfg.out, false);
+    let (moves, _) = file_seeds(backend.keeper_mut(), &cfg.out, false);
     report.rename_seeds(&moves);
     drop(backend);
     let written = report.write_all(&cfg.out).map_err(|e| fail(exit::SETUP, chain(e)))?;
@@ -95,7 +88,7 @@ pub(super) fn gate_command(a: GateArgs) -> Result<i32> {
         let Some((k, first)) = new.iter().find(|(_, f)| f.finding.oracle.is_sanitizer()).or(new.first()) else { continue };
         outln!("NEW BUG {bug} in {}: {} ({} finding{})", k.kernel, first.finding, new.len(), if new.len() == 1 { "" } else { "s" })?;
         if let Some(seed) = first.seed.as_deref().or_else(|| new.iter().filter_map(|(_, f)| f.seed.as_deref()).next()) {
-            out!("{}", crate::report::replay_lines(std::path::Path::new(seed)))?;
+            out!("{}", crate::tools::report::replay_lines(std::path::Path::new(seed)))?;
         }
     }
     if report.no_gpu() {
@@ -127,183 +120,4 @@ fn print_plan(plan: &gate::GatePlan, total: Duration, sh: Shard) -> Result<()> {
         outln!("sanitizer: {} under {}, up to {} cases", s.manifest.name, tools.join(","), s.cases)?;
     }
     Ok(())
-}
-
-/// The gate's backend: the supervisor pool, campaign loop and seed keeper the other commands
-/// use.
-struct GpuBackend {
-    cfg: EngineConfig,
-    pool: Option<Pool>,
-    escalator: Option<Option<Escalator>>,
-    keeper: SeedKeeper,
-}
-
-fn step_error(e: SupervisorError) -> StepError {
-    match e {
-        SupervisorError::NoGpu(m) => StepError::NoGpu(m),
-        SupervisorError::Interrupted => StepError::Interrupted,
-        e => StepError::Failed(chain(e)),
-    }
-}
-
-impl GpuBackend {
-    fn new(cfg: EngineConfig) -> GpuBackend {
-        let keeper = SeedKeeper::new(cfg.out.join("seeds"));
-        GpuBackend { cfg, pool: None, escalator: None, keeper }
-    }
-
-    fn pool(&mut self) -> Result<&mut Pool, StepError> {
-        if self.pool.is_none() {
-            self.pool = Some(self.cfg.pool().map_err(|e| StepError::Failed(chain(e)))?);
-        }
-        Ok(self.pool.as_mut().expect("just made"))
-    }
-
-    /// A one-worker supervisor whose worker runs under `tools`.
-    fn escalation_supervisors(&self, tools: &[Tool]) -> Result<Vec<Supervisor>, StepError> {
-        let sanitizer = Sanitizer::locate().map_err(|e| StepError::Failed(e.to_string()))?;
-        self.cfg.escalation_supervisors(&sanitizer, tools).map_err(|e| StepError::Failed(chain(e)))
-    }
-
-    fn sanitizer_supervisor(&self, tools: &[Tool], journal: &str) -> Result<Supervisor, StepError> {
-        let sanitizer = Sanitizer::locate().map_err(|e| StepError::Failed(e.to_string()))?;
-        self.cfg.sanitizer_supervisor(sanitizer, tools, journal).map_err(|e| StepError::Failed(chain(e)))
-    }
-
-    /// Runs one campaign on `pool` and reports its findings to the gate (`found`); `log` prints
-    /// new findings and escalation notes.
-    fn campaign(
-        pool: &mut Pool,
-        spec: &CampaignSpec<'_>,
-        keeper: &mut SeedKeeper,
-        escalator: Option<&mut Escalator>,
-        found: &mut dyn FnMut(Found),
-    ) -> Result<Campaign, StepError> {
-        let mut on_event = |e: CampaignEvent<'_>| match e.kind {
-            EventKind::NewFinding { case, finding, seed, .. } => {
-                found(Found { case: case.summary(), finding: finding.clone(), seed: Some(seed.to_path_buf()) })
-            }
-            // A line per bug, not per signature: further signatures of a known bug are in the
-            // report's findings.
-            EventKind::NewBug { index, bug } => {
-                let _ = outln!("NEW   (case #{index}): {}", crate::triage::bug_line(bug));
-            }
-            EventKind::SmallerCase { case, finding, seed, .. } => {
-                found(Found { case: case.summary(), finding: finding.clone(), seed: Some(seed.to_path_buf()) })
-            }
-            EventKind::Named { case, finding, kept: Kept::New(seed) | Kept::Smaller(seed), .. } => {
-                found(Found { case: case.summary(), finding: finding.clone(), seed: Some(seed.clone()) })
-            }
-            EventKind::NotNamed { why, .. } => {
-                let _ = outln!("      not re-run under the sanitizer: {why}");
-            }
-            EventKind::EscalationSilent { note } => {
-                let _ = outln!("      ({note})");
-            }
-            _ => {}
-        };
-        let (summary, result) = campaign::run(pool, spec, keeper, escalator, &mut on_event);
-        result.map_err(step_error)?;
-        let t = &summary.tally;
-        Ok(Campaign {
-            cases: t.total(),
-            passed: t.pass,
-            failed: t.fail,
-            errors: t.error,
-            skipped: summary.skipped,
-            steered: summary.steered,
-            elapsed_secs: summary.elapsed.as_secs_f64(),
-            ..Campaign::default()
-        })
-    }
-}
-
-impl Backend for GpuBackend {
-    fn gpu(&mut self) -> Result<GpuSummary, StepError> {
-        let pool = self.pool()?;
-        let workers = pool.slots.len();
-        let g = pool.slots[0].gpu().map_err(step_error)?;
-        let name = if workers > 1 { format!("{} (gpu {}, {workers} workers)", g.name, g.ordinal) } else { format!("{} (gpu {})", g.name, g.ordinal) };
-        Ok(GpuSummary { name, arch: g.arch.to_string(), driver: format!("{}.{}", g.driver_version / 1000, (g.driver_version % 1000) / 10) })
-    }
-
-    fn sanitizer(&mut self) -> Result<String, StepError> {
-        Sanitizer::locate().map(|s| format!("{} ({})", s.version, s.path.display())).map_err(|e| StepError::Failed(e.to_string()))
-    }
-
-    fn run_case(&mut self, m: &Manifest, case: &Case, tool: Option<Tool>) -> Result<Outcome, StepError> {
-        let limit = self.cfg.timeout(m);
-        let verdict = match tool {
-            None => {
-                let opts = self.cfg.options();
-                self.pool()?.slots[0].run(case, m, &opts, limit)
-            }
-            Some(tool) => {
-                let mut sup = self.sanitizer_supervisor(&[tool], "journal-selfcheck.jsonl")?;
-                sup.run(case, m, &RunOptions { determinism: false, ..self.cfg.options() }, limit)
-            }
-        };
-        verdict.map(|v| v.outcome).map_err(step_error)
-    }
-
-    fn sweep_cell(&mut self, job: &CellSpec<'_>, found: &mut dyn FnMut(Found)) -> Result<MatrixCell, StepError> {
-        let (opts, limit) = (self.cfg.options(), self.cfg.timeout(job.manifest));
-        self.pool()?;
-        let GpuBackend { pool, keeper, .. } = self;
-        let pool = pool.as_mut().expect("made above");
-        let mut keep = |case: &Case, findings: &[crate::finding::Finding]| -> Result<(), SupervisorError> {
-            for f in findings {
-                if let Kept::New(seed) | Kept::Smaller(seed) = keeper.keep(job.manifest, case, f)? {
-                    found(Found { case: case.summary(), finding: f.clone(), seed: Some(seed) });
-                }
-            }
-            Ok(())
-        };
-        let cell = run_cell(pool, job, &opts, limit, &mut keep).map_err(step_error)?;
-        Ok(MatrixCell::from_cell(&cell))
-    }
-
-    fn fuzz(&mut self, job: &FuzzJob<'_>, found: &mut dyn FnMut(Found)) -> Result<Campaign, StepError> {
-        let m = job.manifest;
-        if self.escalator.is_none() && !job.escalate.is_empty() {
-            let esc = match self.escalation_supervisors(job.escalate) {
-                Ok(s) => Some(Escalator::new(s)),
-                Err(e) => {
-                    let _ = outln!("new findings will not be named by compute-sanitizer: {e}");
-                    None
-                }
-            };
-            self.escalator = Some(esc);
-        }
-        let spec = CampaignSpec {
-            stream: CaseStream::campaign(m, job.seed, job.outside_contract).sharded(job.shard),
-            cases: job.cases.unwrap_or(1 << 40),
-            deadline: Some(job.deadline),
-            stop_after: None,
-            options: self.cfg.options(),
-            timeout: self.cfg.timeout(m),
-            steer: true,
-        };
-        self.pool()?;
-        let GpuBackend { pool, keeper, escalator, .. } = self;
-        let escalator = if job.escalate.is_empty() { None } else { escalator.as_mut().and_then(|e| e.as_mut()) };
-        GpuBackend::campaign(pool.as_mut().expect("made above"), &spec, keeper, escalator, found)
-    }
-
-    fn sanitize(&mut self, job: &SanitizeJob<'_>, found: &mut dyn FnMut(Found)) -> Result<Campaign, StepError> {
-        let m = job.manifest;
-        // Its own pool of workers under the tools, journalled apart from the native workers.
-        let cfg = EngineConfig { sanitize: Some(job.tools.to_vec()), out: self.cfg.out.join("sanitize"), ..self.cfg.clone() };
-        let mut spool = cfg.pool().map_err(|e| StepError::Failed(chain(e)))?;
-        let spec = CampaignSpec {
-            stream: CaseStream::generated(m, job.seed).sharded(job.shard),
-            cases: job.cases,
-            deadline: Some(job.deadline),
-            stop_after: None,
-            options: self.cfg.options(),
-            timeout: self.cfg.timeout(m),
-            steer: true,
-        };
-        GpuBackend::campaign(&mut spool, &spec, &mut self.keeper, None, found)
-    }
 }

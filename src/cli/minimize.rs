@@ -7,13 +7,13 @@ use anyhow::Result;
 use clap::Args;
 
 use super::{fail, load_seed, no_gpu, seed_kernel, setup, EngineArgs};
-use crate::corpus::{self, Seed};
-use crate::exit;
-use crate::finding::{Finding, Signature};
-use crate::minimize::{minimize, size};
-use crate::report;
-use crate::supervisor::SupervisorError;
-use crate::worker::Outcome;
+use crate::core::corpus::{self, Seed};
+use crate::core::exit;
+use crate::core::finding::{Finding, Signature};
+use crate::core::verdict::Outcome;
+use crate::run::supervisor::SupervisorError;
+use crate::tools::minimize::{minimize, size};
+use crate::tools::report;
 
 /// Arguments of `cudafuzz minimize`.
 #[derive(Debug, Args)]
@@ -47,7 +47,7 @@ pub(super) fn minimize_command(a: MinimizeArgs) -> Result<i32> {
     // Set when the GPU run itself fails (no GPU, Ctrl-C): every later candidate is skipped.
     let interrupted: RefCell<Option<SupervisorError>> = RefCell::new(None);
     let mut last: Option<Finding> = None;
-    let mut run = |case: &crate::case::Case, target: Option<&Signature>| -> Option<Finding> {
+    let mut run = |case: &crate::core::case::Case, target: Option<&Signature>| -> Option<Finding> {
         if interrupted.borrow().is_some() {
             return None;
         }
@@ -75,8 +75,8 @@ pub(super) fn minimize_command(a: MinimizeArgs) -> Result<i32> {
         },
     };
     outln!("target signature: {target}")?;
-    let inside = crate::plan::admits(&manifest, &start);
-    let allowed = |c: &crate::case::Case| !inside || crate::plan::admits(&manifest, c);
+    let inside = crate::core::plan::admits(&manifest, &start);
+    let allowed = |c: &crate::core::case::Case| !inside || crate::core::plan::admits(&manifest, c);
     let m = minimize(&start, &manifest, a.max_runs, &allowed, &mut |c| match run(c, Some(&target)) {
         Some(f) => {
             last = Some(f);

@@ -44,15 +44,16 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::config::{ConfigError, EngineConfig, GpuSelection};
-use crate::corpus::{self, Seed};
-use crate::exit;
-use crate::gpu::GpuInfo;
-use crate::manifest::Manifest;
-use crate::registry;
-use crate::sanitizer::Tool;
-use crate::supervisor::{Pool, SupervisorError};
-use crate::worker::{self, ReferenceChoice};
+use crate::core::corpus::{self, Seed};
+use crate::core::exit;
+use crate::core::manifest::Manifest;
+use crate::core::registry;
+use crate::core::verdict::ReferenceChoice;
+use crate::engine::gpu::GpuInfo;
+use crate::engine::worker;
+use crate::run::config::{ConfigError, EngineConfig, GpuSelection};
+use crate::run::sanitizer::Tool;
+use crate::run::supervisor::{Pool, SupervisorError};
 
 /// cudafuzz: finds memory-safety and correctness bugs in CUDA attention kernels.
 #[derive(Debug, Parser)]
@@ -326,11 +327,11 @@ fn positive<T: TryFrom<u64>>(s: &str) -> Result<T, String> {
     T::try_from(n).map_err(|_| format!("{n} is too large"))
 }
 
-/// `--jobs`: 1 to [`MAX_JOBS`](crate::config::MAX_JOBS) worker processes.
+/// `--jobs`: 1 to [`MAX_JOBS`](crate::run::config::MAX_JOBS) worker processes.
 fn jobs(s: &str) -> Result<usize, String> {
     let n = positive::<usize>(s)?;
-    if n > crate::config::MAX_JOBS {
-        return Err(format!("{n} workers is more than the {} a run may start", crate::config::MAX_JOBS));
+    if n > crate::run::config::MAX_JOBS {
+        return Err(format!("{n} workers is more than the {} a run may start", crate::run::config::MAX_JOBS));
     }
     Ok(n)
 }
@@ -485,7 +486,7 @@ fn forced_kernel(flag: Option<&str>) -> Result<Option<Manifest>> {
 /// Loads a seed; raw bytes (a libFuzzer artifact, or any file with `raw`) decode with the
 /// kernel's context.
 fn load_seed(path: &Path, kernel: Option<&Manifest>, raw: bool) -> Result<Seed> {
-    let ctx = kernel.map(crate::generate::DecodeContext::new);
+    let ctx = kernel.map(crate::core::generate::DecodeContext::new);
     let raw = if raw { corpus::RawInput::Always } else { corpus::RawInput::ByName };
     let (seed, _) = corpus::load_as(path, ctx.as_ref(), raw).map_err(|e| fail(exit::USAGE, chain(e)))?;
     Ok(seed)
@@ -494,9 +495,9 @@ fn load_seed(path: &Path, kernel: Option<&Manifest>, raw: bool) -> Result<Seed> 
 /// A seed's case bound to its kernel and planned: a case the kernel cannot take (params not
 /// among the manifest's values, a dim past its maximum, a broken relation) is bad input, found
 /// before anything starts.
-fn checked_case(path: &Path, seed: &Seed, manifest: &Manifest) -> Result<(crate::case::Case, crate::plan::Plan)> {
+fn checked_case(path: &Path, seed: &Seed, manifest: &Manifest) -> Result<(crate::core::case::Case, crate::core::plan::Plan)> {
     let case = manifest.bind(seed.case.clone());
-    let plan = crate::plan::Plan::new(&case, manifest).map_err(|e| fail(exit::USAGE, format!("{}: {}", path.display(), chain(e))))?;
+    let plan = crate::core::plan::Plan::new(&case, manifest).map_err(|e| fail(exit::USAGE, format!("{}: {}", path.display(), chain(e))))?;
     Ok((case, plan))
 }
 
@@ -515,7 +516,7 @@ fn seed_kernel(forced: Option<&Manifest>, seed: &Seed, path: &Path) -> Result<Ma
 /// Refuses an output that is one of the command's own inputs (the same file however it is
 /// spelled: links and `dir/../dir` count), before anything is written.
 fn refuse_clobber<'a>(output: &Path, inputs: impl IntoIterator<Item = &'a Path>) -> Result<()> {
-    match crate::userfile::clobbered_input(output, inputs) {
+    match crate::core::userfile::clobbered_input(output, inputs) {
         Some(input) => {
             Err(fail(exit::USAGE, format!("{} is {}, one of this command's inputs: write the output somewhere else", output.display(), input.display())))
         }
@@ -526,7 +527,7 @@ fn refuse_clobber<'a>(output: &Path, inputs: impl IntoIterator<Item = &'a Path>)
 /// The files a kernel's manifest reads: the manifest, its source and its reference kernel's.
 fn manifest_inputs(m: &Manifest) -> Vec<&Path> {
     let mut v = vec![m.path.as_path(), m.source.as_path()];
-    if let crate::manifest::ReferenceSpec::Kernel(k) = &m.reference {
+    if let crate::core::manifest::ReferenceSpec::Kernel(k) = &m.reference {
         v.push(k.source.as_path());
     }
     v
@@ -551,7 +552,7 @@ fn manifests_or_shipped(names: &[String], fuzz_only: bool) -> Result<Vec<Manifes
 /// moved under `seeds/<id>/examples/`) and the bug index written to `out` (also with no bug,
 /// when `index_when_empty`). A failure of either is said, and the run's result stands. Returns
 /// the moves and the index written.
-fn file_seeds(keeper: &mut crate::campaign::SeedKeeper, out: &Path, index_when_empty: bool) -> (Vec<(PathBuf, PathBuf)>, Option<PathBuf>) {
+fn file_seeds(keeper: &mut crate::run::campaign::SeedKeeper, out: &Path, index_when_empty: bool) -> (Vec<(PathBuf, PathBuf)>, Option<PathBuf>) {
     let moves = keeper.arrange().unwrap_or_else(|e| {
         errln!("cudafuzz: seeds stay where they were saved: cannot arrange {}: {e}", keeper.dir().display());
         Vec::new()
@@ -559,7 +560,7 @@ fn file_seeds(keeper: &mut crate::campaign::SeedKeeper, out: &Path, index_when_e
     if keeper.is_empty() && !index_when_empty {
         return (moves, None);
     }
-    let index = crate::triage::BugIndex::new(keeper.triage(), out).write(out).map_err(|e| errln!("cudafuzz: {}", chain(e))).ok();
+    let index = crate::core::triage::BugIndex::new(keeper.triage(), out).write(out).map_err(|e| errln!("cudafuzz: {}", chain(e))).ok();
     (moves, index)
 }
 

@@ -28,7 +28,7 @@ pub(crate) fn print(args: fmt::Arguments<'_>) -> Result<(), StdoutClosed> {
     out.write_fmt(args).and_then(|()| out.flush()).map_err(|e| {
         if e.kind() == io::ErrorKind::BrokenPipe {
             BROKEN_PIPE.store(true, Ordering::SeqCst);
-            crate::config::stop_flag().store(true, Ordering::SeqCst);
+            crate::run::config::stop_flag().store(true, Ordering::SeqCst);
         }
         StdoutClosed(e)
     })

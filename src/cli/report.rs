@@ -6,9 +6,9 @@ use anyhow::Result;
 use clap::{Subcommand, ValueEnum};
 
 use super::{chain, fail, refuse_clobber};
-use crate::exit;
-use crate::report::export::RunReport;
-use crate::report::merge::{copy_seeds, merge, relink_seeds, CopyAction};
+use crate::core::exit;
+use crate::tools::report::export::RunReport;
+use crate::tools::report::merge::{copy_seeds, merge, relink_seeds, CopyAction};
 
 /// `cudafuzz report ...`.
 #[derive(Debug, Subcommand)]
@@ -55,7 +55,7 @@ pub(super) fn report_command(c: ReportCommand) -> Result<i32> {
     match c {
         ReportCommand::Merge { out, reports, seeds } => {
             // A shard's directory holds that shard's reports: merging into it would replace them.
-            for name in crate::report::export::REPORT_FILES {
+            for name in crate::tools::report::export::REPORT_FILES {
                 refuse_clobber(&out.join(name), reports.iter().map(|p| p.as_path()))?;
             }
             let shard_dirs: Vec<&std::path::Path> =

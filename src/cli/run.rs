@@ -7,15 +7,15 @@ use std::time::Instant;
 use anyhow::Result;
 
 use super::{chain, checked_case, fail, load_seed, manifest_inputs, no_gpu, refuse_clobber, seed_kernel, setup, EmitArg, ReproArgs, RunArgs};
-use crate::campaign::Tally;
-use crate::case::Case;
-use crate::config::EngineConfig;
-use crate::corpus::Seed;
-use crate::exit;
-use crate::manifest::Manifest;
-use crate::report;
-use crate::supervisor::SupervisorError;
-use crate::worker::Outcome;
+use crate::core::case::Case;
+use crate::core::corpus::Seed;
+use crate::core::exit;
+use crate::core::manifest::Manifest;
+use crate::core::verdict::Outcome;
+use crate::run::campaign::Tally;
+use crate::run::config::EngineConfig;
+use crate::run::supervisor::SupervisorError;
+use crate::tools::report;
 
 pub(super) fn run_cases(r: RunArgs) -> Result<i32> {
     let forced = super::forced_kernel(r.kernel.as_deref())?;
@@ -72,7 +72,7 @@ pub(super) fn repro(r: ReproArgs) -> Result<i32> {
         return emit_repro(&r, &cfg, kind, &seed, &manifest);
     }
     out!("{}", report::plan_table(&case, &plan))?;
-    out!("{}", report::contract_lines(&manifest.name, &crate::plan::check_contract(&manifest, &case, &plan)))?;
+    out!("{}", report::contract_lines(&manifest.name, &crate::core::plan::check_contract(&manifest, &case, &plan)))?;
     if let Some(f) = &seed.finding {
         outln!("saved finding: {f}")?;
     }
@@ -94,7 +94,7 @@ pub(super) fn repro(r: ReproArgs) -> Result<i32> {
 /// `repro --emit`: writes the standalone repro (never over an existing file without `--force`)
 /// and prints how to build and run it.
 fn emit_repro(r: &ReproArgs, cfg: &EngineConfig, kind: EmitArg, seed: &Seed, manifest: &Manifest) -> Result<i32> {
-    use crate::emit::{emit, EmitKind, SeedInfo};
+    use crate::tools::emit::{emit, EmitKind, SeedInfo};
     let kind = match kind {
         EmitArg::Cu => EmitKind::Cu,
         EmitArg::Python => EmitKind::Python,

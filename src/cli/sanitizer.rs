@@ -6,9 +6,9 @@ use anyhow::Result;
 use clap::Subcommand;
 
 use super::fail;
-use crate::exit;
-use crate::finding::Oracle;
-use crate::sanitizer::xml::{self, to_finding, FindingContext};
+use crate::core::exit;
+use crate::core::finding::Oracle;
+use crate::run::sanitizer::xml::{self, to_finding, FindingContext};
 
 /// `cudafuzz sanitizer ...`.
 #[derive(Debug, Subcommand)]

@@ -1,4 +1,4 @@
-//! `cudafuzz sweep`: runs the failure matrix of [`crate::sweep`] on the GPU and prints it.
+//! `cudafuzz sweep`: runs the failure matrix of [`crate::tools::sweep`] on the GPU and prints it.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -7,8 +7,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use super::{fail, manifests_or_shipped, no_gpu, setup, workers_line, EngineArgs};
-use crate::exit;
-use crate::sweep::{param_grid, render, run_cell, CellSpec, InputClass, Row};
+use crate::core::exit;
+use crate::tools::sweep::{param_grid, render, run_cell, CellSpec, InputClass, Row};
 
 /// Arguments of `cudafuzz sweep`.
 #[derive(Debug, Args)]
@@ -62,7 +62,7 @@ pub(super) fn sweep(s: SweepArgs) -> Result<i32> {
     let mut rows = Vec::new();
     for m in &manifests {
         for params in &grid {
-            let config = crate::gate::config_label(&m.name, params);
+            let config = crate::tools::gate::config_label(&m.name, params);
             let mut cells = BTreeMap::new();
             for class in &classes {
                 let job = CellSpec { manifest: m, params, class: class.clone(), repeat: s.repeat, seed: s.seed, deadline: None };

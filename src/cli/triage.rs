@@ -1,5 +1,5 @@
 //! `cudafuzz triage DIR...`: the seeds of earlier runs grouped into bugs
-//! ([`crate::triage::scan`]), printed as the bug table or, with `--json`, as a bug index.
+//! ([`crate::core::triage::scan`]), printed as the bug table or, with `--json`, as a bug index.
 //! Nothing under the directories is written, moved or deleted.
 
 use std::path::PathBuf;
@@ -8,8 +8,8 @@ use anyhow::Result;
 use clap::Args;
 
 use super::fail;
-use crate::exit;
-use crate::triage::{self, BugIndex};
+use crate::core::exit;
+use crate::core::triage::{self, BugIndex};
 
 #[derive(Debug, Args)]
 pub(super) struct TriageArgs {

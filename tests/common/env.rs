@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use cudafuzz::compile::Compiler;
+use cudafuzz::engine::compile::Compiler;
 
 /// Something a test needs from the machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,7 +49,7 @@ impl Need {
     fn missing(self) -> Option<String> {
         match self {
             Need::Gpu => gpu_missing(),
-            Need::Sanitizer => gpu_missing().or_else(|| cudafuzz::sanitizer::Sanitizer::locate().err().map(|e| e.to_string())),
+            Need::Sanitizer => gpu_missing().or_else(|| cudafuzz::run::sanitizer::Sanitizer::locate().err().map(|e| e.to_string())),
             Need::Nvrtc => {
                 let cache = tempfile::tempdir().expect("temp dir");
                 Compiler::new(Some(cache.path().to_path_buf())).err().map(|e| e.to_string())
@@ -62,7 +62,7 @@ impl Need {
 }
 
 fn gpu_missing() -> Option<String> {
-    match cudafuzz::gpu::device_count() {
+    match cudafuzz::engine::gpu::device_count() {
         Ok(0) => Some("no CUDA device".to_string()),
         Ok(_) => None,
         Err(e) => Some(e.to_string()),

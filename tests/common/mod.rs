@@ -7,10 +7,10 @@ pub mod env;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use cudafuzz::case::{Case, Dtype, Scalar};
-use cudafuzz::manifest::expr::{Env, Vars};
-use cudafuzz::manifest::Manifest;
-use cudafuzz::plan::Plan;
+use cudafuzz::core::case::{Case, Dtype, Scalar};
+use cudafuzz::core::manifest::expr::{Env, Vars};
+use cudafuzz::core::manifest::Manifest;
+use cudafuzz::core::plan::Plan;
 
 /// Whether this machine lacks what a GPU test needs (a GPU; compute-sanitizer too when
 /// `sanitizer`), recording the skip when it does ([`env::have`]). On a GPU host
@@ -44,7 +44,7 @@ pub fn manifest(rel: &str) -> Manifest {
 
 /// Every shipped manifest under `kernels/`, loaded.
 pub fn shipped() -> Vec<Manifest> {
-    cudafuzz::manifest::find_manifests(&root().join("kernels")).iter().map(|p| Manifest::load(p).unwrap_or_else(|e| panic!("{e}"))).collect()
+    cudafuzz::core::manifest::find_manifests(&root().join("kernels")).iter().map(|p| Manifest::load(p).unwrap_or_else(|e| panic!("{e}"))).collect()
 }
 
 /// The small attention case the attention-only model called its example, for a kernel whose
@@ -108,7 +108,7 @@ pub fn small(m: &Manifest, mut c: Case, limit: &dyn Fn(&str) -> u64) -> Case {
     // `repair` moves every related dim to its smallest satisfying value, which would turn every
     // GQA case into MHA; only a relation the folding broke calls for it.
     if relations(m).iter().zip(held_before).any(|(r, held)| held && !holds(m, &c, r)) {
-        cudafuzz::generate::relations::repair(&mut c, m, 0);
+        cudafuzz::core::generate::relations::repair(&mut c, m, 0);
     }
     if let Ok(p) = Plan::new(&c, m) {
         for (si, ci) in picked {

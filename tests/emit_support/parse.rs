@@ -2,9 +2,9 @@
 //! repro ([`parse_cu`]) and of a Python one ([`parse_python`]), and the checks of what they hold
 //! against the library's [`Expected`].
 
-use cudafuzz::emit::{decode, Run};
-use cudafuzz::manifest::ResolvedArg;
-use cudafuzz::reference::Rule;
+use cudafuzz::core::manifest::ResolvedArg;
+use cudafuzz::engine::reference::Rule;
+use cudafuzz::tools::emit::{decode, Run};
 
 use super::subjects::Expected;
 

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use cudafuzz::manifest::{Manifest, ReferenceSpec, ResolvedArg};
+use cudafuzz::core::manifest::{Manifest, ReferenceSpec, ResolvedArg};
 
 use super::subjects::Expected;
 use crate::common::env::Need;
@@ -284,7 +284,7 @@ pub fn span_with(e: &Expected, index: usize, values: &[f64]) -> Vec<u8> {
     let k = e.kernel();
     let a = &k.image.layout.allocs[index];
     let mut span = k.image.bytes[index][a.data_offset as usize..(a.data_offset + a.span_bytes) as usize].to_vec();
-    cudafuzz::data::write_strided(values, &k.plan.tensors[index], &mut span);
+    cudafuzz::engine::data::write_strided(values, &k.plan.tensors[index], &mut span);
     span
 }
 
@@ -318,7 +318,8 @@ pub fn stub_for(dir: &Path, name: &str, e: &Expected, outputs: &Values, referenc
     for (p, tag, runs) in [(1, 'G', gold), (2, 'B', baseline)] {
         for (n, (i, v)) in runs.iter().enumerate() {
             let tp = &e.programs[p].plan.tensors[*i];
-            let bytes: Vec<u8> = v.iter().flat_map(|&x| cudafuzz::data::to_bits(x, tp.dtype).to_le_bytes()[..tp.elem_bytes as usize].to_vec()).collect();
+            let bytes: Vec<u8> =
+                v.iter().flat_map(|&x| cudafuzz::engine::data::to_bits(x, tp.dtype).to_le_bytes()[..tp.elem_bytes as usize].to_vec()).collect();
             stub = stub.region(tag, n + 1, file(&format!("{tag}{i}"), &bytes), ptr_arg(e, p, *i), 0);
         }
     }

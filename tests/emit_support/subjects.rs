@@ -4,13 +4,13 @@
 
 use std::sync::Arc;
 
-use cudafuzz::arena::HostImage;
-use cudafuzz::case::{Case, Dtype, Placement, Scalar, TensorLayout};
-use cudafuzz::emit::SeedInfo;
-use cudafuzz::manifest::{Manifest, ReferenceSpec, ResolvedArg};
-use cudafuzz::plan::Plan;
-use cudafuzz::reference::{cpu_reference, kernel_manifest, reference_case, Rule};
-use cudafuzz::sanitizer::Tool;
+use cudafuzz::core::case::{Case, Dtype, Placement, Scalar, TensorLayout};
+use cudafuzz::core::manifest::{Manifest, ReferenceSpec, ResolvedArg};
+use cudafuzz::core::plan::Plan;
+use cudafuzz::engine::arena::HostImage;
+use cudafuzz::engine::reference::{cpu_reference, kernel_manifest, reference_case, Rule};
+use cudafuzz::run::sanitizer::Tool;
+use cudafuzz::tools::emit::SeedInfo;
 
 use crate::common::root;
 
@@ -211,7 +211,7 @@ pub fn row_scale() -> Subject {
     std::fs::write(k.join("row_scale.toml"), ROW_SCALE_TOML).unwrap();
     std::fs::write(k.join("row_scale.cu"), ROW_SCALE_CU).unwrap();
     std::fs::write(k.join("row_scale_ref.cu"), ROW_SCALE_REF_CU).unwrap();
-    let m = Manifest::load(&k.join("row_scale.toml")).unwrap_or_else(|e| panic!("row_scale: {}", cudafuzz::error::chain(&e)));
+    let m = Manifest::load(&k.join("row_scale.toml")).unwrap_or_else(|e| panic!("row_scale: {}", cudafuzz::core::error::chain(&e)));
     let mut case = case_of(&m, Dtype::F32, &[("rows", 3), ("cols", 5)], &[]);
     *case.layout_mut("x") = TensorLayout { order: vec![1, 0], pad: vec![0, 2], offset_bytes: 4, ..TensorLayout::dense() };
     *case.layout_mut("y") = TensorLayout { pad: vec![0, 3], offset_bytes: 8, ..TensorLayout::dense() };
@@ -277,7 +277,7 @@ pub fn expected(s: &Subject) -> Expected {
     }
     let m = &s.manifest;
     let plan = Plan::new(&case, m).unwrap();
-    let inputs = cudafuzz::data::generate(&case, &plan, m);
+    let inputs = cudafuzz::engine::data::generate(&case, &plan, m);
     let program = |m: &Manifest, case: Case, plan: Plan| {
         let args = m.resolve(&plan.vars).unwrap().args;
         let image = HostImage::build(&case, &plan, &inputs).held_whole();

@@ -1,0 +1,776 @@
+//! TOML loading: [`Manifest::load`] and [`Manifest::from_toml`], and `Loader`, which decodes and
+//! checks one section at a time.
+//!
+//! It exists so that every check that needs no GPU happens once, at load time, with an error
+//! that names the file and the full key (`tensors.q.shape`, `dims.seq_q.range`). The sections
+//! are read in a fixed order (format, identity, source and entry, fuzz flag and options, dtypes,
+//! defines, params, dims, requires, scalars, tensors, contract, launch, reference), one function
+//! each, and the first problem found is the one reported; the finished manifest is then
+//! evaluated once for a sample case so that every expression is known to work.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
+use serde::Deserialize;
+
+use crate::core::case::{Dtype, Scalar, ValueClass, MAX_DIM, MAX_RANK};
+
+use super::expr::{self, Env, TensorVars, Vars};
+use super::{
+    ArgSpec, ContractSpec, DimSpec, DtypeSpec, Hint, Init, LaunchSpec, LayoutFreedom, Manifest, ManifestError, ReferenceSpec, Role, ScalarChoice, ScalarSpec,
+    ScalarType, TensorSpec, MANIFEST_FORMAT,
+};
+
+const TOP_LEVEL_KEYS: [&str; 17] = [
+    "format",
+    "name",
+    "description",
+    "source",
+    "entry",
+    "fuzz",
+    "options",
+    "dtypes",
+    "defines",
+    "params",
+    "dims",
+    "requires",
+    "scalars",
+    "tensors",
+    "contract",
+    "reference",
+    "launch",
+];
+
+/// The value classes an input draws from when its manifest does not say: every finite class.
+pub const DEFAULT_VALUES: [ValueClass; 6] =
+    [ValueClass::Normal, ValueClass::Uniform, ValueClass::Large, ValueClass::Tiny, ValueClass::Zero, ValueClass::ConstantRows];
+
+/// Largest value drawn at random from a dim whose manifest gives no `cap`.
+pub const DEFAULT_CAP: u64 = 1024;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDim {
+    range: [u64; 2],
+    #[serde(default = "one")]
+    multiple: u64,
+    max: Option<u64>,
+    cap: Option<u64>,
+    #[serde(default)]
+    hints: Vec<toml::Value>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScalar {
+    #[serde(rename = "type")]
+    ty: ScalarType,
+    #[serde(default)]
+    choices: Vec<toml::Value>,
+    #[serde(default)]
+    weights: Vec<u32>,
+    range: Option<[f64; 2]>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTensor {
+    name: String,
+    role: Role,
+    shape: Vec<toml::Value>,
+    dtype: Option<String>,
+    layout: Option<LayoutFreedom>,
+    #[serde(default)]
+    broadcast: bool,
+    align: Option<u32>,
+    values: Option<Vec<String>>,
+    init: Option<toml::Value>,
+    range: Option<[toml::Value; 2]>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawContract {
+    #[serde(default)]
+    relations: Vec<String>,
+    max_element_offset: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLaunch {
+    grid: Vec<Expression>,
+    block: Vec<Expression>,
+    #[serde(default)]
+    shared_bytes: Option<Expression>,
+    timeout_ms: Option<u64>,
+    args: Vec<toml::Value>,
+}
+
+/// An expression written as a string or a bare number.
+pub(super) struct Expression(pub(super) String);
+
+impl<'de> Deserialize<'de> for Expression {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        expression(d).map(Expression)
+    }
+}
+
+/// Decodes an expression: a string as written, or a number turned into its text.
+pub(super) fn expression<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    struct V;
+    impl Visitor<'_> for V {
+        type Value = String;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an expression string such as \"cdiv(seq_q, 64)\", or a number")
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<String, E> {
+            Ok(format!("{v:?}"))
+        }
+    }
+    d.deserialize_any(V)
+}
+
+impl Manifest {
+    /// Reads, decodes and validates a manifest.
+    ///
+    /// Besides the schema (unknown keys are errors), this checks that the source files exist,
+    /// that names are C identifiers and unique, that shapes, relations and arguments name only
+    /// known dims, scalars, params and tensors, that the contract is satisfiable, and that every
+    /// expression evaluates cleanly for a sample case.
+    pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+        let text = crate::core::userfile::read_text(path).map_err(crate::core::error::FileError::at(path, "read manifest"))?;
+        Manifest::from_toml(path, &text)
+    }
+
+    /// Like [`Manifest::load`], but with the file's text given (the source files must exist).
+    pub fn from_toml(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
+        let mut table: toml::Table =
+            toml::from_str(text).map_err(|e| ManifestError::Syntax { path: path.to_path_buf(), message: crate::core::error::clip_lines(&e.to_string()) })?;
+        let l = Loader { path };
+        l.format(&table)?;
+        l.check_top_level_keys(&table)?;
+        let t = &mut table;
+        let (name, description) = l.identity(t)?;
+        let (source, entry) = l.source_and_entry(t)?;
+        let (fuzz, options) = l.fuzz_and_options(t)?;
+        let dtypes = l.dtypes(t)?;
+        let defines = l.defines(t)?;
+        let params = l.params(t, &defines)?;
+        let dims = l.dims(t, &defines, &params)?;
+        let requires = l.relations(t.remove("requires"), "requires")?;
+        let scalars = l.scalars(t, &dims)?;
+        let tensors = l.tensors(t, &dims, &scalars)?;
+        let contract = l.contract(t)?;
+        let launch = l.launch(t, &tensors)?;
+        let reference = l.reference(t, &tensors, &scalars, &launch)?;
+        let mut dims = dims;
+        if let ReferenceSpec::Op { op, bind } = &reference {
+            op.spec().add_hints(&mut dims, &tensors, bind);
+        }
+        let manifest = Manifest {
+            path: path.to_path_buf(),
+            name,
+            description,
+            source,
+            entry,
+            fuzz,
+            options,
+            dtypes,
+            defines,
+            params,
+            dims,
+            requires,
+            scalars,
+            tensors,
+            contract,
+            reference,
+            launch,
+        };
+        l.check_names(&manifest)?;
+        l.check_sample(&manifest)?;
+        manifest.check_combinations()?;
+        Ok(manifest)
+    }
+
+    /// The values expressions see for a sample case: each dim at the low end of its range
+    /// (rounded up to its multiple, and to the value an equality among the requires or the
+    /// contract gives), scalars at their first choice, tensors dense at offset 0, default
+    /// params, the first dtype. What load evaluates every expression against.
+    pub fn sample_vars(&self) -> Vars {
+        let mut vars = Vars { params: self.default_params(), defines: self.defines.clone(), elem_bytes: self.dtypes[0].size(), ..Vars::default() };
+        for d in &self.dims {
+            let m = d.multiple.max(1);
+            let v = d.range[0].div_ceil(m).saturating_mul(m).clamp(1, d.max.max(1));
+            vars.dims.insert(d.name.clone(), v);
+        }
+        // Equalities such as `seq_k == seq_q` hold in the sample too.
+        for rel in self.requires.iter().chain(&self.contract.relations) {
+            if let Some((a, b)) = rel.split_once("==") {
+                let (a, b) = (a.trim(), b.trim());
+                if let (Some(_), Some(&v)) = (vars.dims.get(a), vars.dims.get(b)) {
+                    vars.dims.insert(a.to_string(), v);
+                }
+            }
+        }
+        for s in &self.scalars {
+            let v = self.default_scalar(s, &vars);
+            vars.scalars.insert(s.name.clone(), v);
+        }
+        vars.tensors = self.dense_tensor_vars(&vars, self.dtypes[0]);
+        vars
+    }
+
+    /// Every tensor dense at offset 0 for the dims of `vars` (shapes that do not evaluate are
+    /// left empty): the layout a user reference kernel reads.
+    pub fn dense_tensor_vars(&self, vars: &Vars, dtype: Dtype) -> Vec<TensorVars> {
+        let env = Env::new(&Vars { tensors: Vec::new(), ..vars.clone() });
+        self.tensors
+            .iter()
+            .map(|t| {
+                let shape: Vec<u64> = t.shape.iter().map(|e| env.size(e, u64::MAX, "extent").unwrap_or(0)).collect();
+                let strides = crate::core::case::strides(&shape, &crate::core::case::TensorLayout::dense()).unwrap_or_else(|| vec![0; shape.len()]);
+                TensorVars {
+                    name: t.name.clone(),
+                    dim_names: (0..t.rank()).map(|i| t.dim_name(i).map(str::to_string)).collect(),
+                    shape,
+                    strides,
+                    offset_bytes: 0,
+                    elem_bytes: t.dtype.resolve(dtype).size(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Error construction and section decoding for one manifest file.
+pub(super) struct Loader<'a> {
+    pub(super) path: &'a Path,
+}
+
+impl Loader<'_> {
+    pub(super) fn invalid(&self, field: &str, problem: String) -> ManifestError {
+        ManifestError::Invalid { path: self.path.to_path_buf(), field: field.to_string(), problem }
+    }
+
+    fn expr_error(&self, field: &str, expr: &str, f: expr::ExprFailure) -> ManifestError {
+        ManifestError::Expr { path: self.path.to_path_buf(), field: field.to_string(), expr: expr.to_string(), problem: f.problem, hint: f.hint }
+    }
+
+    fn decode<T: DeserializeOwned>(&self, v: toml::Value, field: &str) -> Result<T, ManifestError> {
+        let key = |v: &toml::Value| match super::error::failing_key::<T>(v) {
+            Some(k) => format!("{field}.{k}"),
+            None => field.to_string(),
+        };
+        T::deserialize(v.clone()).map_err(|e| {
+            let msg = e.message().trim_end().to_string();
+            self.invalid(&key(&v), format!("{msg}; the manifest schema is in kernels/README.md"))
+        })
+    }
+
+    pub(super) fn required<T: DeserializeOwned>(&self, v: Option<toml::Value>, field: &str, example: &str) -> Result<T, ManifestError> {
+        match v {
+            Some(v) => self.decode(v, field),
+            None => Err(self.invalid(field, format!("missing; add {example}"))),
+        }
+    }
+
+    fn optional<T: DeserializeOwned>(&self, v: Option<toml::Value>, field: &str) -> Result<Option<T>, ManifestError> {
+        v.map(|v| self.decode(v, field)).transpose()
+    }
+
+    /// `format = 2`; a manifest without it that looks like format 1 is refused with the command
+    /// that converts it.
+    fn format(&self, table: &toml::Table) -> Result<(), ManifestError> {
+        match table.get("format") {
+            Some(toml::Value::Integer(n)) if *n == MANIFEST_FORMAT as i64 => Ok(()),
+            Some(toml::Value::Integer(1)) => Err(ManifestError::OldFormat { path: self.path.to_path_buf() }),
+            Some(other) => Err(self.invalid("format", format!("{other} is not a format this cudafuzz reads; write format = {MANIFEST_FORMAT}"))),
+            None if table.contains_key("buffers") || table.get("contract").and_then(|c| c.get("head_dim")).is_some() || !table.contains_key("tensors") => {
+                Err(ManifestError::OldFormat { path: self.path.to_path_buf() })
+            }
+            None => Err(self.invalid("format", format!("missing; add format = {MANIFEST_FORMAT} at the top"))),
+        }
+    }
+
+    fn check_top_level_keys(&self, table: &toml::Table) -> Result<(), ManifestError> {
+        for key in table.keys() {
+            // Only the launch has a watchdog override; one at the top level would be ignored.
+            if key == "timeout_ms" {
+                return Err(self.invalid(key, "belongs to the launch; move it under [launch]".into()));
+            }
+            if !TOP_LEVEL_KEYS.contains(&key.as_str()) {
+                return Err(self.invalid(key, format!("unknown key; remove it or use one of {}", TOP_LEVEL_KEYS.join(", "))));
+            }
+        }
+        Ok(())
+    }
+
+    /// `name` (required, usable in file names) and `description`.
+    fn identity(&self, t: &mut toml::Table) -> Result<(String, String), ManifestError> {
+        let name: String = self.required(t.remove("name"), "name", "name = \"my_kernel\"")?;
+        if name.trim().is_empty() || name.chars().any(|c| c.is_whitespace() || c == '/') {
+            return Err(self.invalid("name", format!("{name:?} is not a usable kernel name; use letters, digits, `_` and `-`")));
+        }
+        let description: String = self.optional(t.remove("description"), "description")?.unwrap_or_default();
+        Ok((name, description))
+    }
+
+    /// A source file relative to the manifest's directory, which must exist.
+    pub(super) fn source_file(&self, rel: &str, field: &str) -> Result<PathBuf, ManifestError> {
+        let dir = self.path.parent().unwrap_or(Path::new(""));
+        let source = dir.join(rel);
+        if !source.is_file() {
+            return Err(self.invalid(field, format!("{} does not exist; give the .cu file's path relative to the manifest's directory", source.display())));
+        }
+        Ok(source)
+    }
+
+    /// `source` (the `.cu` file, relative to the manifest) and `entry` (a C identifier).
+    fn source_and_entry(&self, t: &mut toml::Table) -> Result<(PathBuf, String), ManifestError> {
+        let rel: String = self.required(t.remove("source"), "source", "source = \"my_kernel.cu\"")?;
+        let source = self.source_file(&rel, "source")?;
+        let entry: String = self.required(t.remove("entry"), "entry", "entry = \"my_kernel\"")?;
+        if !expr::is_identifier(&entry) {
+            return Err(self.invalid("entry", format!("{entry:?} is not a C identifier; name the `extern \"C\" __global__` function")));
+        }
+        Ok((source, entry))
+    }
+
+    /// `fuzz` (default `true`) and the extra NVRTC `options`.
+    fn fuzz_and_options(&self, t: &mut toml::Table) -> Result<(bool, Vec<String>), ManifestError> {
+        let fuzz = self.optional(t.remove("fuzz"), "fuzz")?.unwrap_or(true);
+        let options: Vec<String> = self.optional(t.remove("options"), "options")?.unwrap_or_default();
+        self.check_options(&options, "options")?;
+        Ok((fuzz, options))
+    }
+
+    /// Extra NVRTC options may not set the architecture (cudafuzz compiles each kernel for
+    /// every `--arch` it is asked for, and NVRTC would take the last one given) or be empty.
+    pub(super) fn check_options(&self, options: &[String], field: &str) -> Result<(), ManifestError> {
+        for (i, o) in options.iter().enumerate() {
+            if ["-arch", "--gpu-architecture", "--gpu-name"].iter().any(|p| o.starts_with(p)) {
+                return Err(self.invalid(&format!("{field}[{i}]"), format!("{o:?} sets the architecture, which cudafuzz chooses per run (--arch); remove it")));
+            }
+            if o.trim().is_empty() {
+                return Err(self.invalid(&format!("{field}[{i}]"), "empty option; remove it".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// `dtypes`: the case element types, at least one, no duplicates, floating.
+    fn dtypes(&self, t: &mut toml::Table) -> Result<Vec<Dtype>, ManifestError> {
+        let names: Vec<String> = self.required(t.remove("dtypes"), "dtypes", "dtypes = [\"f16\", \"bf16\"]")?;
+        if names.is_empty() {
+            return Err(self.invalid("dtypes", "empty; list at least one of \"f16\", \"bf16\", \"f32\"".into()));
+        }
+        let mut out = Vec::new();
+        for (i, n) in names.iter().enumerate() {
+            let d = Dtype::from_name(n)
+                .filter(|d| d.is_float())
+                .ok_or_else(|| self.invalid(&format!("dtypes[{i}]"), format!("`{n}` is not a floating element type; use f16, bf16, f32 or f64")))?;
+            if out.contains(&d) {
+                return Err(self.invalid("dtypes", format!("lists {d} twice; remove the duplicate")));
+            }
+            out.push(d);
+        }
+        Ok(out)
+    }
+
+    fn check_define_name(&self, field: &str, name: &str) -> Result<(), ManifestError> {
+        if !expr::is_identifier(name) {
+            return Err(self.invalid(field, format!("`{name}` is not a C identifier, so it cannot be a -D define or a name in expressions; rename it")));
+        }
+        if expr::is_reserved(name) {
+            return Err(self.invalid(field, format!("`{name}` is reserved (a function, `elem_bytes`, or a CUDAFUZZ_/CF_ define); rename it")));
+        }
+        Ok(())
+    }
+
+    fn defines(&self, t: &mut toml::Table) -> Result<BTreeMap<String, i64>, ManifestError> {
+        let defines: BTreeMap<String, i64> = self.optional(t.remove("defines"), "defines")?.unwrap_or_default();
+        for name in defines.keys() {
+            self.check_define_name(&format!("defines.{name}"), name)?;
+        }
+        Ok(defines)
+    }
+
+    fn params(&self, t: &mut toml::Table, defines: &BTreeMap<String, i64>) -> Result<BTreeMap<String, Vec<i64>>, ManifestError> {
+        let params: BTreeMap<String, Vec<i64>> = self.optional(t.remove("params"), "params")?.unwrap_or_default();
+        for (name, values) in &params {
+            let field = format!("params.{name}");
+            self.check_define_name(&field, name)?;
+            if defines.contains_key(name) {
+                return Err(self.invalid(&field, format!("`{name}` is also a fixed define; keep one")));
+            }
+            if values.is_empty() {
+                return Err(self.invalid(&field, "empty; list at least one value".into()));
+            }
+        }
+        Ok(params)
+    }
+
+    /// `[dims]`: each dim's range (1 ≤ lo ≤ hi ≤ max), multiple, validity maximum, random-draw
+    /// cap and hints, in declaration order.
+    fn dims(&self, t: &mut toml::Table, defines: &BTreeMap<String, i64>, params: &BTreeMap<String, Vec<i64>>) -> Result<Vec<DimSpec>, ManifestError> {
+        let Some(raw) = t.remove("dims") else { return Ok(Vec::new()) };
+        let table: toml::Table = self.decode(raw, "dims")?;
+        let mut out = Vec::new();
+        for (name, v) in table {
+            let field = format!("dims.{name}");
+            self.check_define_name(&field, &name)?;
+            if defines.contains_key(&name) || params.contains_key(&name) {
+                return Err(self.invalid(&field, format!("`{name}` is also a define or param; rename one")));
+            }
+            let r: RawDim = self.decode(v, &field)?;
+            let [lo, hi] = r.range;
+            let max = r.max.unwrap_or(MAX_DIM.max(hi));
+            if max > i32::MAX as u64 {
+                return Err(self.invalid(&format!("{field}.max"), format!("{max} is more than {}", i32::MAX)));
+            }
+            if lo == 0 || lo > hi || hi > max {
+                return Err(
+                    self.invalid(&format!("{field}.range"), format!("[{lo}, {hi}] is not a range within 1..={max}; write [min, max] with 1 <= min <= max"))
+                );
+            }
+            if r.multiple == 0 {
+                return Err(self.invalid(&format!("{field}.multiple"), "0; use 1 for any value".into()));
+            }
+            if hi / r.multiple * r.multiple < lo {
+                return Err(self.invalid(
+                    &format!("{field}.multiple"),
+                    format!("no multiple of {} lies in [{lo}, {hi}]; widen the range or lower the multiple", r.multiple),
+                ));
+            }
+            let cap = r.cap.unwrap_or(DEFAULT_CAP).max(lo);
+            let mut hints = Vec::new();
+            for (i, h) in r.hints.into_iter().enumerate() {
+                hints.push(match h {
+                    toml::Value::Integer(n) if n > 0 => Hint::Value(n as u64),
+                    toml::Value::String(p) if params.contains_key(&p) || defines.contains_key(&p) => Hint::Param(p),
+                    other => {
+                        return Err(self.invalid(&format!("{field}.hints[{i}]"), format!("{other} is neither a positive value nor a param or define name")))
+                    }
+                });
+            }
+            out.push(DimSpec { name, range: [lo, hi], multiple: r.multiple, max, cap, hints });
+        }
+        Ok(out)
+    }
+
+    /// A list of relations (`requires`, `contract.relations`): comparisons over dims, params and
+    /// defines, checked when the names are known ([`Loader::check_names`]).
+    fn relations(&self, v: Option<toml::Value>, field: &str) -> Result<Vec<String>, ManifestError> {
+        Ok(self.optional(v, field)?.unwrap_or_default())
+    }
+
+    /// `[scalars]`: each scalar's type and its choices or range.
+    fn scalars(&self, t: &mut toml::Table, dims: &[DimSpec]) -> Result<Vec<ScalarSpec>, ManifestError> {
+        let Some(raw) = t.remove("scalars") else { return Ok(Vec::new()) };
+        let table: toml::Table = self.decode(raw, "scalars")?;
+        let mut out = Vec::new();
+        for (name, v) in table {
+            let field = format!("scalars.{name}");
+            self.check_define_name(&field, &name)?;
+            if dims.iter().any(|d| d.name == name) {
+                return Err(self.invalid(&field, format!("`{name}` is also a dim; rename one")));
+            }
+            let r: RawScalar = self.decode(v, &field)?;
+            let mut choices = Vec::new();
+            for (i, c) in r.choices.into_iter().enumerate() {
+                choices.push(match (r.ty, c) {
+                    (ScalarType::Bool, toml::Value::Boolean(b)) => ScalarChoice::Value(Scalar::Bool(b)),
+                    (ScalarType::Int, toml::Value::Integer(n)) => ScalarChoice::Value(Scalar::Int(n)),
+                    (ScalarType::F32, toml::Value::Float(x)) => ScalarChoice::Value(Scalar::Float(x as f32 as f64)),
+                    (ScalarType::F32, toml::Value::Integer(n)) => ScalarChoice::Value(Scalar::Float(n as f32 as f64)),
+                    (ScalarType::Int | ScalarType::F32, toml::Value::String(e)) => ScalarChoice::Expr(e),
+                    (ty, other) => {
+                        return Err(
+                            self.invalid(&format!("{field}.choices[{i}]"), format!("{other} is not a {ty:?} value (or, for numbers, an expression string)"))
+                        )
+                    }
+                });
+            }
+            if !r.weights.is_empty() && r.weights.len() != choices.len() {
+                return Err(
+                    self.invalid(&format!("{field}.weights"), format!("{} weights for {} choices; give one per choice", r.weights.len(), choices.len()))
+                );
+            }
+            if r.weights.iter().all(|&w| w == 0) && !r.weights.is_empty() {
+                return Err(self.invalid(&format!("{field}.weights"), "all zero; give some choice a positive weight".into()));
+            }
+            if let Some([lo, hi]) = r.range {
+                // NaN bounds are no range either: partial_cmp gives None for them.
+                if !matches!(lo.partial_cmp(&hi), Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)) || r.ty == ScalarType::Bool {
+                    return Err(self.invalid(&format!("{field}.range"), format!("[{lo}, {hi}] is not a range of a number scalar")));
+                }
+                if r.ty == ScalarType::Int && (lo.fract() != 0.0 || hi.fract() != 0.0) {
+                    return Err(self.invalid(&format!("{field}.range"), format!("[{lo}, {hi}]: an int scalar's range has integer ends")));
+                }
+            }
+            // Like the choices, an f32 scalar's range is held as the kernel receives it: the ends
+            // rounded to f32, so a value drawn at an end (and rounded the same way) lies inside.
+            let range = match r.ty {
+                ScalarType::F32 => r.range.map(|[lo, hi]| [lo as f32 as f64, hi as f32 as f64]),
+                _ => r.range,
+            };
+            out.push(ScalarSpec { name, ty: r.ty, choices, weights: r.weights, range });
+        }
+        Ok(out)
+    }
+
+    /// `[[tensors]]`: the roster.
+    fn tensors(&self, t: &mut toml::Table, dims: &[DimSpec], scalars: &[ScalarSpec]) -> Result<Vec<TensorSpec>, ManifestError> {
+        let raw: Vec<toml::Value> = self.required(t.remove("tensors"), "tensors", "at least one [[tensors]] table")?;
+        if raw.is_empty() {
+            return Err(self.invalid("tensors", "empty; declare the kernel's tensors as [[tensors]] tables".into()));
+        }
+        let mut out: Vec<TensorSpec> = Vec::new();
+        for (i, v) in raw.into_iter().enumerate() {
+            let name_hint = v.get("name").and_then(|n| n.as_str()).map(str::to_string).unwrap_or_else(|| format!("[{i}]"));
+            let field = format!("tensors.{name_hint}");
+            let r: RawTensor = self.decode(v, &field)?;
+            if !expr::is_identifier(&r.name) {
+                return Err(self.invalid(
+                    &format!("{field}.name"),
+                    format!("{:?} is not a C identifier; tensor names appear in expressions (`{}.stride(0)`)", r.name, r.name),
+                ));
+            }
+            if out.iter().any(|o| o.name == r.name) || dims.iter().any(|d| d.name == r.name) || scalars.iter().any(|s| s.name == r.name) {
+                return Err(self.invalid(&format!("{field}.name"), format!("`{}` is already a tensor, dim or scalar name; rename one", r.name)));
+            }
+            out.push(self.tensor(r, &field)?);
+        }
+        Ok(out)
+    }
+
+    fn tensor(&self, r: RawTensor, field: &str) -> Result<TensorSpec, ManifestError> {
+        if r.shape.is_empty() || r.shape.len() > MAX_RANK {
+            return Err(self.invalid(&format!("{field}.shape"), format!("{} dimensions; a tensor has 1 to {MAX_RANK}", r.shape.len())));
+        }
+        let mut shape = Vec::new();
+        for (i, s) in r.shape.into_iter().enumerate() {
+            shape.push(match s {
+                toml::Value::String(e) => e,
+                toml::Value::Integer(n) if n > 0 => n.to_string(),
+                other => {
+                    return Err(self.invalid(&format!("{field}.shape[{i}]"), format!("{other} is neither a dim name, an expression nor a positive number")))
+                }
+            });
+        }
+        let dtype = match r.dtype.as_deref() {
+            None | Some("case") => DtypeSpec::Case,
+            Some(n) => DtypeSpec::Fixed(Dtype::from_name(n).ok_or_else(|| {
+                self.invalid(&format!("{field}.dtype"), format!("`{n}` is not \"case\" or one of {}", Dtype::EVERY.map(|d| d.name()).join(", ")))
+            })?),
+        };
+        let elem = match dtype {
+            DtypeSpec::Fixed(d) => d.size(),
+            DtypeSpec::Case => 1,
+        };
+        let align = r.align.unwrap_or(elem);
+        if !align.is_power_of_two() || align > 256 {
+            return Err(self.invalid(&format!("{field}.align"), format!("{align} is not a power of two up to 256; use 1, 2, 4, 8 or 16")));
+        }
+        if r.broadcast && r.role != Role::Input {
+            return Err(self.invalid(&format!("{field}.broadcast"), "only inputs may be broadcast (a stride-0 output would be written many times)".into()));
+        }
+        let float = !matches!(dtype, DtypeSpec::Fixed(d) if !d.is_float());
+        let values = match r.values {
+            None if float => DEFAULT_VALUES.to_vec(),
+            None => vec![ValueClass::Uniform],
+            Some(names) => {
+                let mut v = Vec::new();
+                for (i, n) in names.iter().enumerate() {
+                    let c = ValueClass::from_name(n).ok_or_else(|| {
+                        self.invalid(
+                            &format!("{field}.values[{i}]"),
+                            format!("`{n}` is not a value class; use {}", ValueClass::ALL.map(|c| c.name()).join(", ")),
+                        )
+                    })?;
+                    if !v.contains(&c) {
+                        v.push(c);
+                    }
+                }
+                if v.is_empty() {
+                    return Err(self.invalid(&format!("{field}.values"), "empty; list at least one class".into()));
+                }
+                v
+            }
+        };
+        let init = match (r.role, r.init) {
+            (Role::Input, Some(_)) => return Err(self.invalid(&format!("{field}.init"), "an input's contents are drawn from `values`; remove init".into())),
+            (Role::Input, None) => Init::Drawn,
+            (Role::Output, None) => Init::Sentinel,
+            (Role::InOut, None) => Init::Drawn,
+            (Role::Scratch, None) => Init::Uninit,
+            (_, Some(v)) => self.init(v, &format!("{field}.init"))?,
+        };
+        let range = match r.range {
+            None => None,
+            Some(_) if float => {
+                return Err(self.invalid(&format!("{field}.range"), "only integer tensors take a value range; floats draw from `values`".into()))
+            }
+            Some([lo, hi]) => Some([self.expr_text(lo, &format!("{field}.range[0]"))?, self.expr_text(hi, &format!("{field}.range[1]"))?]),
+        };
+        Ok(TensorSpec { name: r.name, role: r.role, shape, dtype, layout: r.layout.unwrap_or_default(), broadcast: r.broadcast, align, values, init, range })
+    }
+
+    fn expr_text(&self, v: toml::Value, field: &str) -> Result<String, ManifestError> {
+        match v {
+            toml::Value::String(s) => Ok(s),
+            toml::Value::Integer(n) => Ok(n.to_string()),
+            other => Err(self.invalid(field, format!("{other} is neither a number nor an expression"))),
+        }
+    }
+
+    /// `init`: `"sentinel"`, `"zero"`, `"neg_inf"`, `"drawn"`, `"uninit"` or `{ const = 1.5 }`.
+    fn init(&self, v: toml::Value, field: &str) -> Result<Init, ManifestError> {
+        match v {
+            toml::Value::String(s) => match s.as_str() {
+                "sentinel" => Ok(Init::Sentinel),
+                "zero" => Ok(Init::Zero),
+                "neg_inf" => Ok(Init::NegInf),
+                "drawn" => Ok(Init::Drawn),
+                "uninit" => Ok(Init::Uninit),
+                other => Err(self.invalid(field, format!("`{other}` is not one of sentinel, zero, neg_inf, drawn, uninit, {{ const = X }}"))),
+            },
+            toml::Value::Table(t) => match t.get("const") {
+                Some(toml::Value::Float(x)) => Ok(Init::Const(*x)),
+                Some(toml::Value::Integer(n)) => Ok(Init::Const(*n as f64)),
+                _ => Err(self.invalid(field, "write { const = 1.5 }".into())),
+            },
+            other => Err(self.invalid(field, format!("{other} is not an initial contents; use e.g. \"zero\""))),
+        }
+    }
+
+    fn contract(&self, t: &mut toml::Table) -> Result<ContractSpec, ManifestError> {
+        let raw: Option<RawContract> = self.optional(t.remove("contract"), "contract")?;
+        Ok(raw.map(|r| ContractSpec { relations: r.relations, max_element_offset: r.max_element_offset }).unwrap_or_default())
+    }
+
+    fn launch(&self, t: &mut toml::Table, tensors: &[TensorSpec]) -> Result<LaunchSpec, ManifestError> {
+        let raw: RawLaunch = self.required(t.remove("launch"), "launch", "a [launch] section with grid, block and args")?;
+        let launch = LaunchSpec {
+            grid: self.three(raw.grid, "launch.grid")?,
+            block: self.three(raw.block, "launch.block")?,
+            shared_bytes: raw.shared_bytes.map(|e| e.0).unwrap_or_else(|| "0".into()),
+            timeout_ms: raw.timeout_ms,
+            args: self.args(raw.args, tensors, "launch.args")?,
+        };
+        if launch.timeout_ms == Some(0) {
+            return Err(self.invalid("launch.timeout_ms", "0 ms would time out every launch; remove it or give a positive value".into()));
+        }
+        Ok(launch)
+    }
+
+    pub(super) fn three(&self, v: Vec<Expression>, field: &str) -> Result<[String; 3], ManifestError> {
+        match <[Expression; 3]>::try_from(v) {
+            Ok([x, y, z]) => Ok([x.0, y.0, z.0]),
+            Err(v) => Err(self.invalid(field, format!("{} entries; give exactly three: [x, y, z]", v.len()))),
+        }
+    }
+
+    pub(super) fn args(&self, raw: Vec<toml::Value>, tensors: &[TensorSpec], field: &str) -> Result<Vec<ArgSpec>, ManifestError> {
+        let mut args = Vec::new();
+        for (i, v) in raw.into_iter().enumerate() {
+            let f = format!("{field}[{i}]");
+            let arg: ArgSpec = self.decode(v, &f).map_err(|_| self.invalid(&f, "write one of { ptr = \"q\" }, { i32 = \"seq_q\" }, { u32 = ... }, { i64 = \"q.stride(2)\" }, { u64 = ... }, { f32 = \"scale\" }, { f64 = ... }".into()))?;
+            if let ArgSpec::Ptr(name) = &arg {
+                if !tensors.iter().any(|t| &t.name == name) {
+                    let known: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
+                    return Err(self.invalid(
+                        &f,
+                        format!("pointer `{name}` is not a tensor (tensors: {}); declare it under [[tensors]] or fix the name", known.join(", ")),
+                    ));
+                }
+            }
+            args.push(arg);
+        }
+        Ok(args)
+    }
+
+    /// Shapes, relations, scalar expressions and integer ranges name only known dims, scalars,
+    /// params and defines (and relations are comparisons).
+    fn check_names(&self, m: &Manifest) -> Result<(), ManifestError> {
+        let vars = m.sample_vars();
+        let env = Env::new(&Vars { tensors: Vec::new(), ..vars.clone() });
+        for t in &m.tensors {
+            for (i, e) in t.shape.iter().enumerate() {
+                env.parse(e).map_err(|f| self.expr_error(&format!("tensors.{}.shape[{i}]", t.name), e, f))?;
+            }
+            if let Some(r) = &t.range {
+                for (i, e) in r.iter().enumerate() {
+                    env.parse(e).map_err(|f| self.expr_error(&format!("tensors.{}.range[{i}]", t.name), e, f))?;
+                }
+            }
+        }
+        let dims_only = Env::new(&Vars { scalars: BTreeMap::new(), tensors: Vec::new(), ..vars.clone() });
+        for (field, list) in [("requires", &m.requires), ("contract.relations", &m.contract.relations)] {
+            for (i, rel) in list.iter().enumerate() {
+                let f = format!("{field}[{i}]");
+                dims_only.parse(rel).map_err(|e| self.expr_error(&f, rel, e))?;
+                if !expr::variables_in(rel).iter().any(|v| m.dim(v).is_some()) {
+                    return Err(self.invalid(&f, format!("\"{rel}\" names no dim; a relation constrains dims")));
+                }
+            }
+        }
+        for s in &m.scalars {
+            for (i, c) in s.choices.iter().enumerate() {
+                if let ScalarChoice::Expr(e) = c {
+                    dims_only.parse(e).map_err(|f| self.expr_error(&format!("scalars.{}.choices[{i}]", s.name), e, f))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every expression evaluates for the sample case ([`Manifest::sample_vars`]): relations
+    /// to true or false, shapes to positive sizes, the launch (and a reference kernel's) to a
+    /// legal launch.
+    fn check_sample(&self, m: &Manifest) -> Result<(), ManifestError> {
+        let vars = m.sample_vars();
+        let env = Env::new(&vars);
+        for (field, list) in [("requires", &m.requires), ("contract.relations", &m.contract.relations)] {
+            for (i, rel) in list.iter().enumerate() {
+                env.boolean(rel).map_err(|f| self.expr_error(&format!("{field}[{i}]"), rel, f))?;
+            }
+        }
+        for t in &m.tensors {
+            for (i, e) in t.shape.iter().enumerate() {
+                let v = env.size(e, u64::MAX, "extent").map_err(|f| self.expr_error(&format!("tensors.{}.shape[{i}]", t.name), e, f))?;
+                if v == 0 {
+                    return Err(self.expr_error(
+                        &format!("tensors.{}.shape[{i}]", t.name),
+                        e,
+                        expr::ExprFailure {
+                            problem: "evaluates to 0 for the sample case".into(),
+                            hint: "; an extent must be at least 1 (use max(1, ...))".into(),
+                        },
+                    ));
+                }
+            }
+        }
+        m.resolve(&vars)?;
+        if let ReferenceSpec::Kernel(k) = &m.reference {
+            m.resolve_launch(&k.launch, &vars, "reference")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,772 @@
+//! Kernel manifests: the TOML file next to a `.cu` that tells cudafuzz how to build, feed, launch
+//! and judge a kernel without any Rust code. The main type is [`Manifest`].
+//!
+//! A manifest (format 2) describes a kernel as a roster of **named tensors over named dims**:
+//!
+//! * the source, `extern "C"` entry point, fixed `-D` defines and tunable params;
+//! * the element types it accepts (`dtypes`), the case's element type being one of them;
+//! * **dims** ([`DimSpec`]): integer ranges, a multiple, boundary hints; **relations** between
+//!   them: `requires` (what makes a case well formed, never violated) and the contract's
+//!   `relations` (what the author believes, kept by default, probed past on request);
+//! * **scalars** ([`ScalarSpec`]): flags, integers and floats drawn from choices or ranges;
+//! * **tensors** ([`TensorSpec`]): name, role (input, output, in-out, scratch), shape (dims or
+//!   expressions), dtype (the case's or fixed), layout freedom, broadcast, minimum alignment,
+//!   value classes (inputs) or initial contents (outputs);
+//! * the **reference** ([`ReferenceSpec`]): a built-in op bound to tensors by name, or a naive
+//!   reference kernel of the user's over the same roster;
+//! * the **launch**: grid, block, dynamic shared memory and the ordered argument list, as
+//!   expressions over dims, scalars, params and tensors (`cdiv(seq_q, BLOCK_M)`, `q.stride(2)`,
+//!   `scale`), evaluated by the `evalexpr` crate (the `expr` submodule lists the names).
+//!
+//! Everything that can be checked without a GPU is checked in [`Manifest::load`]: unknown keys
+//! (named in full, `tensors.q.shape`), missing sources, expressions that do not parse or name
+//! unknown variables, every expression evaluated for every parameter combination at the dims'
+//! range ends and hints, and each combination's block and shared memory against the target
+//! GPUs' limits (`check`). A manifest of
+//! format 1 (attention only) is refused with the command that converts it
+//! (`cudafuzz manifest migrate OLD.toml`, [`migrate`]).
+//!
+//! The module is split by job: this file holds the model; `error` the one error type; `load`
+//! the TOML decoding, one function per section; `check` the checks over every parameter
+//! combination; `expr` expression evaluation; `resolve` the
+//! evaluation of the launch for one case; `migrate` the format-1 converter.
+
+mod check;
+mod error;
+pub mod expr;
+mod load;
+pub mod migrate;
+mod reference;
+mod resolve;
+
+pub use check::{params_text, ArchLimits, LaunchNeeds, DEFAULT_TARGETS};
+pub use error::ManifestError;
+pub use expr::{TensorVars, Vars};
+pub use resolve::{ResolvedArg, ResolvedLaunch};
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::case::{Case, Dtype, Scalar, ValueClass};
+
+/// The manifest format this build reads.
+pub const MANIFEST_FORMAT: u32 = 2;
+
+/// A boundary hint of a dim: a value, or a param whose values are tile sizes. The decoder biases
+/// toward each hint and one either side of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hint {
+    /// A fixed value.
+    Value(u64),
+    /// Every value of a param (or a define).
+    Param(String),
+}
+
+/// One named dim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DimSpec {
+    /// The name expressions and tensors use.
+    pub name: String,
+    /// The contract's inclusive range.
+    pub range: [u64; 2],
+    /// The contract's multiple (1: any).
+    pub multiple: u64,
+    /// Largest value a case may name at all (outside the contract included).
+    pub max: u64,
+    /// Largest value drawn at random; hints and range edges above it are still drawn up to
+    /// `max(cap, range[0])`, so long shapes stay rare without going untested.
+    pub cap: u64,
+    /// Values to bias toward.
+    pub hints: Vec<Hint>,
+}
+
+/// The type of a scalar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScalarType {
+    /// A flag: `true`/`false`, 0/1 in expressions.
+    Bool,
+    /// A 64-bit integer.
+    Int,
+    /// A float (f32 unless an argument converts it otherwise).
+    F32,
+}
+
+/// One choice of a scalar: a literal, or an expression over dims (`1 / sqrt(head_dim)`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ScalarChoice {
+    /// A fixed value.
+    Value(Scalar),
+    /// An expression evaluated for each case.
+    Expr(String),
+}
+
+/// One named scalar.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScalarSpec {
+    /// The name expressions use.
+    pub name: String,
+    /// Its type.
+    pub ty: ScalarType,
+    /// The contract's choices (empty: any value of the type, or `range`).
+    pub choices: Vec<ScalarChoice>,
+    /// Relative weights of the choices (empty: equal).
+    pub weights: Vec<u32>,
+    /// The contract's inclusive range: drawn from when there are no choices, and accepted
+    /// beside them when there are (choices drawn, any value in the range allowed).
+    pub range: Option<[f64; 2]>,
+}
+
+/// What the kernel does with a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Read only: generated values; must be unchanged after the launch.
+    Input,
+    /// Written: initial contents set by `init`, judged against the reference.
+    Output,
+    /// Read and written (an accumulator, a side buffer updated in place): initial contents set
+    /// by `init`, judged against the reference.
+    InOut,
+    /// The kernel's working memory: initial contents set by `init`, never judged (its redzones
+    /// still are).
+    Scratch,
+}
+
+impl Role {
+    /// Whether the kernel may write it.
+    pub fn is_written(self) -> bool {
+        !matches!(self, Role::Input)
+    }
+
+    /// Whether its contents are judged against the reference.
+    pub fn is_judged(self) -> bool {
+        matches!(self, Role::Output | Role::InOut)
+    }
+
+    /// The name used in manifests.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Input => "input",
+            Role::Output => "output",
+            Role::InOut => "in_out",
+            Role::Scratch => "scratch",
+        }
+    }
+}
+
+/// The element type of a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DtypeSpec {
+    /// The case's element type.
+    Case,
+    /// Always this type (fp32 side buffers, int32 indices).
+    Fixed(Dtype),
+}
+
+impl DtypeSpec {
+    /// The concrete type for a case of element type `case`.
+    pub fn resolve(self, case: Dtype) -> Dtype {
+        match self {
+            DtypeSpec::Case => case,
+            DtypeSpec::Fixed(d) => d,
+        }
+    }
+}
+
+/// How freely the caller may lay a tensor out (the contract's layout kind).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LayoutFreedom {
+    /// Dense at offset 0, always: the harness allocates it the way every caller does (a side
+    /// buffer the kernel's host code would allocate itself). Never varied, never probed.
+    Fixed,
+    /// Only the shape's own order, unpadded (any base offset the alignment allows).
+    Dense,
+    /// Any order and padding of the outer dims; the innermost dim has stride 1.
+    Inner,
+    /// Any element strides.
+    #[default]
+    Strided,
+}
+
+/// The initial contents of an output, in-out or scratch tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Init {
+    /// A NaN sentinel (integers: a fixed bit pattern): elements left holding it were never
+    /// written.
+    Sentinel,
+    /// All zero: a caller that zero-fills an accumulator.
+    Zero,
+    /// Every element `-inf` (integers: their minimum).
+    NegInf,
+    /// Every element this value.
+    Const(f64),
+    /// Drawn like an input (an in-out tensor's old contents).
+    Drawn,
+    /// Left as the allocator returned it (initcheck sees reads of it).
+    Uninit,
+}
+
+impl Init {
+    /// Whether elements left unwritten can be told from written ones (the sentinel).
+    pub fn marks_unwritten(self) -> bool {
+        matches!(self, Init::Sentinel)
+    }
+}
+
+/// One tensor of the roster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorSpec {
+    /// The name cases, expressions and findings use.
+    pub name: String,
+    /// What the kernel does with it.
+    pub role: Role,
+    /// Extent of each dimension, outermost first: a dim name or an integer expression.
+    pub shape: Vec<String>,
+    /// Element type.
+    pub dtype: DtypeSpec,
+    /// The contract's layout kind.
+    pub layout: LayoutFreedom,
+    /// Whether stride-0 (broadcast) dims are allowed (inputs only).
+    pub broadcast: bool,
+    /// The contract's minimum alignment of the base and every stepped stride, in bytes; never
+    /// less than the element size.
+    pub align: u32,
+    /// Value classes the contract allows (inputs; outputs whose `init` is drawn).
+    pub values: Vec<ValueClass>,
+    /// Initial contents (outputs, in-outs, scratch).
+    pub init: Init,
+    /// Inclusive value range of an integer tensor, as expressions.
+    pub range: Option<[String; 2]>,
+}
+
+impl TensorSpec {
+    /// The tensor's rank.
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// The dim that shape entry `i` names, when it is a bare dim name.
+    pub fn dim_name(&self, i: usize) -> Option<&str> {
+        let s = self.shape.get(i)?.trim();
+        expr::is_identifier(s).then_some(s)
+    }
+
+    /// Whether a case chooses this tensor's layout and offset (every layout kind but
+    /// `fixed`): the tensors whose alignment a finding's signature records.
+    pub fn layout_is_drawn(&self) -> bool {
+        self.layout != LayoutFreedom::Fixed
+    }
+}
+
+/// The built-in ops a manifest can bind its tensors to. What each op needs is plain data, its
+/// [`OpSpec`]; how it is computed and judged lives in `crate::engine::reference` (one module per op).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuiltinOp {
+    /// Scaled dot-product attention forward: `o = softmax(scale · q kᵀ + causal mask) v`, with
+    /// GQA and an optional log-sum-exp output.
+    AttentionFwd,
+    /// Softmax over the last axis: `y = exp(x - max) / Σ exp(x - max)`, row by row.
+    Softmax,
+    /// RMSNorm over the last axis: `y = x / sqrt(mean(x²) + eps) · weight`.
+    Rmsnorm,
+    /// LayerNorm over the last axis: `y = (x - mean) / sqrt(var + eps) · weight + bias`, with
+    /// the biased variance.
+    Layernorm,
+    /// `c = alpha · op(a) · op(b) + beta · c`, fp32 accumulate; `op` transposes when the
+    /// `trans_a` / `trans_b` flag is set; `beta == 0` never reads `c` (BLAS semantics).
+    Gemm,
+    /// Rotary position embedding of `x [tokens, heads, head_dim]` by `cos`/`sin [max_pos,
+    /// rot_dim / 2]` at `positions [tokens]`, interleaved or half-split pairs; into `y` when
+    /// bound, else in place.
+    Rotary,
+}
+
+/// The rank a role's tensor must have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rank {
+    /// Exactly this rank.
+    Exact(usize),
+    /// This rank or more (leading dims are rows).
+    AtLeast(usize),
+}
+
+impl Rank {
+    /// Whether a tensor of rank `r` fits.
+    pub fn admits(self, r: usize) -> bool {
+        match self {
+            Rank::Exact(n) => r == n,
+            Rank::AtLeast(n) => r >= n,
+        }
+    }
+}
+
+impl fmt::Display for Rank {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rank::Exact(n) => write!(f, "rank {n}"),
+            Rank::AtLeast(n) => write!(f, "rank {n} or more"),
+        }
+    }
+}
+
+/// One tensor role of an op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorRole {
+    /// The role's name (`q`, `x`, `weight`), also the default tensor it binds.
+    pub name: &'static str,
+    /// The rank its tensor must have.
+    pub rank: Rank,
+    /// Whether a manifest must bind it (optional roles are judged when bound: `lse`).
+    pub required: bool,
+    /// For an optional output role: when unbound, the op writes it in place into the tensor
+    /// bound to this role (rotary's `y` into `x`), which must then be written by the kernel.
+    pub in_place: Option<&'static str>,
+}
+
+/// What a built-in op needs from a manifest: its tensor and scalar roles, and the dim it reduces
+/// over (whose boundary values the op adds to that dim's hints).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpSpec {
+    /// The name used in manifests.
+    pub name: &'static str,
+    /// Tensor roles, inputs then outputs.
+    pub tensors: &'static [TensorRole],
+    /// Scalar roles (a literal may stand in).
+    pub scalars: &'static [ScalarRole],
+    /// The role whose last dimension the op reduces over, when that is the shape's hard part.
+    pub reduces: Option<&'static str>,
+    /// Boundary values for that dimension: added to its dim's hints when the shape entry is a
+    /// bare dim name.
+    pub reduce_hints: &'static [u64],
+}
+
+impl OpSpec {
+    /// Adds the op's boundary values to the dim it reduces over: the last shape entry of the
+    /// tensor bound to its reduced role, when that is a bare dim name (values inside the dim's
+    /// range, not already hinted).
+    pub fn add_hints(&self, dims: &mut [DimSpec], tensors: &[TensorSpec], bind: &BTreeMap<String, String>) {
+        let Some(t) = self.reduces.and_then(|role| bind.get(role)).and_then(|n| tensors.iter().find(|t| &t.name == n)) else { return };
+        let Some(dim) = t.rank().checked_sub(1).and_then(|i| t.dim_name(i)).and_then(|n| dims.iter_mut().find(|d| d.name == n)) else { return };
+        for &v in self.reduce_hints {
+            let hint = Hint::Value(v);
+            if (dim.range[0]..=dim.range[1]).contains(&v) && !dim.hints.contains(&hint) {
+                dim.hints.push(hint);
+            }
+        }
+    }
+}
+
+/// One scalar role of an op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScalarRole {
+    /// The role's name (`eps`, `beta`), also the default scalar it binds.
+    pub name: &'static str,
+    /// Whether a manifest must bind it. An optional role binds the scalar of its name when the
+    /// manifest has one (or the literal `bind` gives), else stays unbound; each op says what
+    /// unbound means (gemm: no `beta` term, not transposed).
+    pub required: bool,
+}
+
+const fn role(name: &'static str, rank: Rank) -> TensorRole {
+    TensorRole { name, rank, required: true, in_place: None }
+}
+
+const fn optional_role(name: &'static str, rank: Rank) -> TensorRole {
+    TensorRole { name, rank, required: false, in_place: None }
+}
+
+const fn scalar(name: &'static str) -> ScalarRole {
+    ScalarRole { name, required: true }
+}
+
+const fn optional_scalar(name: &'static str) -> ScalarRole {
+    ScalarRole { name, required: false }
+}
+
+/// Row lengths around the warp (32), the 16-byte vector widths (4 and 8 elements), the usual
+/// block sizes (128 .. 1024) and one row of length 1.
+const ROW_HINTS: &[u64] = &[
+    1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096,
+    4097,
+];
+
+const ATTENTION: OpSpec = OpSpec {
+    name: "attention_fwd",
+    tensors: &[
+        role("q", Rank::Exact(4)),
+        role("k", Rank::Exact(4)),
+        role("v", Rank::Exact(4)),
+        role("o", Rank::Exact(4)),
+        optional_role("lse", Rank::Exact(3)),
+    ],
+    scalars: &[scalar("scale"), scalar("causal")],
+    reduces: None,
+    reduce_hints: &[],
+};
+const SOFTMAX: OpSpec =
+    OpSpec { name: "softmax", tensors: &[role("x", Rank::AtLeast(1)), role("y", Rank::AtLeast(1))], scalars: &[], reduces: Some("x"), reduce_hints: ROW_HINTS };
+const RMSNORM: OpSpec = OpSpec {
+    name: "rmsnorm",
+    tensors: &[role("x", Rank::AtLeast(1)), role("weight", Rank::Exact(1)), role("y", Rank::AtLeast(1))],
+    scalars: &[scalar("eps")],
+    reduces: Some("x"),
+    reduce_hints: ROW_HINTS,
+};
+const LAYERNORM: OpSpec = OpSpec {
+    name: "layernorm",
+    tensors: &[role("x", Rank::AtLeast(1)), role("weight", Rank::Exact(1)), role("bias", Rank::Exact(1)), role("y", Rank::AtLeast(1))],
+    scalars: &[scalar("eps")],
+    reduces: Some("x"),
+    reduce_hints: ROW_HINTS,
+};
+/// GEMM's reduced dim `k` is a shape expression of the transpose flags, so its boundary values
+/// (around the tile sizes) are the kernel manifest's own hints.
+const GEMM: OpSpec = OpSpec {
+    name: "gemm",
+    tensors: &[role("a", Rank::Exact(2)), role("b", Rank::Exact(2)), role("c", Rank::Exact(2))],
+    scalars: &[scalar("alpha"), optional_scalar("beta"), optional_scalar("trans_a"), optional_scalar("trans_b")],
+    reduces: None,
+    reduce_hints: &[],
+};
+const ROTARY: OpSpec = OpSpec {
+    name: "rotary",
+    tensors: &[
+        role("x", Rank::Exact(3)),
+        role("cos", Rank::Exact(2)),
+        role("sin", Rank::Exact(2)),
+        role("positions", Rank::Exact(1)),
+        TensorRole { name: "y", rank: Rank::Exact(3), required: false, in_place: Some("x") },
+    ],
+    scalars: &[optional_scalar("interleaved")],
+    reduces: None,
+    reduce_hints: &[],
+};
+
+impl BuiltinOp {
+    /// Every op.
+    pub const ALL: [BuiltinOp; 6] = [BuiltinOp::AttentionFwd, BuiltinOp::Softmax, BuiltinOp::Rmsnorm, BuiltinOp::Layernorm, BuiltinOp::Gemm, BuiltinOp::Rotary];
+
+    /// What the op needs from a manifest.
+    pub fn spec(self) -> &'static OpSpec {
+        match self {
+            BuiltinOp::AttentionFwd => &ATTENTION,
+            BuiltinOp::Softmax => &SOFTMAX,
+            BuiltinOp::Rmsnorm => &RMSNORM,
+            BuiltinOp::Layernorm => &LAYERNORM,
+            BuiltinOp::Gemm => &GEMM,
+            BuiltinOp::Rotary => &ROTARY,
+        }
+    }
+
+    /// The name used in manifests.
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+}
+
+impl fmt::Display for BuiltinOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A reference kernel of the user's: a naive kernel over the same roster, compiled twice, with
+/// its floating tensors in f64 (the gold) and as the case has them (the same-precision
+/// baseline), reading dense copies of the inputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReferenceKernel {
+    /// The `.cu` file.
+    pub source: PathBuf,
+    /// Its `extern "C"` entry point.
+    pub entry: String,
+    /// Extra NVRTC options.
+    pub options: Vec<String>,
+    /// Its launch; the kernel's own grid, block and arguments where not given.
+    pub launch: LaunchSpec,
+    /// An output passes when its error against the gold is at most `factor` times the
+    /// baseline's error plus the floor.
+    pub factor: f64,
+    /// An absolute floor for that bound; `None`: `4 · u · max(1, max |gold|)` with `u` the
+    /// element type's unit roundoff.
+    pub floor: Option<f64>,
+}
+
+/// What judges a kernel's outputs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReferenceSpec {
+    /// A built-in op; `bind` maps each of the op's roles to a tensor or scalar name.
+    Op {
+        /// The op.
+        op: BuiltinOp,
+        /// Role → name.
+        bind: BTreeMap<String, String>,
+    },
+    /// The user's reference kernel.
+    Kernel(Box<ReferenceKernel>),
+    /// None: only the memory oracles judge (a reference kernel's own manifest).
+    None,
+}
+
+/// One kernel argument as declared, in order.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArgSpec {
+    /// Device pointer to a tensor (its first element).
+    Ptr(String),
+    /// 32-bit signed integer expression.
+    I32(#[serde(deserialize_with = "load::expression")] String),
+    /// 32-bit unsigned integer expression.
+    U32(#[serde(deserialize_with = "load::expression")] String),
+    /// 64-bit signed integer expression.
+    I64(#[serde(deserialize_with = "load::expression")] String),
+    /// 64-bit unsigned integer expression.
+    U64(#[serde(deserialize_with = "load::expression")] String),
+    /// 32-bit float expression.
+    F32(#[serde(deserialize_with = "load::expression")] String),
+    /// 64-bit float expression.
+    F64(#[serde(deserialize_with = "load::expression")] String),
+}
+
+impl ArgSpec {
+    /// The expression of a value argument (`None` for a pointer).
+    pub fn expression(&self) -> Option<&String> {
+        match self {
+            ArgSpec::Ptr(_) => None,
+            ArgSpec::I32(e) | ArgSpec::U32(e) | ArgSpec::I64(e) | ArgSpec::U64(e) | ArgSpec::F32(e) | ArgSpec::F64(e) => Some(e),
+        }
+    }
+
+    /// Bytes the argument takes in the kernel's parameter list (a device pointer is 8).
+    pub fn size_bytes(&self) -> u32 {
+        match self {
+            ArgSpec::I32(_) | ArgSpec::U32(_) | ArgSpec::F32(_) => 4,
+            ArgSpec::Ptr(_) | ArgSpec::I64(_) | ArgSpec::U64(_) | ArgSpec::F64(_) => 8,
+        }
+    }
+
+    /// The manifest's spelling: `ptr`, `i32`, ...
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ArgSpec::Ptr(_) => "ptr",
+            ArgSpec::I32(_) => "i32",
+            ArgSpec::U32(_) => "u32",
+            ArgSpec::I64(_) => "i64",
+            ArgSpec::U64(_) => "u64",
+            ArgSpec::F32(_) => "f32",
+            ArgSpec::F64(_) => "f64",
+        }
+    }
+}
+
+/// The launch as declared (`[launch]`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchSpec {
+    /// Grid size `[x, y, z]`, integer expressions.
+    pub grid: [String; 3],
+    /// Block size `[x, y, z]`, integer expressions.
+    pub block: [String; 3],
+    /// Dynamic shared memory in bytes, an integer expression (`"0"` when not given).
+    pub shared_bytes: String,
+    /// Watchdog override in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// Kernel arguments in order.
+    pub args: Vec<ArgSpec>,
+}
+
+/// The contract terms that are not attached to one dim, scalar or tensor.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ContractSpec {
+    /// Relations between dims the author believes (`head_dim % 8 == 0`, `seq_q == seq_k`).
+    pub relations: Vec<String>,
+    /// Largest element offset (`Σ index · stride`) the kernel handles; `None` is no limit. A
+    /// kernel that indexes in 32 bits declares `2147483647` here, and is then never given a
+    /// case past 2³¹ elements.
+    pub max_element_offset: Option<u64>,
+}
+
+/// A loaded and validated kernel manifest.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Manifest {
+    /// The manifest file as given to [`Manifest::load`].
+    pub path: PathBuf,
+    /// Kernel name (used in cases, seeds and reports).
+    pub name: String,
+    /// One-line description.
+    pub description: String,
+    /// The `.cu` file, joined to the manifest's directory.
+    pub source: PathBuf,
+    /// `extern "C"` entry point.
+    pub entry: String,
+    /// Whether a plain `cudafuzz fuzz` (no `--kernel`) picks this kernel.
+    pub fuzz: bool,
+    /// Extra NVRTC options.
+    pub options: Vec<String>,
+    /// The element types the kernel accepts (the contract's; the first is the default).
+    pub dtypes: Vec<Dtype>,
+    /// Fixed `-D NAME=VALUE` defines.
+    pub defines: BTreeMap<String, i64>,
+    /// Tunable `-D` parameters and the values to fuzz (each list non-empty).
+    pub params: BTreeMap<String, Vec<i64>>,
+    /// Dims, in the order the decoder draws them.
+    pub dims: Vec<DimSpec>,
+    /// Well-formedness relations between dims: never violated by any case.
+    pub requires: Vec<String>,
+    /// Scalars, in declaration order.
+    pub scalars: Vec<ScalarSpec>,
+    /// The tensor roster, in declaration order (the arena and the data streams follow it).
+    pub tensors: Vec<TensorSpec>,
+    /// Contract terms across dims and tensors.
+    pub contract: ContractSpec,
+    /// What judges the outputs.
+    pub reference: ReferenceSpec,
+    /// Launch geometry and arguments.
+    pub launch: LaunchSpec,
+}
+
+impl Manifest {
+    /// A dim by name.
+    pub fn dim(&self, name: &str) -> Option<&DimSpec> {
+        self.dims.iter().find(|d| d.name == name)
+    }
+
+    /// A scalar by name.
+    pub fn scalar(&self, name: &str) -> Option<&ScalarSpec> {
+        self.scalars.iter().find(|s| s.name == name)
+    }
+
+    /// A tensor by name.
+    pub fn tensor(&self, name: &str) -> Option<&TensorSpec> {
+        self.tensors.iter().find(|t| t.name == name)
+    }
+
+    /// A tensor's position in the roster.
+    pub fn tensor_index(&self, name: &str) -> Option<usize> {
+        self.tensors.iter().position(|t| t.name == name)
+    }
+
+    /// A case ready for this kernel: the default of every param it does not set filled in, and
+    /// the kernel named (as the manifest's path) when it names none.
+    pub fn bind(&self, mut case: Case) -> Case {
+        for (k, v) in self.default_params() {
+            case.params.entry(k).or_insert(v);
+        }
+        if case.kernel.is_empty() {
+            case.kernel = self.path.display().to_string();
+        }
+        case
+    }
+
+    /// The first listed value of every param.
+    pub fn default_params(&self) -> BTreeMap<String, i64> {
+        self.params.iter().map(|(k, v)| (k.clone(), v[0])).collect()
+    }
+
+    /// Every combination of param values (the cartesian product), in a fixed order; a single
+    /// empty map when the manifest has no params.
+    pub fn param_combinations(&self) -> Vec<BTreeMap<String, i64>> {
+        cartesian(self.params.iter().map(|(name, values)| (name.as_str(), values.as_slice())))
+    }
+
+    /// Every value a dim's hints stand for (param hints expanded), without the ±1 neighbours.
+    pub fn hint_values(&self, dim: &DimSpec) -> Vec<u64> {
+        let mut out = Vec::new();
+        for h in &dim.hints {
+            match h {
+                Hint::Value(v) => out.push(*v),
+                Hint::Param(p) => {
+                    let values = self.params.get(p).cloned().or_else(|| self.defines.get(p).map(|v| vec![*v])).unwrap_or_default();
+                    out.extend(values.into_iter().filter_map(|v| u64::try_from(v).ok()));
+                }
+            }
+        }
+        out
+    }
+
+    /// The scalar's value for a case where the case does not set it: its first choice (or the
+    /// lower end of its range, or false/0).
+    pub fn default_scalar(&self, s: &ScalarSpec, vars: &Vars) -> Scalar {
+        match s.choices.first() {
+            Some(ScalarChoice::Value(v)) => *v,
+            Some(ScalarChoice::Expr(e)) => expr::Env::without_tensors(vars).float(e).map(Scalar::Float).unwrap_or(Scalar::Float(1.0)),
+            None => match (s.ty, s.range) {
+                (ScalarType::Bool, _) => Scalar::Bool(false),
+                (ScalarType::Int, r) => Scalar::Int(r.map(|[lo, _]| lo as i64).unwrap_or(0)),
+                (ScalarType::F32, r) => Scalar::Float(r.map(|[lo, _]| lo).unwrap_or(1.0)),
+            },
+        }
+    }
+
+    /// A scalar choice's value for a case.
+    pub fn choice_value(&self, s: &ScalarSpec, c: &ScalarChoice, vars: &Vars) -> Option<Scalar> {
+        match c {
+            ScalarChoice::Value(v) => Some(coerce(s.ty, *v)),
+            ScalarChoice::Expr(e) => {
+                let x = expr::Env::without_tensors(vars).float(e).ok()?;
+                Some(coerce(s.ty, Scalar::Float(x)))
+            }
+        }
+    }
+}
+
+/// A scalar value as the type `ty` holds it.
+pub fn coerce(ty: ScalarType, v: Scalar) -> Scalar {
+    match ty {
+        ScalarType::Bool => Scalar::Bool(v.is_true()),
+        ScalarType::Int => Scalar::Int(v.as_i64()),
+        // Kernels receive f32: keep the value an f32 holds, so seeds replay bit for bit.
+        ScalarType::F32 => Scalar::Float(v.as_f64() as f32 as f64),
+    }
+}
+
+/// Every `*.toml` under `dir` (recursively) whose top level has both `entry` and `source`
+/// keys, sorted. Unreadable files and directories are skipped.
+pub fn find_manifests(dir: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for e in entries.flatten() {
+            let p = e.path();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "toml") {
+                let is_manifest = crate::core::userfile::read_text(&p)
+                    .ok()
+                    .and_then(|t| toml::from_str::<toml::Table>(&t).ok())
+                    .is_some_and(|t| t.contains_key("entry") && t.contains_key("source"));
+                if is_manifest {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, &mut out);
+    out.sort();
+    out
+}
+
+/// Every assignment of one value to each name (the cartesian product), in the order given; a
+/// single empty map when there are no names.
+pub fn cartesian<'a>(params: impl IntoIterator<Item = (&'a str, &'a [i64])>) -> Vec<BTreeMap<String, i64>> {
+    let mut out = vec![BTreeMap::new()];
+    for (name, values) in params {
+        out = out
+            .into_iter()
+            .flat_map(|base| {
+                values.iter().map(move |&v| {
+                    let mut m = base.clone();
+                    m.insert(name.to_string(), v);
+                    m
+                })
+            })
+            .collect();
+    }
+    out
+}

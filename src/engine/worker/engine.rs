@@ -1,0 +1,450 @@
+//! The engine: runs one case on the GPU from start to verdict, inside a worker process.
+//!
+//! [`Engine::run_case`] is the pipeline (README, "The pipeline") in order: plan → contract →
+//! generate inputs → build the arena image → compile (cached) → upload → fp64 reference →
+//! launch → synchronise → classify → download → oracles → determinism. It keeps loaded modules
+//! and manifests across cases, so a long-lived worker pays NVRTC and module loading once per
+//! configuration. The GPU references (the `attention_f64` kernel, a user's reference kernel)
+//! live in the `reference` module next to this one.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::core::layout::AllocationTable;
+use crate::engine::arena::device::DeviceArena;
+use thiserror::Error;
+
+use crate::core::verdict::{kernel_label, Outcome, ReferenceChoice, ReferenceUsed, RunOptions, StageTimes, Verdict};
+
+use crate::core::case::Case;
+use crate::core::coverage::{self, Coverage};
+use crate::core::error::chain;
+use crate::core::finding::{Finding, FindingKind, Oracle};
+use crate::core::manifest::{Manifest, ManifestError, ResolvedLaunch};
+use crate::core::plan::{check_contract, ContractVerdict, Plan};
+use crate::core::tool::Tool;
+use crate::engine::arena::HostImage;
+use crate::engine::compile::{request_for, CompileError, Compiler};
+use crate::engine::data;
+use crate::engine::gpu::{CudaStatus, Gpu, GpuError, GpuInfo};
+use crate::engine::launch::{self, LaunchRejection, Module};
+use crate::engine::marker::{Marker, MarkerError};
+use crate::engine::oracle::{self, Judged};
+
+/// Why the engine could not run a case (or start): reported as an [`Outcome::Error`], never as
+/// a finding of the kernel's.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The GPU cannot be opened.
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    /// NVRTC cannot be set up, or the kernel does not compile.
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    /// The manifest does not load or resolve for this case.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// The compiled module does not load.
+    #[error("loading {} (entry `{entry}`) failed: {status}", source_file.display())]
+    ModuleLoad {
+        /// The kernel source.
+        source_file: PathBuf,
+        /// The entry point.
+        entry: String,
+        /// What the driver said.
+        status: CudaStatus,
+    },
+    /// The sanitizer's case markers cannot be set up or written.
+    #[error(transparent)]
+    Marker(#[from] MarkerError),
+    /// The case does not plan for its kernel (a seed edited by hand, or saved for another
+    /// version of the manifest).
+    #[error("the case does not fit {kernel}")]
+    Case {
+        /// The kernel.
+        kernel: String,
+        /// Why.
+        #[source]
+        source: crate::core::error::CaseError,
+    },
+    /// A GPU reference (the built-in op's kernel, or the user's) cannot run this case.
+    #[error("{0}")]
+    Reference(String),
+    /// A CUDA call around the kernel (upload, coverage counters) failed.
+    #[error("{what} failed: {status}")]
+    Cuda {
+        /// What was being done.
+        what: &'static str,
+        /// What the driver said.
+        status: CudaStatus,
+    },
+    /// The case does not fit in the GPU's memory.
+    #[error("{0}")]
+    OutOfMemory(String),
+}
+
+/// A GPU context with caches, serving cases one at a time.
+pub struct Engine {
+    // Fields drop in order: modules must be unloaded while the context (held by `gpu`) lives,
+    // or the driver reports invalid handles (compute-sanitizer shows them as API errors).
+    marker: Option<Marker>,
+    /// The last case's allocations, kept when running under a sanitizer.
+    allocations: Option<AllocationTable>,
+    modules: HashMap<String, Module>,
+    pub(super) gpu: Gpu,
+    compiler: Compiler,
+    manifests: HashMap<PathBuf, Manifest>,
+    /// Which loaded module serves a configuration: skips hashing sources per case.
+    module_keys: HashMap<ModuleMemo, String>,
+    /// Where the built-in ops' GPU reference kernels are (`<op>_f64.toml`).
+    pub(super) reference_dir: Option<PathBuf>,
+}
+
+/// What a case's verdict holds besides its outcome, filled in as the case moves through the
+/// stages, so a case that stops early still says how far it got.
+#[derive(Default)]
+struct Progress {
+    times: StageTimes,
+    contract: Option<ContractVerdict>,
+    reference: ReferenceUsed,
+    coverage: Option<Coverage>,
+    digest: Option<String>,
+}
+
+impl Progress {
+    fn verdict(&self, outcome: Outcome, sticky: bool) -> Verdict {
+        Verdict {
+            outcome,
+            contract: self.contract.clone().unwrap_or(ContractVerdict::Inside),
+            reference: self.reference,
+            sticky,
+            times: self.times.clone(),
+            allocations: None,
+            coverage: self.coverage.clone(),
+            output_digest: self.digest.clone(),
+        }
+    }
+
+    /// The harness could not go on: an [`Outcome::Error`].
+    fn error(&self, e: impl Into<EngineError>, sticky: bool) -> Verdict {
+        self.verdict(Outcome::Error { message: chain(&e.into()) }, sticky)
+    }
+
+    /// The kernel failed: a finding.
+    fn failed(&self, findings: Vec<Finding>, sticky: bool) -> Verdict {
+        self.verdict(Outcome::Fail { findings }, sticky)
+    }
+}
+
+fn micros(t: Instant) -> u64 {
+    t.elapsed().as_micros() as u64
+}
+
+/// A case ready to run: everything [`Engine::run_case`] computed on the host.
+pub(super) struct Prepared<'a> {
+    pub(super) manifest: Manifest,
+    pub(super) plan: Plan,
+    label: String,
+    resolved: ResolvedLaunch,
+    pub(super) inputs: data::Inputs,
+    pub(super) image: HostImage,
+    pub(super) case: &'a Case,
+}
+
+impl Prepared<'_> {
+    fn judged(&self, inside_contract: bool) -> Judged<'_> {
+        Judged { case: self.case, plan: &self.plan, kernel: &self.label, inside_contract }
+    }
+}
+
+impl Engine {
+    /// Opens GPU `ordinal`; `reference_dir` holds the built-in ops' GPU reference kernels (a
+    /// manifest file there stands for its directory).
+    pub fn new(ordinal: usize, reference_dir: Option<PathBuf>) -> Result<Engine, EngineError> {
+        let gpu = Gpu::open(ordinal)?;
+        let compiler = Compiler::new(None)?;
+        let reference_dir = reference_dir.map(|p| if p.is_file() { p.parent().map(Path::to_path_buf).unwrap_or(p) } else { p });
+        Ok(Engine {
+            marker: None,
+            allocations: None,
+            gpu,
+            compiler,
+            manifests: HashMap::new(),
+            modules: HashMap::new(),
+            module_keys: HashMap::new(),
+            reference_dir,
+        })
+    }
+
+    /// What GPU this engine runs on.
+    pub fn gpu(&self) -> &GpuInfo {
+        &self.gpu.info
+    }
+
+    pub(super) fn manifest(&mut self, path: &Path) -> Result<Manifest, EngineError> {
+        if let Some(m) = self.manifests.get(path) {
+            return Ok(m.clone());
+        }
+        let m = Manifest::load(path)?;
+        self.manifests.insert(path.to_path_buf(), m.clone());
+        Ok(m)
+    }
+
+    /// The loaded module of a manifest configuration; `coverage` compiles its `CF_COVER(id)`
+    /// points in (a separate module and cache entry).
+    pub(super) fn module(&mut self, manifest: &Manifest, case: &Case, coverage: bool) -> Result<&mut Module, EngineError> {
+        let memo = (manifest.path.clone(), case.params.iter().map(|(k, v)| (k.clone(), *v)).collect(), case.dtype, coverage);
+        if let Some(key) = self.module_keys.get(&memo) {
+            return Ok(self.modules.get_mut(key).expect("memoised modules stay loaded"));
+        }
+        let mut extra: BTreeMap<String, String> = BTreeMap::new();
+        if coverage {
+            extra.insert(coverage::COVERAGE_DEFINE.to_string(), "1".to_string());
+        }
+        let req = request_for(manifest, &case.params, case.dtype, self.gpu.info.arch, &extra);
+        let compiled = self.compiler.compile(&req)?;
+        if !self.modules.contains_key(&compiled.key) {
+            let module = Module::load(&compiled.cubin, &manifest.entry).map_err(|status| EngineError::ModuleLoad {
+                source_file: manifest.source.clone(),
+                entry: manifest.entry.clone(),
+                status,
+            })?;
+            self.modules.insert(compiled.key.clone(), module);
+        }
+        self.module_keys.insert(memo, compiled.key.clone());
+        Ok(self.modules.get_mut(&compiled.key).expect("inserted above"))
+    }
+
+    /// Makes `tool` write its marker record: the start of a case in the sanitizer's XML.
+    fn mark(&mut self, tool: Tool) -> Result<(), EngineError> {
+        if self.marker.as_ref().map(Marker::tool) != Some(tool) {
+            self.marker = Some(Marker::new(tool, &self.compiler, self.gpu.info.arch)?);
+        }
+        self.allocations = None;
+        Ok(self.marker.as_mut().expect("made above").emit()?)
+    }
+
+    /// The allocations of the last case run under a sanitizer (device addresses → tensors).
+    pub fn take_allocations(&mut self) -> Option<AllocationTable> {
+        self.allocations.take()
+    }
+
+    /// Runs one case against the kernel of `manifest_path`. `on_launch` is called right before
+    /// the kernel under test is launched, so a supervisor can arm its watchdog then (compiling is
+    /// not a hang).
+    ///
+    /// The stages, in order: prepare (plan, contract, inputs, arena image) → compile and load →
+    /// upload → launch → memory oracles → restore → references → value oracles → determinism. A stage that fails ends the case with
+    /// an error (the harness's problem) or a finding (the kernel's).
+    pub fn run_case(&mut self, case: &Case, manifest_path: &Path, opts: &RunOptions, on_launch: &mut dyn FnMut()) -> Verdict {
+        let mut p = Progress::default();
+        let t = Instant::now();
+        let mut verdict = self.run_stages(case, manifest_path, opts, on_launch, &mut p).unwrap_or_else(|early| early);
+        verdict.times.case_us = micros(t);
+        verdict
+    }
+
+    fn run_stages(&mut self, case: &Case, manifest_path: &Path, opts: &RunOptions, on_launch: &mut dyn FnMut(), p: &mut Progress) -> Result<Verdict, Verdict> {
+        if let Some(tool) = opts.sanitizer {
+            self.mark(tool).map_err(|e| p.error(e, false))?;
+        }
+        let t = Instant::now();
+        let prep = self.prepare(case, manifest_path, p)?;
+        p.times.prepare_us = micros(t);
+        let judged = prep.judged(p.contract.as_ref().is_some_and(ContractVerdict::is_inside));
+
+        let t = Instant::now();
+        let gpu_info = self.gpu.info.clone();
+        let module = self.module(&prep.manifest, case, opts.coverage).map_err(|e| p.error(e, false))?;
+        let reserved = module.reserve_shared(prep.resolved.shared_bytes, &gpu_info);
+        p.times.compile_us = micros(t);
+        reserved.map_err(|rejection| p.failed(vec![rejection_finding(&judged, &rejection)], false))?;
+
+        let t = Instant::now();
+        crate::engine::arena::device::pooled(opts.sanitizer.is_none());
+        let arena = DeviceArena::upload(&prep.image).map_err(|s| p.error(upload_failure(&s, &prep.image, &prep.plan), launch::is_sticky(&s)))?;
+        p.times.upload_us = micros(t);
+        if opts.sanitizer.is_some() {
+            self.allocations = Some(arena.table(&prep.image, &prep.plan));
+        }
+
+        let t = Instant::now();
+        let module = self.module(&prep.manifest, case, opts.coverage).expect("compiled above");
+        if opts.coverage {
+            module
+                .reset_coverage()
+                .map_err(|status| p.error(EngineError::Cuda { what: "zeroing the coverage counters", status: status.clone() }, launch::is_sticky(&status)))?;
+        }
+        on_launch();
+        let first = run_once(module, &prep.resolved, &arena, &prep.image, &judged);
+        p.times.kernel_us = micros(t);
+        let after = first.map_err(|(f, sticky)| p.failed(vec![f], sticky))?;
+        // Read before a determinism run adds its own counts.
+        p.coverage = if opts.coverage { module.coverage().ok().flatten() } else { None };
+
+        let t = Instant::now();
+        let mut findings = oracle::check_memory(&judged, &prep.image, &after);
+        p.times.judge_us = micros(t);
+
+        // The reference runs after the kernel, so a case whose kernel faults (the commonest
+        // failure, and one that costs its worker) never pays for it. The reference reads the
+        // case's own input allocations and the determinism run needs the first run's starting
+        // state, so whatever the kernel changed is written back first.
+        let t = Instant::now();
+        let reads_arena = opts.reference == ReferenceChoice::Gpu && matches!(prep.manifest.reference, crate::core::manifest::ReferenceSpec::Op { .. });
+        if opts.determinism || reads_arena {
+            restore(&prep, &arena, &after).map_err(|s| p.failed(vec![failed_after_launch(&judged, &s).0], launch::is_sticky(&s)))?;
+        }
+        p.times.upload_us += micros(t);
+
+        let t = Instant::now();
+        let (references, used) = self.references(&prep, &arena, opts.reference).map_err(|e| p.error(e, true))?;
+        p.times.reference_us = micros(t);
+        p.reference = used;
+
+        let t = Instant::now();
+        findings.extend(oracle::check_values(&judged, &prep.image, &after, &references));
+        if opts.digest {
+            p.digest = Some(output_digest(&prep.plan, &prep.image, &after));
+        }
+        p.times.judge_us += micros(t);
+        if opts.determinism {
+            self.determinism(&prep, &judged, &arena, &after, opts, &mut findings, p)?;
+        }
+        let outcome = if findings.is_empty() { Outcome::Pass } else { Outcome::Fail { findings } };
+        Ok(p.verdict(outcome, false))
+    }
+
+    /// The host side of a case: manifest, params, plan, contract verdict, launch, inputs and
+    /// the arena image.
+    fn prepare<'c>(&mut self, case: &'c Case, manifest_path: &Path, p: &mut Progress) -> Result<Prepared<'c>, Verdict> {
+        let manifest = self.manifest(manifest_path).map_err(|e| p.error(e, false))?;
+        manifest.check_params(&case.params).map_err(|e| p.error(e, false))?;
+        let plan = Plan::new(case, &manifest).map_err(|source| p.error(EngineError::Case { kernel: manifest.name.clone(), source }, false))?;
+        p.contract = Some(check_contract(&manifest, case, &plan));
+        let label = kernel_label(&manifest, case);
+        let resolved = manifest.resolve(&plan.vars).map_err(|e| p.error(e, false))?;
+        let inputs = data::generate(case, &plan, &manifest);
+        let image = HostImage::build(case, &plan, &inputs);
+        Ok(Prepared { manifest, plan, label, resolved, inputs, image, case })
+    }
+
+    /// The determinism run: every written tensor rewritten with its initial contents, the
+    /// kernel launched again, and every judged output compared bit for bit.
+    #[allow(clippy::too_many_arguments)]
+    fn determinism(
+        &mut self,
+        prep: &Prepared<'_>,
+        judged: &Judged<'_>,
+        arena: &DeviceArena,
+        after: &[Vec<u8>],
+        opts: &RunOptions,
+        findings: &mut Vec<Finding>,
+        p: &mut Progress,
+    ) -> Result<(), Verdict> {
+        let t = Instant::now();
+        let again = rerun_outputs(self.module(&prep.manifest, prep.case, opts.coverage).expect("compiled above"), &prep.resolved, arena, &prep.image, judged);
+        p.times.kernel_us += micros(t);
+        match again {
+            Ok(second) => {
+                findings.extend(oracle::check_determinism(judged, &prep.image, after, &second));
+                Ok(())
+            }
+            Err((f, sticky)) => {
+                findings.push(f);
+                Err(p.failed(std::mem::take(findings), sticky))
+            }
+        }
+    }
+}
+
+/// Writes back to its initial contents every tensor the kernel may write, and any other
+/// allocation the first run changed (a kernel that scribbles on an input: the memory oracle has
+/// already judged that from `after`).
+fn restore(prep: &Prepared<'_>, arena: &DeviceArena, after: &[Vec<u8>]) -> Result<(), CudaStatus> {
+    let written: Vec<usize> = prep.plan.tensors.iter().filter(|t| t.role.is_written()).map(|t| t.index).collect();
+    (0..after.len()).filter(|i| written.contains(i) || after[*i] != prep.image.bytes[*i]).try_for_each(|i| arena.write(&prep.image, i))
+}
+
+/// Why a case could not be uploaded; out of memory names what the case needs and, for a case
+/// past 2³¹ elements, how a kernel's contract opts out of them.
+fn upload_failure(s: &CudaStatus, image: &HostImage, plan: &Plan) -> EngineError {
+    // CUDA_ERROR_OUT_OF_MEMORY
+    if s.code != 2 {
+        return EngineError::Cuda { what: "uploading the case", status: s.clone() };
+    }
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let free = cudarc::driver::result::mem_get_info().map(|(free, _)| format!("{:.1} GiB", gib(free as u64))).unwrap_or_else(|_| "unknown".into());
+    let mut msg = format!("uploading the case failed: {s}: it needs {:.1} GiB of GPU memory, {free} is free", gib(image.layout.total_bytes()));
+    if plan.reaches_past_int32() {
+        msg.push_str("; it is a case past 2^31 elements (a 4-8 GiB stride gap): run on a GPU with more memory, or declare `max_element_offset = 2147483647` in the kernel's [contract] if it indexes in 32 bits");
+    }
+    EngineError::OutOfMemory(msg)
+}
+
+/// The digest of every judged output's element bits in logical order (see
+/// [`Verdict::output_digest`]).
+fn output_digest(plan: &Plan, image: &HostImage, after: &[Vec<u8>]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for tp in plan.tensors.iter().filter(|t| t.role.is_judged()) {
+        for b in data::read_strided_bits(image.data(tp.index, &after[tp.index]), tp) {
+            h.update(b.to_le_bytes());
+        }
+    }
+    h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// A kernel configuration as the engine memoises it: manifest, params, dtype, coverage build.
+type ModuleMemo = (PathBuf, Vec<(String, i64)>, crate::core::case::Dtype, bool);
+
+/// Launches once, synchronises and downloads everything; a CUDA error becomes a finding, with
+/// whether it poisoned the context.
+// The error is a finding, built once per faulting case; boxing it would only add an allocation.
+#[allow(clippy::result_large_err)]
+fn run_once(module: &Module, resolved: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<Vec<Vec<u8>>, (Finding, bool)> {
+    launch_and_wait(module, resolved, arena, image, j)?;
+    arena.download(image).map_err(|s| failed_after_launch(j, &s))
+}
+
+/// The determinism run: launches again and downloads only the judged outputs, the allocations it
+/// compares (the others were judged after the first run, and for a case whose stride gaps span
+/// gigabytes a second whole download would double its cost). The others come back empty.
+#[allow(clippy::result_large_err)]
+fn rerun_outputs(module: &Module, resolved: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<Vec<Vec<u8>>, (Finding, bool)> {
+    launch_and_wait(module, resolved, arena, image, j)?;
+    j.plan
+        .tensors
+        .iter()
+        .map(|t| if t.role.is_judged() { arena.download_one(image, t.index) } else { Ok(Vec::new()) })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|s| failed_after_launch(j, &s))
+}
+
+#[allow(clippy::result_large_err)]
+fn launch_and_wait(module: &Module, resolved: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<(), (Finding, bool)> {
+    launch::launch(module, resolved, arena, image).map_err(|r| (rejection_finding(j, &r), false))?;
+    crate::engine::gpu::synchronize().map_err(|s| failed_after_launch(j, &s))
+}
+
+/// A CUDA error after the launch as the run functions return it: the finding, and whether the
+/// error poisoned the context.
+fn failed_after_launch(j: &Judged<'_>, s: &CudaStatus) -> (Finding, bool) {
+    (status_finding(j, s, false), launch::is_sticky(s))
+}
+
+fn status_finding(j: &Judged<'_>, s: &CudaStatus, at_launch: bool) -> Finding {
+    let kind = launch::classify(s, at_launch);
+    let mut f = j.finding(kind, Oracle::CudaStatus, format!("the kernel failed with {s}"));
+    f.cuda_error = Some(s.to_string());
+    f
+}
+
+fn rejection_finding(j: &Judged<'_>, r: &LaunchRejection) -> Finding {
+    match r {
+        LaunchRejection::Cuda(s) => status_finding(j, s, true),
+        LaunchRejection::SharedMemory { .. } => j.finding(FindingKind::LaunchRejected, Oracle::CudaStatus, r.to_string()),
+    }
+}

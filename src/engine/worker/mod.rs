@@ -1,0 +1,114 @@
+//! The worker process: `cudafuzz worker`, cases in on stdin, events out on stdout.
+//!
+//! A sticky CUDA error (700, 716, 719) poisons the context for the rest of the process, and a
+//! hung kernel cannot be cancelled from the host, so cases run in a child process that the
+//! [`supervisor`](crate::run::supervisor) can restart or kill. The protocol is one JSON object per
+//! line in each direction: [`WorkerRequest`] in, [`WorkerEvent`] out. After a verdict with
+//! `sticky: true` the worker exits with [`EXIT_STICKY`] so the next case gets a fresh context.
+
+pub mod engine;
+mod reference;
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::case::Case;
+use crate::core::verdict::{RunOptions, Verdict};
+use crate::engine::gpu::GpuInfo;
+pub use engine::{Engine, EngineError};
+
+/// Exit status of a worker that stopped because its CUDA context is poisoned.
+pub const EXIT_STICKY: i32 = 86;
+/// Exit status of a worker that could not open the GPU.
+pub const EXIT_NO_GPU: i32 = 87;
+
+/// One case for a worker to run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkerRequest {
+    /// Supervisor-assigned id, echoed in every event about this case.
+    pub id: u64,
+    /// The case.
+    pub case: Case,
+    /// Manifest of the kernel under test.
+    pub manifest: PathBuf,
+    /// Run switches.
+    pub options: RunOptions,
+}
+
+/// What a worker reports.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum WorkerEvent {
+    /// The GPU is open and the worker takes cases.
+    Ready {
+        /// The GPU.
+        gpu: GpuInfo,
+    },
+    /// The worker could not start.
+    StartFailed {
+        /// Why.
+        message: String,
+    },
+    /// The kernel under test is about to be launched: arm the watchdog.
+    Launched {
+        /// Case id.
+        id: u64,
+    },
+    /// The case is finished.
+    Done {
+        /// Case id.
+        id: u64,
+        /// Its verdict.
+        verdict: Verdict,
+    },
+}
+
+fn emit(out: &mut impl Write, event: &WorkerEvent) {
+    let line = serde_json::to_string(event).expect("events serialize");
+    // A closed stdout means the supervisor is gone; there is nobody left to tell.
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+}
+
+/// Runs the worker loop on stdin/stdout until stdin closes; returns the process exit status.
+pub fn main(gpu: usize, reference_dir: Option<PathBuf>) -> i32 {
+    // Unlocked: the launch callback writes to stdout too.
+    let mut out = std::io::stdout();
+    let mut engine = match Engine::new(gpu, reference_dir) {
+        Ok(e) => e,
+        Err(e) => {
+            emit(&mut out, &WorkerEvent::StartFailed { message: crate::core::error::chain(&e) });
+            return EXIT_NO_GPU;
+        }
+    };
+    emit(&mut out, &WorkerEvent::Ready { gpu: engine.gpu().clone() });
+    let stdin = std::io::stdin();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let req: WorkerRequest = match serde_json::from_str(&line) {
+            Ok(r) => r,
+            Err(e) => {
+                emit(&mut out, &WorkerEvent::StartFailed { message: format!("bad request from supervisor: {e}") });
+                return 2;
+            }
+        };
+        let id = req.id;
+        let verdict = {
+            let mut on_launch = || emit(&mut std::io::stdout(), &WorkerEvent::Launched { id });
+            let mut v = engine.run_case(&req.case, &req.manifest, &req.options, &mut on_launch);
+            v.allocations = engine.take_allocations();
+            v
+        };
+        let sticky = verdict.sticky;
+        emit(&mut out, &WorkerEvent::Done { id, verdict });
+        if sticky {
+            // Straight out: tearing down caches on a poisoned context only fails slowly.
+            std::process::exit(EXIT_STICKY);
+        }
+    }
+    0
+}

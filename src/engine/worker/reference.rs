@@ -1,0 +1,179 @@
+//! The GPU references of a case: a built-in op's fp64 reference kernel (`<op>_f64` under the
+//! reference directory, named by the op's [`crate::engine::reference::OpReference::gpu`]), and a user's
+//! reference kernel run twice, as gold and as same-precision baseline.
+//!
+//! An op's reference kernel takes the op's case dims and scalars. Each of its inputs is named
+//! after an op role: where the case's tensor bound to that role is an input of the reference
+//! tensor's rank, the reference reads the case's own allocation (no copy): its plan uses the
+//! case's layout, and a view arena puts the case's allocation where that input goes. Otherwise
+//! (a rank-3 `x` read as `[rows, n]`, or a tensor the kernel under test writes: gemm's in-out
+//! `c`) it reads a dense copy of the case's drawn values, so it sees initial contents whenever
+//! it runs. A bound tensor whose element type differs from the reference's leaves the case to
+//! the CPU reference. Its outputs are its own.
+//! A user's reference kernel gets a fresh arena in which every tensor is dense at offset 0 and
+//! every floating tensor is f64 (the gold run) or as the case has it (the baseline run); it reads
+//! the case's generated values, so both runs see exactly the kernel's inputs, and its launch
+//! arguments are the same expressions evaluated for that dense layout.
+
+use crate::core::manifest::{ReferenceKernel, ReferenceSpec, Role};
+use crate::core::plan::{check_contract, Plan};
+use crate::engine::arena::device::DeviceArena;
+use crate::engine::arena::{sentinel_bits, ArenaLayout, HostImage};
+use crate::engine::data::{self, Inputs};
+use crate::engine::launch;
+use crate::engine::reference::{
+    cpu_op_reference, gpu_case, gpu_viewed, kernel_expected, kernel_manifest, op_expected, op_reference, reference_case, role_inputs, Bound, OpReference,
+    OpValues, RefOutputs, RoleValues,
+};
+
+use super::engine::{Engine, EngineError, Prepared};
+use crate::core::verdict::{ReferenceChoice, ReferenceUsed};
+
+impl Engine {
+    /// The references of a prepared case: none, a built-in op's (on its GPU kernel when asked
+    /// for and it can take the case, else on the CPU), or the user's reference kernel (on the
+    /// GPU, whatever `choice` says: it is a CUDA kernel).
+    pub(super) fn references(&mut self, prep: &Prepared<'_>, arena: &DeviceArena, choice: ReferenceChoice) -> Result<(RefOutputs, ReferenceUsed), EngineError> {
+        match &prep.manifest.reference {
+            ReferenceSpec::None => Ok((RefOutputs::default(), ReferenceUsed::None)),
+            ReferenceSpec::Op { op, bind } => {
+                if choice == ReferenceChoice::Gpu {
+                    if let Some(refs) = self.gpu_op(prep, op_reference(*op), bind, arena)? {
+                        return Ok((refs, ReferenceUsed::Gpu));
+                    }
+                }
+                let refs = cpu_op_reference(&prep.manifest, &prep.plan, &prep.inputs)
+                    .expect("an op reference")
+                    .map_err(|m| EngineError::Reference(format!("{op}: {m}")))?;
+                Ok((refs, ReferenceUsed::Cpu))
+            }
+            ReferenceSpec::Kernel(k) => Ok((self.reference_kernel(prep, k)?, ReferenceUsed::Gpu)),
+        }
+    }
+
+    /// A built-in op on its GPU reference kernel; `None` when there is no such kernel, the
+    /// binding does not fit, or the case lies outside the reference kernel's contract (the CPU
+    /// reference then judges).
+    fn gpu_op(
+        &mut self,
+        prep: &Prepared<'_>,
+        op: &dyn OpReference,
+        bind: &std::collections::BTreeMap<String, String>,
+        arena: &DeviceArena,
+    ) -> Result<Option<RefOutputs>, EngineError> {
+        let reference = |m: String| EngineError::Reference(m);
+        let gpu = op.gpu();
+        let Some(path) = self.reference_dir.as_ref().map(|d| d.join(gpu.manifest)).filter(|p| p.is_file()) else { return Ok(None) };
+        let refm = self.manifest(&path)?;
+        let b = Bound { bind, plan: &prep.plan };
+        let Ok(oc) = op.case(&b) else { return Ok(None) };
+        let Some(rc) = gpu_case(&refm, &b, &oc, prep.case) else { return Ok(None) };
+        let viewed = |name: &str| gpu_viewed(&refm, &b, name);
+        let Ok(rplan) = Plan::new(&rc, &refm) else { return Ok(None) };
+        if !check_contract(&refm, &rc, &rplan).is_inside() {
+            return Ok(None);
+        }
+        let resolved = refm.resolve(&rplan.vars)?;
+        // Copied inputs carry the case's values, in logical order, into the reference's roster.
+        let copies = Inputs {
+            values: rplan
+                .tensors
+                .iter()
+                .map(|tp| {
+                    if tp.role == Role::Input && viewed(&tp.name).is_none() {
+                        b.tensor(&tp.name).and_then(|t| prep.inputs.get(t.index)).map(<[f64]>::to_vec)
+                    } else {
+                        None
+                    }
+                })
+                .collect(),
+        };
+        let rimage = HostImage::build_selected(&rc, &rplan, &copies, &|tp| viewed(&tp.name).is_none());
+        let rarena = DeviceArena::upload(&rimage).map_err(|s| reference(format!("reference buffer allocation failed: {s}")))?;
+        let gpu_info = self.gpu.info.clone();
+        let module = self.module(&refm, &rc, false)?;
+        module.reserve_shared(resolved.shared_bytes, &gpu_info).map_err(|r| reference(format!("reference kernel: {r}")))?;
+        // A view with the case's own allocations where the reference reads its inputs; it owns
+        // nothing, so its allocation list is emptied before it drops.
+        let mut view = DeviceArena::view(Vec::with_capacity(rplan.tensors.len()));
+        let mut layouts = Vec::with_capacity(rplan.tensors.len());
+        for tp in &rplan.tensors {
+            match viewed(&tp.name) {
+                Some(case_t) => {
+                    view.allocs.push(arena.allocs[case_t.index]);
+                    layouts.push(prep.image.layout.allocs[case_t.index].clone());
+                }
+                None => {
+                    view.allocs.push(rarena.allocs[tp.index]);
+                    layouts.push(rimage.layout.allocs[tp.index].clone());
+                }
+            }
+        }
+        let view_image = HostImage { layout: ArenaLayout { allocs: layouts }, bytes: Vec::new(), data_uninit: Vec::new(), held: Vec::new() };
+        let result = launch::launch(module, &resolved, &view, &view_image)
+            .map_err(|r| reference(format!("reference kernel launch: {r}")))
+            .and_then(|()| crate::engine::gpu::synchronize().map_err(|s| reference(format!("reference kernel failed: {s}"))));
+        view.allocs.clear();
+        result?;
+        let values = |name: &str| -> Result<Vec<f64>, EngineError> {
+            let tp = rplan.tensor(name).ok_or_else(|| reference(format!("{} has no tensor `{name}`", refm.name)))?;
+            let bytes = rarena.download_one(&rimage, tp.index).map_err(|s| reference(s.to_string()))?;
+            Ok(data::read_strided(rimage.data(tp.index, &bytes), tp))
+        };
+        let mut out = OpValues::new();
+        for o in gpu.outputs {
+            let cond = match o.cond {
+                Some(name) => values(name)?,
+                None => Vec::new(),
+            };
+            out.insert(o.role.to_string(), RoleValues { gold: values(o.gold)?, baseline: values(o.baseline)?, cond });
+        }
+        let ri = role_inputs(op.op(), &b, &prep.inputs).map_err(reference)?;
+        Ok(Some(op_expected(op, &oc, &b, out, &ri)))
+    }
+
+    /// A user's reference kernel, run as gold (every floating tensor f64) and as baseline (the
+    /// case's types), on dense copies of the case's inputs.
+    fn reference_kernel(&mut self, prep: &Prepared<'_>, k: &ReferenceKernel) -> Result<RefOutputs, EngineError> {
+        let judged: Vec<usize> = prep.plan.tensors.iter().filter(|t| t.role.is_judged()).map(|t| t.index).collect();
+        let gold = self.run_reference(prep, k, true)?;
+        let baseline = self.run_reference(prep, k, false)?;
+        let runs = judged.into_iter().zip(gold.into_iter().zip(baseline)).map(|(i, (g, b))| (i, g, b)).collect();
+        Ok(kernel_expected(k, &prep.plan, runs))
+    }
+
+    /// One run of a reference kernel; the judged outputs' values in roster order.
+    fn run_reference(&mut self, prep: &Prepared<'_>, k: &ReferenceKernel, gold: bool) -> Result<Vec<Vec<f64>>, EngineError> {
+        let reference = |m: String| EngineError::Reference(m);
+        let rm = kernel_manifest(&prep.manifest, k, gold);
+        let rc = reference_case(prep.case, &rm, gold);
+        let rplan = Plan::new(&rc, &rm).map_err(|e| reference(format!("the reference kernel's plan: {}", crate::core::error::chain(&e))))?;
+        let resolved = rm.resolve(&rplan.vars)?;
+        let image = HostImage::build(&rc, &rplan, &prep.inputs);
+        let arena = DeviceArena::upload(&image).map_err(|s| reference(format!("reference allocation failed: {s}")))?;
+        let gpu_info = self.gpu.info.clone();
+        let module = self.module(&rm, &rc, false)?;
+        module.reserve_shared(resolved.shared_bytes, &gpu_info).map_err(|r| reference(format!("reference kernel {}: {r}", k.entry)))?;
+        launch::launch(module, &resolved, &arena, &image)
+            .map_err(|r| reference(format!("reference kernel {} launch: {r}", k.entry)))
+            .and_then(|()| crate::engine::gpu::synchronize().map_err(|s| reference(format!("reference kernel {} failed: {s}", k.entry))))?;
+        let run = if gold { "gold" } else { "same-precision" };
+        let mut out = Vec::new();
+        for tp in rplan.tensors.iter().filter(|t| t.role.is_judged()) {
+            let bytes = arena.download_one(&image, tp.index).map_err(|s| reference(s.to_string()))?;
+            let data = image.data(tp.index, &bytes);
+            if tp.init.marks_unwritten() {
+                let sentinel = sentinel_bits(tp.dtype);
+                let left = data::read_strided_bits(data, tp).iter().filter(|&&b| b == sentinel).count();
+                if left > 0 {
+                    return Err(reference(format!(
+                        "the reference kernel {} ({run} run) left {left} of {} elements of {} unwritten: fix the reference",
+                        k.entry, tp.numel, tp.name
+                    )));
+                }
+            }
+            out.push(data::read_strided(data, tp));
+        }
+        Ok(out)
+    }
+}

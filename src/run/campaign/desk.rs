@@ -1,0 +1,339 @@
+//! The campaign's desk: what happens to each result, in case order. Its findings are kept as
+//! seeds, the new native ones are sent to be named by a sanitizer, the case is filed into bugs,
+//! steering learns from it, and bugs are announced.
+//!
+//! Naming runs beside the campaign ([`super::Escalator::serve`]): the workers do not wait for it.
+//! Until a case's re-run comes back, the provisional bugs that case shows are *held*: one may turn
+//! out to be a site a sanitizer names, and it is announced once, under its final id, when the
+//! answer is filed ([`Desk::complete`]). A bug keyed by a site is final and announced at once.
+//! Whatever is still held when the campaign ends is announced as it stands.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::sync::mpsc::Sender;
+
+use super::escalate::{Done, Request};
+use super::steer::{features, named_trigger, Steering};
+use super::{CampaignSpec, CampaignSummary, Escalation, EventKind, Kept, SeedKeeper};
+use crate::core::case::Case;
+use crate::core::finding::Finding;
+use crate::core::triage::{BugId, BugKey};
+use crate::core::verdict::Outcome;
+use crate::run::supervisor::{Slot, SupervisorError};
+
+/// Files results and escalation answers; see the module docs.
+pub(super) struct Desk<'k> {
+    keeper: &'k mut SeedKeeper,
+    requests: Option<Sender<Request>>,
+    /// Cases whose re-runs are still out: local case number -> (case hash, re-runs out).
+    awaiting: BTreeMap<u64, (String, usize)>,
+    /// The first case each bug was filed from.
+    first_seen: BTreeMap<BugId, u64>,
+}
+
+impl<'k> Desk<'k> {
+    /// A desk that keeps seeds with `keeper` and sends new native findings to `requests`
+    /// (none: findings are not named).
+    pub(super) fn new(keeper: &'k mut SeedKeeper, requests: Option<Sender<Request>>) -> Desk<'k> {
+        Desk { keeper, requests, awaiting: BTreeMap::new(), first_seen: BTreeMap::new() }
+    }
+
+    /// Whether re-runs are still out.
+    pub(super) fn awaiting(&self) -> bool {
+        !self.awaiting.is_empty()
+    }
+
+    /// No more findings will be sent to be named.
+    pub(super) fn close_requests(&mut self) {
+        self.requests = None;
+    }
+
+    /// Case `i`'s result: counted, its findings kept and filed, new native ones sent to be
+    /// named, steering told, bugs announced. Says whether the campaign goes on.
+    pub(super) fn deliver(
+        &mut self,
+        i: u64,
+        slot: Slot,
+        spec: &CampaignSpec<'_>,
+        steering: Option<&Steering>,
+        summary: &mut CampaignSummary,
+        emit: &mut dyn FnMut(EventKind<'_>),
+    ) -> Result<ControlFlow<()>, SupervisorError> {
+        let m = spec.stream.manifest();
+        let (case, verdict) = match slot {
+            Slot::Skipped => {
+                summary.skipped += 1;
+                emit(EventKind::CaseDone { index: i, verdict: None, progress: &summary.progress });
+                return Ok(ControlFlow::Continue(()));
+            }
+            Slot::Ran(case, verdict) => (case, verdict),
+        };
+        summary.tally.add(&verdict);
+        if let Some(c) = &verdict.coverage {
+            summary.progress.kernel_paths.add(c);
+        }
+        match &verdict.outcome {
+            Outcome::Fail { findings } => {
+                let mut filed: Vec<(Finding, Option<PathBuf>)> = Vec::new();
+                let mut sent = 0;
+                for finding in findings {
+                    let seed = match self.keeper.keep(m, &case, finding)? {
+                        Kept::Known => None,
+                        Kept::Smaller(seed) => {
+                            emit(EventKind::SmallerCase { index: i, case: &case, finding, seed: &seed });
+                            Some(seed)
+                        }
+                        Kept::New(seed) => {
+                            emit(EventKind::NewFinding { index: i, case: &case, finding, seed: &seed });
+                            summary.progress.new_findings += 1;
+                            if !finding.oracle.is_sanitizer() && self.send(i, spec.stream.global(i), &case, finding, &seed) {
+                                sent += 1;
+                            }
+                            Some(seed)
+                        }
+                    };
+                    filed.push((finding.clone(), seed));
+                }
+                let bugs = self.keeper.observe(m, &case, filed);
+                self.seen(i, bugs);
+                if sent > 0 {
+                    self.awaiting.insert(i, (crate::core::corpus::case_hash(&case), sent));
+                }
+                if let Some(s) = steering {
+                    learn(s, m, &case, findings);
+                }
+                self.announce(i, summary, emit);
+            }
+            Outcome::Error { message } => emit(EventKind::HarnessError { case: &case, message }),
+            _ => {}
+        }
+        emit(EventKind::CaseDone { index: i, verdict: Some(&verdict), progress: &summary.progress });
+        Ok(stop_here(spec, summary))
+    }
+
+    /// A re-run came back: what it named is kept and filed with its case, and the bugs it held
+    /// are announced. Says whether the campaign goes on.
+    pub(super) fn complete(
+        &mut self,
+        done: Done,
+        spec: &CampaignSpec<'_>,
+        summary: &mut CampaignSummary,
+        emit: &mut dyn FnMut(EventKind<'_>),
+    ) -> Result<ControlFlow<()>, SupervisorError> {
+        let m = spec.stream.manifest();
+        let Request { index: i, case, seed, .. } = done.request;
+        match done.escalation {
+            Escalation::Named(named) => {
+                let mut filed = Vec::new();
+                for n in named {
+                    let kept = self.keeper.keep(m, &case, &n)?;
+                    emit(EventKind::Named { index: i, case: &case, finding: &n, kept: &kept });
+                    let seed = match kept {
+                        Kept::New(p) | Kept::Smaller(p) => Some(p),
+                        Kept::Known => None,
+                    };
+                    filed.push((n, seed));
+                }
+                let bugs = self.keeper.observe(m, &case, filed);
+                self.seen(i, bugs);
+            }
+            Escalation::Explained(why) => emit(EventKind::NotNamed { index: i, seed: &seed, why: &why }),
+            Escalation::Silent(note) => emit(EventKind::EscalationSilent { note: &note }),
+        }
+        if let Some((_, out)) = self.awaiting.get_mut(&i) {
+            *out -= 1;
+            if *out == 0 {
+                self.awaiting.remove(&i);
+            }
+        }
+        self.announce(i, summary, emit);
+        Ok(stop_here(spec, summary))
+    }
+
+    /// The campaign is over: the bugs still held are announced as they stand.
+    pub(super) fn finish(&mut self, summary: &mut CampaignSummary, emit: &mut dyn FnMut(EventKind<'_>)) {
+        self.awaiting.clear();
+        self.announce(0, summary, emit);
+    }
+
+    /// Sends a finding to be named; false when nothing names findings (or it stopped).
+    fn send(&mut self, index: u64, global: u64, case: &Case, finding: &Finding, seed: &std::path::Path) -> bool {
+        let Some(tx) = &self.requests else { return false };
+        tx.send(Request { index, global, case: case.clone(), finding: finding.clone(), seed: seed.to_path_buf() }).is_ok()
+    }
+
+    fn seen(&mut self, i: u64, bugs: Vec<BugId>) {
+        for b in bugs {
+            self.first_seen.entry(b).or_insert(i);
+        }
+    }
+
+    /// Announces every bug filed and not yet announced that no re-run still out may re-file.
+    fn announce(&mut self, i: u64, summary: &mut CampaignSummary, emit: &mut dyn FnMut(EventKind<'_>)) {
+        let held: BTreeSet<BugId> = self.awaiting.values().flat_map(|(id, _)| self.keeper.triage().bugs_of(id)).filter(BugId::is_provisional).collect();
+        for bug in self.keeper.announce(&held) {
+            summary.progress.new_bugs += 1;
+            let index = self.first_seen.get(&bug.id).copied().unwrap_or(i);
+            emit(EventKind::NewBug { index, bug: &bug });
+        }
+    }
+}
+
+/// Whether `--stop-after` is reached.
+fn stop_here(spec: &CampaignSpec<'_>, summary: &CampaignSummary) -> ControlFlow<()> {
+    if spec.stop_after.is_some_and(|n| summary.progress.new_bugs >= n) {
+        ControlFlow::Break(())
+    } else {
+        ControlFlow::Continue(())
+    }
+}
+
+/// Tells steering which bugs a failing case showed, keyed by the case's own findings only (a
+/// sanitizer's answer arrives at a time that depends on the workers, and steering must not).
+fn learn(s: &Steering, m: &crate::core::manifest::Manifest, case: &Case, findings: &[Finding]) {
+    let sanitized = findings.iter().any(|f| f.oracle.is_sanitizer());
+    let features = features(m, case);
+    for f in findings {
+        if let Some(key) = BugKey::of(f, sanitized) {
+            s.observe(key.id(), &features, named_trigger(f));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::core::finding::{FindingKind, Oracle, SanitizerKind, SourceLocation};
+    use crate::core::verdict::{RunOptions, Verdict};
+    use crate::run::campaign::CaseStream;
+
+    fn fault(alignment: [u64; 4]) -> Finding {
+        crate::testing::misaligned_fault("simple_attn", alignment)
+    }
+
+    fn q_site(alignment: [u64; 4]) -> Finding {
+        Finding {
+            kind: FindingKind::SanitizerMemory,
+            oracle: Oracle::Memcheck,
+            tensor: Some("q".into()),
+            source: Some(SourceLocation { file: "simple_attn.cu".into(), line: 122, function: None }),
+            access_size: Some(16),
+            sanitizer_kind: Some(SanitizerKind::from("invalid_global_read_misaligned")),
+            ..fault(alignment)
+        }
+    }
+
+    fn failed(f: Finding) -> Slot {
+        let verdict: Verdict = serde_json::from_value(serde_json::json!({
+            "outcome": "fail", "findings": [f], "contract": {"verdict": "inside"}, "reference": "cpu", "sticky": true,
+            "times": {"prepare_us": 0, "compile_us": 0, "upload_us": 0, "reference_us": 0, "kernel_us": 0, "judge_us": 0}
+        }))
+        .unwrap();
+        let case = crate::core::case::Case { seed: f.alignment[0].1, ..crate::testing::example() };
+        Slot::Ran(Box::new(case), Box::new(verdict))
+    }
+
+    /// Delivers cases and answers, returning the ids of the bugs announced at each step.
+    struct Bench {
+        dir: tempfile::TempDir,
+        m: crate::core::manifest::Manifest,
+    }
+
+    impl Bench {
+        fn new() -> Bench {
+            Bench { dir: tempfile::tempdir().unwrap(), m: crate::testing::attention() }
+        }
+
+        fn spec(&self) -> CampaignSpec<'_> {
+            CampaignSpec {
+                stream: CaseStream::campaign(&self.m, 0, false),
+                cases: 10,
+                deadline: None,
+                stop_after: None,
+                options: RunOptions::default(),
+                timeout: Duration::from_secs(1),
+                steer: false,
+            }
+        }
+    }
+
+    fn announced(events: &mut Vec<String>) -> impl FnMut(EventKind<'_>) + '_ {
+        |e| {
+            if let EventKind::NewBug { index, bug } = e {
+                events.push(format!("{index}:{}", bug.id.as_str().chars().next().unwrap()));
+            }
+        }
+    }
+
+    #[test]
+    fn a_provisional_bug_waits_for_its_case_to_be_named_and_is_announced_once_under_the_site() {
+        let b = Bench::new();
+        let spec = b.spec();
+        let mut keeper = SeedKeeper::new(b.dir.path().join("seeds"));
+        let (tx, rx) = mpsc::channel();
+        let mut desk = Desk::new(&mut keeper, Some(tx));
+        let mut summary = CampaignSummary::default();
+        let mut events = Vec::new();
+        assert!(desk.deliver(0, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
+        // Another case of the same provisional bug, before the first is named: still held.
+        // (k unaligned too: a new signature, so its own re-run is requested.)
+        assert!(desk.deliver(1, failed(fault([4, 4, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
+        assert!(events.is_empty(), "held while its case is being named: {events:?}");
+        assert!(desk.awaiting());
+        let request = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(request.index, 0);
+        let done = Done { request, escalation: Escalation::Named(vec![q_site([8, 16, 16, 16])]) };
+        assert!(desk.complete(done, &spec, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
+        // The second case's own request is still out: nothing provisional may be announced yet,
+        // but the site is final.
+        assert_eq!(events, ["0:B"]);
+        let request = rx.recv_timeout(Duration::from_secs(5)).expect("the second case's re-run was requested");
+        assert_eq!(request.index, 1);
+        let done = Done {
+            request,
+            escalation: Escalation::Explained(crate::core::finding::Explanation {
+                kernel: "simple_attn".into(),
+                tensor: "q".into(),
+                named: "invalid_global_read_misaligned".into(),
+                case_index: 0,
+            }),
+        };
+        assert!(desk.complete(done, &spec, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
+        desk.finish(&mut summary, &mut announced(&mut events));
+        assert_eq!(events, ["0:B"], "both cases are the q site's: one bug");
+        assert_eq!(summary.progress.new_bugs, 1);
+    }
+
+    #[test]
+    fn a_bug_no_re_run_names_is_announced_provisional_when_its_answer_comes_back() {
+        let b = Bench::new();
+        let spec = b.spec();
+        let mut keeper = SeedKeeper::new(b.dir.path().join("seeds"));
+        let (tx, rx) = mpsc::channel();
+        let mut desk = Desk::new(&mut keeper, Some(tx));
+        let mut summary = CampaignSummary::default();
+        let mut events = Vec::new();
+        assert!(desk.deliver(3, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
+        let done = Done { request: rx.recv_timeout(Duration::from_secs(5)).unwrap(), escalation: Escalation::Silent("nothing".into()) };
+        assert!(desk.complete(done, &spec, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
+        assert_eq!(events, ["3:P"]);
+        assert!(!desk.awaiting());
+    }
+
+    #[test]
+    fn without_escalation_a_bug_is_announced_with_its_first_case() {
+        let b = Bench::new();
+        let spec = b.spec();
+        let mut keeper = SeedKeeper::new(b.dir.path().join("seeds"));
+        let mut desk = Desk::new(&mut keeper, None);
+        let mut summary = CampaignSummary::default();
+        let mut events = Vec::new();
+        assert!(desk.deliver(5, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
+        assert!(desk.deliver(6, failed(fault([2, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
+        assert_eq!(events, ["5:P"]);
+    }
+}

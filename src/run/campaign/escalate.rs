@@ -1,0 +1,131 @@
+//! Escalation: a new native finding's case re-run under compute-sanitizer, to name the bug
+//! (kind, source line, tensor, distance past its end).
+//!
+//! [`Escalator`] owns a supervisor per tool, and remembers the misaligned faults it has already
+//! traced to a tensor ([`ExplainedFaults`]), so a fault that an earlier re-run explains is not
+//! re-run for every new set of unaligned tensors.
+//!
+//! A campaign does not wait for a re-run (seconds under a sanitizer): [`Escalator::serve`] runs
+//! beside it on its own thread, taking [`Request`]s in order and answering each with a [`Done`],
+//! while the workers go on with later cases.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::core::case::Case;
+use crate::core::finding::{ExplainedFaults, Explanation, Finding};
+use crate::core::manifest::Manifest;
+use crate::core::verdict::{Outcome, RunOptions, Verdict};
+use crate::run::supervisor::Supervisor;
+
+/// What one escalation gave.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Escalation {
+    /// The sanitizer's findings for the case: empty when the re-run failed only natively
+    /// (under a sanitizer, a kernel's own fault can stop it before any tool reports).
+    Named(Vec<Finding>),
+    /// Not re-run: an earlier re-run already explains this fault.
+    Explained(Explanation),
+    /// Re-run, but the tools named nothing: why, as one sentence.
+    Silent(String),
+}
+
+/// Re-runs new findings under compute-sanitizer (a supervisor per tool, whose worker runs under
+/// it), remembering the misaligned faults it has already traced to a tensor.
+///
+/// The tools run in order and stop at the first that names something: memcheck names a fault's
+/// site, and racecheck (a second sanitizer process, seconds more while the campaign waits) is
+/// run only for a finding memcheck cannot explain.
+pub struct Escalator {
+    sups: Vec<Supervisor>,
+    explained: ExplainedFaults,
+}
+
+impl Escalator {
+    /// An escalator over supervisors already set up with their sanitizer passes, in the order
+    /// the tools should be tried.
+    pub fn new(sups: Vec<Supervisor>) -> Escalator {
+        Escalator { sups, explained: ExplainedFaults::default() }
+    }
+
+    /// The sanitizer findings of the case behind `finding` (campaign index `index`), or the
+    /// earlier re-run that already explains it (then nothing is run).
+    pub fn name(&mut self, finding: &Finding, case: &Case, m: &Manifest, timeout: Duration, index: u64) -> Escalation {
+        if let Some(e) = self.explained.covering(finding) {
+            return Escalation::Explained(e.clone());
+        }
+        let named = self.rerun(case, m, timeout);
+        if let Escalation::Named(named) = &named {
+            self.explained.record(finding, named, index);
+        }
+        named
+    }
+
+    /// The sanitizer findings of one case from the first tool that names any, or why there are
+    /// none.
+    fn rerun(&mut self, case: &Case, m: &Manifest, timeout: Duration) -> Escalation {
+        let opts = RunOptions { determinism: false, ..RunOptions::default() };
+        let mut last = Escalation::Silent("the sanitizer tools reported nothing for this case".into());
+        for sup in &mut self.sups {
+            last = match sup.run(case, m, &opts, timeout) {
+                Ok(Verdict { outcome: Outcome::Fail { findings }, .. }) => {
+                    Escalation::Named(findings.into_iter().filter(|f| f.oracle.is_sanitizer()).collect())
+                }
+                Ok(Verdict { outcome: Outcome::Error { message }, .. }) => Escalation::Silent(format!("sanitizer re-run: {message}")),
+                Ok(_) => Escalation::Silent("the sanitizer tools reported nothing for this case".into()),
+                Err(e) => Escalation::Silent(format!("sanitizer re-run failed: {e}")),
+            };
+            if matches!(&last, Escalation::Named(named) if !named.is_empty()) {
+                break;
+            }
+        }
+        last
+    }
+}
+
+/// A new native finding of campaign case `index` to name.
+pub struct Request {
+    /// Local case number.
+    pub index: u64,
+    /// Global case number (shards).
+    pub global: u64,
+    /// The case.
+    pub case: Case,
+    /// The finding.
+    pub finding: Finding,
+    /// The finding's saved seed.
+    pub seed: std::path::PathBuf,
+}
+
+/// A [`Request`] answered.
+pub struct Done {
+    /// The request.
+    pub request: Request,
+    /// What the re-run gave.
+    pub escalation: Escalation,
+}
+
+impl Escalator {
+    /// Names each request's finding in turn until `requests` closes, sending every answer to
+    /// `done`. Once `cancel` is set, a running re-run is given up and later requests are
+    /// dropped unanswered.
+    pub fn serve(&mut self, m: &Manifest, timeout: Duration, requests: Receiver<Request>, done: Sender<Done>, cancel: Arc<AtomicBool>) {
+        for sup in &mut self.sups {
+            sup.cancel_on(Some(cancel.clone()));
+        }
+        for request in requests {
+            if cancel.load(Ordering::SeqCst) {
+                break;
+            }
+            let escalation = self.name(&request.finding, &request.case, m, timeout, request.global);
+            if cancel.load(Ordering::SeqCst) || done.send(Done { request, escalation }).is_err() {
+                break;
+            }
+        }
+        for sup in &mut self.sups {
+            sup.cancel_on(None);
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! The case stream of a campaign: case number `i` of a seed, always the same case.
+//!
+//! [`generated_case`] turns `(seed, index)` into fuzzer-style bytes from a ChaCha stream and
+//! decodes them like a libFuzzer input; [`campaign_case`] adds the scheduled cases past 2³¹
+//! elements; [`CaseStream`] binds either to one kernel, one shard and one side of the contract,
+//! which is what `fuzz`, the gate's fuzz and sanitizer steps, `sweep` and `bench` draw from.
+
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+
+use super::steer::{features, steers, Triggers, MAX_DRAWS};
+use crate::core::case::Case;
+use crate::core::generate::{decode_case, past_int32_variant, DecodeContext, PAST_INT32_ONE_IN};
+use crate::core::manifest::Manifest;
+use crate::core::shard::Shard;
+
+/// The case a fuzz campaign draws as number `index`: fuzzer-style bytes from a ChaCha stream,
+/// decoded like libFuzzer inputs, so a `(seed, index)` pair always gives the same case.
+pub fn generated_case(ctx: &DecodeContext, seed: u64, index: u64) -> Case {
+    redrawn_case(ctx, seed, index, 0)
+}
+
+/// Draw `draw` of case `index`: draw 0 is [`generated_case`], later draws decode the next bytes
+/// of the same stream (a steered case's alternatives, the `steer` module).
+pub fn redrawn_case(ctx: &DecodeContext, seed: u64, index: u64, draw: u32) -> Case {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(index);
+    // 128 bytes are 32 words of the stream.
+    rng.set_word_pos(u128::from(draw) * 32);
+    let mut bytes = [0u8; 128];
+    rng.fill_bytes(&mut bytes);
+    decode_case(&mut arbitrary::Unstructured::new(&bytes), ctx).expect("decoding never fails")
+}
+
+/// Campaign case `index % PAST_INT32_EVERY == PAST_INT32_AT` has one tensor pushed past 2³¹
+/// elements ([`crate::core::generate::offsets_past_int32`]) where the kernel's contract allows it,
+/// each eligible tensor in turn.
+pub const PAST_INT32_AT: u64 = 64;
+/// How often [`campaign_case`] schedules a case past 2³¹ elements: as often as the decoder
+/// draws one by chance, so about 2 in 512 campaign cases are such cases.
+pub const PAST_INT32_EVERY: u64 = PAST_INT32_ONE_IN as u64;
+
+/// The case a fuzz campaign (`cudafuzz fuzz`, the gate's fuzz step) runs as number `index`:
+/// [`generated_case`], except that a case past 2³¹ elements is scheduled early (case
+/// #[`PAST_INT32_AT`]) and then every [`PAST_INT32_EVERY`] cases, on each tensor in turn,
+/// instead of being left to the decoder's 1-in-512 chance: a campaign of a few hundred cases
+/// (one minute of a slow kernel) would otherwise miss 32-bit index overflow about half the time.
+pub fn campaign_case(ctx: &DecodeContext, seed: u64, index: u64) -> Case {
+    campaign_redraw(ctx, seed, index, 0)
+}
+
+/// Draw `draw` of [`campaign_case`] `index` (see [`redrawn_case`]).
+fn campaign_redraw(ctx: &DecodeContext, seed: u64, index: u64, draw: u32) -> Case {
+    let case = redrawn_case(ctx, seed, index, draw);
+    if index % PAST_INT32_EVERY == PAST_INT32_AT && ctx.allows_int32_overflow() {
+        let eligible = ctx.past_int32_tensors();
+        let t = &eligible[(index / PAST_INT32_EVERY % eligible.len() as u64) as usize];
+        if let Some(pushed) = past_int32_variant(&case, &ctx.manifest, t) {
+            return pushed;
+        }
+    }
+    case
+}
+
+/// The cases of one campaign on one kernel: which seed, which shard, which side of the
+/// contract, and whether cases past 2³¹ elements are scheduled ([`campaign_case`]) or left to
+/// the decoder ([`generated_case`]).
+#[derive(Clone, Debug)]
+pub struct CaseStream<'a> {
+    manifest: &'a Manifest,
+    ctx: DecodeContext,
+    seed: u64,
+    outside_contract: bool,
+    schedule_past_int32: bool,
+    shard: Shard,
+}
+
+impl<'a> CaseStream<'a> {
+    /// The stream of `cudafuzz fuzz`: [`campaign_case`]s inside `manifest`'s contract, or, with
+    /// `outside_contract`, decoded from the whole case space and all run.
+    pub fn campaign(manifest: &'a Manifest, seed: u64, outside_contract: bool) -> CaseStream<'a> {
+        let ctx = if outside_contract { DecodeContext::new(manifest).unconstrained() } else { DecodeContext::new(manifest) };
+        CaseStream { manifest, ctx, seed, outside_contract, schedule_past_int32: true, shard: Shard::ALL }
+    }
+
+    /// The plain [`generated_case`]s inside the contract (a sanitizer pass: the same cases as a
+    /// campaign's, without the scheduled ones past 2³¹ elements, which a sanitizer cannot afford).
+    pub fn generated(manifest: &'a Manifest, seed: u64) -> CaseStream<'a> {
+        CaseStream { schedule_past_int32: false, ..CaseStream::campaign(manifest, seed, false) }
+    }
+
+    /// The same stream, dealt to `shard`: local case `i` is global case [`Shard::global`]`(i)`.
+    pub fn sharded(self, shard: Shard) -> CaseStream<'a> {
+        CaseStream { shard, ..self }
+    }
+
+    /// The kernel the cases are bound to.
+    pub fn manifest(&self) -> &'a Manifest {
+        self.manifest
+    }
+
+    /// The global case number of local case `local`.
+    pub fn global(&self, local: u64) -> u64 {
+        self.shard.global(local)
+    }
+
+    /// Local case `local`, bound to the kernel; `None` when it lies outside the contract and the
+    /// stream keeps inside it.
+    pub fn case(&self, local: u64) -> Option<Case> {
+        let case = self.drawn(local);
+        (self.outside_contract || crate::core::plan::admits(self.manifest, &case)).then_some(case)
+    }
+
+    /// Local case `local` as drawn and bound, whichever side of the contract it lies on.
+    pub fn drawn(&self, local: u64) -> Case {
+        self.redrawn(local, 0)
+    }
+
+    /// Draw `draw` of local case `local`, bound ([`redrawn_case`]).
+    fn redrawn(&self, local: u64, draw: u32) -> Case {
+        let global = self.global(local);
+        let case =
+            if self.schedule_past_int32 { campaign_redraw(&self.ctx, self.seed, global, draw) } else { redrawn_case(&self.ctx, self.seed, global, draw) };
+        self.manifest.bind(case)
+    }
+
+    /// Local case `local` steered away from `triggers` (the `steer` module): when it is one of the
+    /// nine in ten that are steered, the first draw that shows no trigger (else the one that
+    /// shows the fewest, earliest first). Returns the case as [`CaseStream::case`] does, and
+    /// whether a later draw replaced the first.
+    pub fn steered(&self, local: u64, triggers: &Triggers) -> (Option<Case>, bool) {
+        if triggers.is_empty() || !steers(self.seed, self.global(local)) {
+            return (self.case(local), false);
+        }
+        let mut best: Option<(usize, u32, Case)> = None;
+        for draw in 0..MAX_DRAWS {
+            let case = self.redrawn(local, draw);
+            let hits = triggers.hits(&features(self.manifest, &case));
+            if best.as_ref().is_none_or(|(fewest, ..)| hits < *fewest) {
+                best = Some((hits, draw, case));
+            }
+            if hits == 0 {
+                break;
+            }
+        }
+        let (_, draw, case) = best.expect("MAX_DRAWS is at least 1");
+        let inside = self.outside_contract || crate::core::plan::admits(self.manifest, &case);
+        (inside.then_some(case), draw > 0)
+    }
+}

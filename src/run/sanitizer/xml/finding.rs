@@ -1,0 +1,283 @@
+//! [`to_finding`]: one [`Record`] to a cudafuzz [`Finding`], with [`FindingContext`] saying
+//! which run it came from. It exists because the XML has no "nearest allocation" line: the
+//! address is mapped to a tensor (and a place in or around it) with the arena's own
+//! [`AllocationTable`], so a sanitizer finding names a tensor and a [`Location`] the way the
+//! crate's own oracles do.
+
+use crate::core::finding::{Finding, FindingKind, Location, Oracle};
+use crate::engine::arena::{AllocationTable, Located};
+
+use super::record::{Frame, RaceAccess, Record, RecordKind};
+
+/// What [`to_finding`] needs to know about the run a record came from.
+#[derive(Clone, Copy, Debug)]
+pub struct FindingContext<'a> {
+    /// Kernel label for findings (`name[BLOCK_M=64]`).
+    pub kernel: &'a str,
+    /// Alignment of the tensors the case laid out (see [`crate::core::plan::Plan::alignments`]).
+    pub alignment: &'a [(String, u64)],
+    /// Whether the case is inside the kernel's contract.
+    pub inside_contract: bool,
+    /// The case's allocations, to map addresses to tensors; `None` when unknown.
+    pub table: Option<&'a AllocationTable>,
+    /// The tool that ran: the oracle of records whose kind does not name one (`Api`, unknown
+    /// kinds).
+    pub tool: Oracle,
+}
+
+/// `4 bytes past its last byte`: a location relative to the holder just named.
+fn location_phrase(l: &Location) -> String {
+    match l {
+        Location::Element { .. } => l.to_string(),
+        Location::RedzoneBefore { bytes_before } => format!("{bytes_before} bytes before its first byte"),
+        Location::RedzoneAfter { bytes_past_end } => format!("{bytes_past_end} bytes past its last byte"),
+        Location::Gap { byte } => format!("a stride gap, byte {byte} from its first byte"),
+    }
+}
+
+fn dim3_text(d: [u32; 3]) -> String {
+    format!("({},{},{})", d[0], d[1], d[2])
+}
+
+/// Turns one record into a finding: kind and oracle from the record's kind (or the context's
+/// tool), tensor and location from the address through the allocation table, source location
+/// from [`Record::user_frame`], and a detail sentence with the numbers.
+pub fn to_finding(record: &Record, ctx: &FindingContext<'_>) -> Finding {
+    let oracle = record.oracle().unwrap_or(ctx.tool);
+    let kind = finding_kind(&record.kind, oracle);
+    // Only global addresses are device pointers into the case's allocations; shared and local
+    // addresses are offsets in another space.
+    let global = record.memory_space().is_none_or(|s| s.contains("global"));
+    let located = record.address.filter(|_| global).and_then(|a| ctx.table.and_then(|t| t.locate(a)));
+    let (tensor, location) = match &located {
+        Some(l) => (Some(l.holder.clone()), Some(l.location.clone())),
+        None => (None, None),
+    };
+    let user = record.user_frame();
+    let detail = detail(record, located.as_ref(), user);
+
+    let cuda_error = match (&record.kind, &record.error) {
+        (RecordKind::Api, Some(e)) => Some(match record.result {
+            Some(code) => format!("{e} ({code})"),
+            None => e.clone(),
+        }),
+        _ => None,
+    };
+    Finding {
+        tensor,
+        location,
+        count: record.hazards.unwrap_or(1).max(1),
+        cuda_error,
+        source: user.and_then(Frame::source_location),
+        access_size: record.size,
+        sanitizer_kind: Some(record.tool_kind()),
+        alignment: ctx.alignment.to_vec(),
+        inside_contract: ctx.inside_contract,
+        ..Finding::new(kind, oracle, ctx.kernel, detail)
+    }
+}
+
+/// The finding kind of a record's kind; a kind this version does not know takes the one of the
+/// tool that wrote it (`oracle`).
+fn finding_kind(kind: &RecordKind, oracle: Oracle) -> FindingKind {
+    match kind {
+        RecordKind::Precise => FindingKind::SanitizerMemory,
+        RecordKind::Api => FindingKind::SanitizerApi,
+        RecordKind::Analysis => FindingKind::Race,
+        RecordKind::Initcheck => FindingKind::UninitializedRead,
+        RecordKind::Synccheck => FindingKind::BarrierError,
+        RecordKind::Other(_) => match oracle {
+            Oracle::Racecheck => FindingKind::Race,
+            Oracle::Initcheck => FindingKind::UninitializedRead,
+            Oracle::Synccheck => FindingKind::BarrierError,
+            _ => FindingKind::SanitizerMemory,
+        },
+    }
+}
+
+/// The finding's detail sentence: what happened ([`headline`]), where in memory (`located`, or
+/// the bare address), where in the code (`user`, and `<where>` when that differs), and which
+/// thread and block.
+fn detail(record: &Record, located: Option<&Located>, user: Option<&Frame>) -> String {
+    let mut detail = headline(record);
+    if detail.is_empty() {
+        detail = format!("{} record", record.kind);
+    }
+    match (located, record.address) {
+        (Some(l), _) => detail.push_str(&format!(" at {}: {}", l.holder, location_phrase(&l.location))),
+        (None, Some(a)) => detail.push_str(&format!(" at address {a:#x}")),
+        (None, None) => {}
+    }
+    if record.kind != RecordKind::Analysis {
+        if let Some(f) = user {
+            detail.push_str(&format!(", {f}"));
+            if let Some(at) = record.at.as_ref().filter(|at| *at != f) {
+                detail.push_str(&format!(" (via {at})"));
+            }
+        }
+    }
+    if let Some(t) = record.thread {
+        detail.push_str(&format!(", thread {}", dim3_text(t)));
+    }
+    if let Some(b) = record.block {
+        detail.push_str(&format!(" block {}", dim3_text(b)));
+    }
+    detail
+}
+
+/// What happened, by kind: memcheck's access (`Invalid __global__ read of size 4 bytes (out of
+/// bounds)`), racecheck's two accesses and hazard count, synccheck's barrier type; otherwise the
+/// tool's text. Empty when the record has no text to go on.
+fn headline(record: &Record) -> String {
+    match &record.kind {
+        RecordKind::Precise => match (&record.space, &record.direction, record.size) {
+            (Some(space), Some(dir), Some(size)) => {
+                let mut s = format!("Invalid {space} {dir} of size {size} bytes");
+                if let Some(e) = &record.error {
+                    s.push_str(&format!(" ({e})"));
+                }
+                s
+            }
+            _ => record.text.clone(),
+        },
+        RecordKind::Analysis => {
+            let mut s = if record.text.is_empty() { "Race condition".to_string() } else { record.text.clone() };
+            let side = |a: &Option<RaceAccess>| {
+                let a = a.as_ref()?;
+                let dir = a.direction.as_deref().unwrap_or("access");
+                Some(match &a.frame {
+                    Some(f) => format!("{dir} at {f}"),
+                    None => dir.to_string(),
+                })
+            };
+            if let (Some(src), Some(dst)) = (side(&record.source), side(&record.destination)) {
+                s.push_str(&format!(" between {src} and {dst}"));
+            }
+            if let Some(n) = record.hazards {
+                s.push_str(&format!(" ({n} hazards)"));
+            }
+            s
+        }
+        RecordKind::Synccheck => {
+            let mut s = if record.text.is_empty() { "Barrier error".to_string() } else { record.text.clone() };
+            if let Some(t) = &record.barrier_type {
+                s.push_str(&format!(" ({t})"));
+            }
+            s
+        }
+        _ => record.text.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::parsed;
+    use super::*;
+    use crate::core::plan::Plan;
+    use crate::engine::arena::ArenaLayout;
+    use crate::testing;
+
+    /// q, k, v, o of the attention example at well-separated device addresses, as the arena test
+    /// does.
+    fn table() -> AllocationTable {
+        let case = testing::example();
+        let plan = Plan::new(&case, &testing::attention()).unwrap();
+        let arena = ArenaLayout::new(&case, &plan);
+        let mut base = 0x7f22_bc80_0000u64;
+        let mut entries = Vec::new();
+        for a in &arena.allocs {
+            entries.push((base, a.clone()));
+            base += a.total_bytes().next_multiple_of(512) + 512;
+        }
+        AllocationTable { entries, plans: plan.tensors.clone() }
+    }
+
+    fn ctx<'a>(table: Option<&'a AllocationTable>, alignment: &'a [(String, u64)], tool: Oracle) -> FindingContext<'a> {
+        FindingContext { kernel: "probe[BLOCK_M=64]", alignment, inside_contract: true, table, tool }
+    }
+
+    #[test]
+    fn an_overrun_maps_to_the_tensor_it_ran_past() {
+        let table = table();
+        let al = testing::alignment([16; 4]);
+        let (kbase, k) = &table.entries[1];
+        let last_byte = kbase + k.data_offset + k.span_bytes - 1;
+        let p = parsed("memcheck-oob.xml");
+        let mut r = p.findings().next().unwrap().clone();
+        r.address = Some(last_byte + 4);
+        r.thread = Some([3, 0, 0]);
+        let f = to_finding(&r, &ctx(Some(&table), &al, Oracle::Memcheck));
+        assert_eq!((f.kind, f.oracle), (FindingKind::SanitizerMemory, Oracle::Memcheck));
+        assert_eq!(f.tensor, Some("k".into()));
+        assert_eq!(f.location, Some(Location::RedzoneAfter { bytes_past_end: 4 }));
+        assert_eq!(
+            f.detail,
+            "Invalid __global__ read of size 4 bytes (out of bounds) at k: 4 bytes past its last byte, \
+             sanitizer_probe.cu:17 in oob_read, thread (3,0,0) block (0,0,0)"
+        );
+        let src = f.source.clone().unwrap();
+        assert_eq!((src.file.as_str(), src.line, src.function.as_deref()), ("sanitizer_probe.cu", 17, Some("oob_read")));
+        assert_eq!((f.access_size, f.sanitizer_kind.as_ref().map(|k| k.to_string())), (Some(4), Some("invalid_global_read_out_of_bounds".to_string())));
+        assert_eq!(f.count, 1);
+        assert_eq!(f.signature().as_str(), "sanitizer_memory/memcheck/probe[BLOCK_M=64]/k/invalid_global_read_out_of_bounds/sanitizer_probe.cu:17/4B/aligned");
+        // Another thread further past the end is the same bug; a first element is located too.
+        let mut r2 = r.clone();
+        r2.address = Some(last_byte + 100);
+        r2.thread = Some([27, 0, 0]);
+        assert_eq!(to_finding(&r2, &ctx(Some(&table), &al, Oracle::Memcheck)).signature(), f.signature());
+        r2.address = Some(kbase + k.data_offset);
+        assert_eq!(to_finding(&r2, &ctx(Some(&table), &al, Oracle::Memcheck)).location, Some(Location::Element { index: vec![0; 4] }));
+        // Alignment is part of the key, as for faults.
+        let mut c = ctx(Some(&table), &al, Oracle::Memcheck);
+        let unaligned_k = testing::alignment([16, 4, 16, 16]);
+        c.alignment = &unaligned_k;
+        assert!(to_finding(&r, &c).signature().as_str().ends_with("/unaligned:k"));
+        // Every allocation is a named tensor: one byte past o is o's.
+        let (obase, o) = &table.entries[3];
+        r2.address = Some(obase + o.data_offset + o.span_bytes);
+        let fo = to_finding(&r2, &ctx(Some(&table), &al, Oracle::Memcheck));
+        assert_eq!((fo.tensor.as_deref(), fo.location.as_ref()), (Some("o"), Some(&Location::RedzoneAfter { bytes_past_end: 1 })));
+        assert!(fo.detail.contains("at o: 1 bytes past its last byte"), "{}", fo.detail);
+        // Without a table the address is reported as is.
+        let fa = to_finding(&r, &ctx(None, &al, Oracle::Memcheck));
+        assert_eq!(fa.tensor, None);
+        assert!(fa.detail.contains(&format!("at address {:#x}", last_byte + 4)), "{}", fa.detail);
+    }
+
+    #[test]
+    fn races_barriers_uninit_and_api_records_become_findings() {
+        let table = table();
+        let al = testing::alignment([16; 4]);
+        let race = &parsed("racecheck-race.xml").records[0];
+        let f = to_finding(race, &ctx(Some(&table), &al, Oracle::Racecheck));
+        assert_eq!((f.kind, f.oracle, f.tensor.clone(), f.count), (FindingKind::Race, Oracle::Racecheck, None, 256));
+        assert_eq!(f.source.as_ref().map(|s| s.line), Some(22));
+        assert_eq!(
+            f.detail,
+            "Race condition between Write at sanitizer_probe.cu:22 in shared_race and Read at sanitizer_probe.cu:24 in shared_race (256 hazards)"
+        );
+        assert_eq!(f.signature().as_str(), "race/racecheck/probe[BLOCK_M=64]/-/race_shared_write_read/sanitizer_probe.cu:22/-/aligned");
+
+        let sync = &parsed("synccheck-sync.xml").records[0];
+        let f = to_finding(sync, &ctx(Some(&table), &al, Oracle::Synccheck));
+        assert_eq!((f.kind, f.tensor.clone()), (FindingKind::BarrierError, None));
+        assert_eq!(f.source.as_ref().map(|s| (s.line, s.function.as_deref())), Some((33, Some("bad_syncwarp"))));
+        assert!(
+            f.detail
+                .starts_with("Barrier error (Invalid arguments), sanitizer_probe.cu:33 in bad_syncwarp (via sm_30_intrinsics.hpp:110 in __syncwarp), thread ("),
+            "{}",
+            f.detail
+        );
+
+        let uninit = &parsed("initcheck-uninit.xml").records[0];
+        let f = to_finding(uninit, &ctx(None, &al, Oracle::Initcheck));
+        assert_eq!((f.kind, f.oracle, f.access_size), (FindingKind::UninitializedRead, Oracle::Initcheck, Some(4)));
+        assert!(f.signature().as_str().contains("/uninitialized_global_read/sanitizer_probe.cu:28/4B/"));
+
+        let api = &parsed("memcheck-oob.xml").records[0];
+        let f = to_finding(api, &ctx(None, &al, Oracle::Memcheck));
+        assert_eq!((f.kind, f.oracle), (FindingKind::SanitizerApi, Oracle::Memcheck));
+        assert_eq!(f.cuda_error.as_deref(), Some("cudaErrorInvalidValue (1)"));
+        assert_eq!(f.source, None);
+    }
+}

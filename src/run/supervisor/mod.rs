@@ -1,0 +1,568 @@
+//! The supervisor: owns worker processes, the journal and the watchdog.
+//!
+//! Like nextest's dispatcher, it alone holds run state; workers only exchange typed messages with
+//! it. Each case is appended to the journal *before* it is sent, so a worker that dies — sticky
+//! 700/716, segfault, `kill -9`, a hang the watchdog ends — never takes the case with it. A dead
+//! worker becomes a [`FindingKind::WorkerCrash`] or [`FindingKind::Hang`] finding, and the next
+//! case gets a fresh worker: once one worker has been lost, a spare is kept warming (its GPU
+//! context opened) so that the next loss costs no start-up. Workers run in their own process
+//! group, so the watchdog's SIGTERM, grace period and SIGKILL reach everything they started, and
+//! a terminal's Ctrl-C reaches only the supervisor, which stops cleanly. A [`Pool`] whose run
+//! ends early abandons the cases still running (their workers are killed, nothing waits).
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use thiserror::Error;
+
+mod batch;
+mod pool;
+mod process;
+
+pub use batch::{chunk_size, BatchCosts, FIRST_CHUNK, TARGET_BATCH};
+pub use pool::{Pool, Slot, DEADLINE_GRACE};
+pub use process::KILL_GRACE;
+use process::{kill_now, retire, spawn, StartFailure, Starting, WorkerHandle};
+
+use crate::core::case::Case;
+use crate::core::finding::{FindingKind, Oracle};
+use crate::core::manifest::Manifest;
+use crate::core::verdict::{kernel_label, Outcome, ReferenceUsed, RunOptions, StageTimes, Verdict};
+use crate::engine::gpu::GpuInfo;
+use crate::engine::oracle::Judged;
+use crate::engine::worker::{WorkerEvent, WorkerRequest, EXIT_STICKY};
+use crate::run::sanitizer::{Sanitizer, Tool};
+
+/// Default time a kernel may run before the watchdog calls it a hang.
+pub const DEFAULT_KERNEL_TIMEOUT: Duration = Duration::from_secs(10);
+/// The watchdog's limit for `manifest`'s kernel: `override_ms` when given, else the manifest's
+/// `timeout_ms`, else [`DEFAULT_KERNEL_TIMEOUT`].
+pub fn kernel_timeout(manifest: &Manifest, override_ms: Option<u64>) -> Duration {
+    override_ms.or(manifest.launch.timeout_ms).map(Duration::from_millis).unwrap_or(DEFAULT_KERNEL_TIMEOUT)
+}
+
+/// Time a worker may spend before launching (compiling, reference) before it is presumed stuck.
+pub const SETUP_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Waits before each retry of a worker restart that could not open a GPU that an earlier worker
+/// opened (about 30 s in all).
+const RESTART_BACKOFF: [Duration; 5] =
+    [Duration::from_millis(500), Duration::from_secs(1), Duration::from_secs(4), Duration::from_secs(8), Duration::from_secs(16)];
+/// The CUDA environment variable that sets a context's hardware work queues.
+const MAX_CONNECTIONS: &str = "CUDA_DEVICE_MAX_CONNECTIONS";
+
+/// Spares a supervisor keeps warming once it has lost a worker. One is not enough for a kernel
+/// that faults often: under a burst of faults the driver opens contexts one at a time, so a
+/// spare started at one loss may not be ready by the next (seen on an H100: passing cases waiting
+/// over a second for a worker).
+pub const SPARES: usize = 2;
+
+/// How long a worker under compute-sanitizer gets to exit (the tool writes its XML then).
+pub const SANITIZER_EXIT_PATIENCE: Duration = Duration::from_secs(120);
+
+/// The end of a sanitizer process's text log (next to its XML), for error messages.
+fn sanitizer_log_tail(xml: &Path) -> String {
+    let log = crate::run::sanitizer::log_path(xml);
+    match std::fs::read_to_string(&log) {
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().collect();
+            format!("; compute-sanitizer said ({}):\n{}", log.display(), lines[lines.len().saturating_sub(10)..].join("\n"))
+        }
+        Err(_) => String::new(),
+    }
+}
+
+/// A fresh XML path in `dir` for one sanitizer process.
+fn next_xml_path(dir: &Path, tool: Tool) -> PathBuf {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+    dir.join(format!("{}-{}-{n}.xml", tool.name(), std::process::id()))
+}
+
+/// Why the supervisor cannot go on.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum SupervisorError {
+    /// The worker could not open a GPU.
+    #[error("{0}")]
+    NoGpu(String),
+    /// The worker process could not be started.
+    #[error("cannot start the worker process {exe}")]
+    Spawn {
+        /// The executable.
+        exe: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The journal could not be written.
+    #[error("cannot write the journal {path}")]
+    Journal {
+        /// The journal.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The user interrupted the run.
+    #[error("interrupted")]
+    Interrupted,
+    /// The pool's run this case belonged to ended early (its result is no longer wanted); the
+    /// pool drops the case, so callers of [`Pool::run_indexed`] never see this.
+    #[error("the run ended before this case finished")]
+    Cancelled,
+    /// A finding's seed could not be saved: the run must stop rather than lose it.
+    #[error("cannot save a seed")]
+    Seed(#[from] crate::core::error::SeedError),
+}
+
+/// How workers are started and watched.
+#[derive(Clone, Debug)]
+pub struct SupervisorConfig {
+    /// The executable that implements `worker` (normally this one).
+    pub exe: PathBuf,
+    /// GPU index for the worker.
+    pub gpu: usize,
+    /// The built-in ops' GPU reference kernels' directory, passed to workers.
+    pub reference_dir: Option<PathBuf>,
+    /// Where cases are journalled before they are sent.
+    pub journal: Option<PathBuf>,
+    /// Set to stop between (or during) cases.
+    pub stop: Arc<AtomicBool>,
+    /// Run workers under compute-sanitizer (see [`Supervisor::run_batch`]).
+    pub sanitizer: Option<SanitizerPass>,
+}
+
+/// How cases run under compute-sanitizer: each tool in turn, `batch` cases per sanitizer
+/// process, the XML files kept in `dir`.
+#[derive(Clone, Debug)]
+pub struct SanitizerPass {
+    /// The located tool.
+    pub sanitizer: Sanitizer,
+    /// Tools to run, in order.
+    pub tools: Vec<Tool>,
+    /// Where each process's XML is saved.
+    pub dir: PathBuf,
+    /// Cases per sanitizer process (starting one costs seconds).
+    pub batch: usize,
+}
+
+/// What a pool's run asks of its supervisors while it lasts: give up when `cancel` is set, and
+/// start no new sanitizer case after `deadline`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RunLimits {
+    cancel: Option<Arc<AtomicBool>>,
+    deadline: Option<Instant>,
+}
+
+/// One supervised worker slot and its journal.
+pub struct Supervisor {
+    cfg: SupervisorConfig,
+    worker: Option<WorkerHandle>,
+    /// The tool the next worker starts under, its memcheck padding, and the XML file of the
+    /// running worker's sanitizer process.
+    tool: Option<(Tool, u64)>,
+    xml: Option<PathBuf>,
+    journal: Option<File>,
+    next_id: u64,
+    /// How many workers were started (the first start included).
+    pub starts: u64,
+    /// Whether a worker of this supervisor has opened the GPU before: a later start that
+    /// cannot is retried, since the driver may still be recovering from the last fault.
+    opened_gpu: bool,
+    /// Native workers warming in the background ([`SPARES`] of them, oldest first), kept once a
+    /// worker has been lost, so the next loss costs no start-up (cuInit and a context take
+    /// ~0.2 s, serialised by the driver).
+    spares: std::collections::VecDeque<Starting>,
+    /// Whether a worker was ever lost (sticky error, crash, hang): clean kernels hold no spare.
+    lost_once: bool,
+    /// How many lost workers were replaced by a warm spare.
+    pub spares_used: u64,
+    limits: RunLimits,
+    /// Measured sanitizer batch costs, for sizing the next batch.
+    costs: Option<BatchCosts>,
+    /// Time spent starting and ending workers (spawn to ready, stdin closed to exit).
+    overhead: Duration,
+}
+
+#[derive(Serialize)]
+struct JournalEntry<'a> {
+    id: u64,
+    manifest: &'a Path,
+    case: &'a Case,
+}
+
+impl Supervisor {
+    /// A supervisor with no worker yet; the first case starts one. Nothing is created on disk
+    /// until then: the journal is opened with the first case it records, so a command that
+    /// stops on a check (no GPU, a bad option) leaves no empty journals behind.
+    pub fn new(cfg: SupervisorConfig) -> Result<Supervisor, SupervisorError> {
+        Ok(Supervisor {
+            cfg,
+            worker: None,
+            tool: None,
+            xml: None,
+            journal: None,
+            next_id: 0,
+            starts: 0,
+            opened_gpu: false,
+            spares: Default::default(),
+            lost_once: false,
+            spares_used: 0,
+            limits: RunLimits::default(),
+            costs: None,
+            overhead: Duration::ZERO,
+        })
+    }
+
+    /// Switches the sanitizer pass (ends the current worker, which may be of the old kind, and
+    /// any spare).
+    pub fn set_sanitizer(&mut self, pass: Option<SanitizerPass>) {
+        self.end_process();
+        self.spares.drain(..).for_each(Starting::discard);
+        self.costs = None;
+        self.cfg.sanitizer = pass;
+    }
+
+    /// Gives up any case (or worker start) once `cancel` is set, as a pool's run does when it
+    /// ends early: for a supervisor driven outside a pool (an escalation running beside a
+    /// campaign). `None` clears it.
+    pub fn cancel_on(&mut self, cancel: Option<Arc<AtomicBool>>) {
+        self.limits = RunLimits { cancel, deadline: None };
+    }
+
+    /// Whether the user stopped the run, or the pool's run no longer wants this case.
+    fn give_up(&self) -> Result<(), SupervisorError> {
+        if self.cfg.stop.load(Ordering::SeqCst) {
+            return Err(SupervisorError::Interrupted);
+        }
+        if self.limits.cancel.as_ref().is_some_and(|c| c.load(Ordering::SeqCst)) {
+            return Err(SupervisorError::Cancelled);
+        }
+        Ok(())
+    }
+
+    /// A worker was lost: from now on a spare is kept warming (natively).
+    fn lost(&mut self) {
+        self.lost_once = true;
+        self.warm_spare();
+    }
+
+    /// Starts spares until [`SPARES`] are warming, unless no worker was ever lost or workers run
+    /// under a sanitizer (those processes live for one batch). A spare that cannot be started
+    /// is no error: the next case starts its worker the usual way and reports why not.
+    fn warm_spare(&mut self) {
+        if !self.lost_once || self.cfg.sanitizer.is_some() {
+            return;
+        }
+        while self.spares.len() < SPARES {
+            let Ok(s) = spawn(self.worker_command()) else { return };
+            self.starts += 1;
+            self.spares.push_back(s);
+        }
+    }
+
+    /// The GPU of the current worker, starting one if needed.
+    pub fn gpu(&mut self) -> Result<GpuInfo, SupervisorError> {
+        self.ensure_worker()?;
+        Ok(self.worker.as_ref().expect("started").gpu.clone())
+    }
+
+    fn ensure_worker(&mut self) -> Result<(), SupervisorError> {
+        if self.worker.is_some() {
+            return Ok(());
+        }
+        if let Some(spare) = self.spares.pop_front() {
+            match self.ready(spare) {
+                Ok(w) => {
+                    self.worker = Some(w);
+                    self.spares_used += 1;
+                    self.warm_spare();
+                    return Ok(());
+                }
+                Err(e @ (SupervisorError::Interrupted | SupervisorError::Cancelled)) => return Err(e),
+                // The start path below retries a GPU that cannot be opened yet.
+                Err(_) => {}
+            }
+        }
+        let mut waits = RESTART_BACKOFF.iter();
+        loop {
+            match self.start_worker() {
+                Err(SupervisorError::NoGpu(message)) if self.opened_gpu => {
+                    // Seen on an H100 after ~300 faults in a row: a fresh process's cuInit said
+                    // CUDA_ERROR_NO_DEVICE while the driver recovered.
+                    let Some(wait) = waits.next() else { return Err(SupervisorError::NoGpu(message)) };
+                    // A closed stderr must not panic a run over a diagnostic.
+                    let _ = writeln!(std::io::stderr(), "cudafuzz: worker restart could not open GPU {} ({message}); retrying in {wait:?}", self.cfg.gpu);
+                    self.pause(*wait)?;
+                }
+                Err(e) => return Err(e),
+                Ok(()) => {
+                    self.opened_gpu = true;
+                    self.warm_spare();
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Sleeps `wait`, unless the run is stopped, cancelled or past its deadline first.
+    fn pause(&self, wait: Duration) -> Result<(), SupervisorError> {
+        let until = Instant::now() + wait;
+        while Instant::now() < until {
+            self.give_up()?;
+            if self.limits.deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(SupervisorError::Cancelled);
+            }
+            std::thread::sleep(until.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)));
+        }
+        Ok(())
+    }
+
+    /// The command line of a new worker (under the pass's current tool, with a fresh XML path).
+    fn worker_command(&mut self) -> Command {
+        let mut cmd = match (&self.cfg.sanitizer, self.tool) {
+            (Some(pass), Some((tool, padding))) => {
+                let xml = next_xml_path(&pass.dir, tool);
+                let limit = if pass.batch <= 1 { crate::run::sanitizer::SINGLE_CASE_PRINT_LIMIT } else { crate::run::sanitizer::PRINT_LIMIT };
+                let cmd = pass.sanitizer.command(tool, &xml, padding, limit, &self.cfg.exe);
+                self.xml = Some(xml);
+                cmd
+            }
+            _ => Command::new(&self.cfg.exe),
+        };
+        cmd.arg("worker").arg("--gpu").arg(self.cfg.gpu.to_string());
+        // A worker runs everything on the null stream, so one hardware queue serves it; the
+        // default eight make each context dearer to create and to tear down, and a kernel that
+        // faults often pays for one of each per fault, serialised by the driver across all
+        // workers (an H100 fa_s512 campaign: 18.6 cases/s with eight, 26.8 with one).
+        if std::env::var_os(MAX_CONNECTIONS).is_none() {
+            cmd.env(MAX_CONNECTIONS, "1");
+        }
+        if let Some(r) = &self.cfg.reference_dir {
+            cmd.arg("--reference").arg(r);
+        }
+        cmd
+    }
+
+    fn start_worker(&mut self) -> Result<(), SupervisorError> {
+        let cmd = self.worker_command();
+        let starting = spawn(cmd).map_err(|source| SupervisorError::Spawn { exe: self.cfg.exe.clone(), source })?;
+        self.starts += 1;
+        self.worker = Some(self.ready(starting)?);
+        Ok(())
+    }
+
+    /// Waits for a started worker to open the GPU, giving up when the run is stopped or
+    /// cancelled; the time from its start counts as overhead.
+    fn ready(&mut self, starting: Starting) -> Result<WorkerHandle, SupervisorError> {
+        let since = starting.since;
+        let give_up = || self.give_up().is_err();
+        let result = starting.ready(since + SETUP_TIMEOUT, &give_up);
+        self.overhead += since.elapsed();
+        match result {
+            Ok(w) => Ok(w),
+            Err(StartFailure::NoGpu(message)) => Err(SupervisorError::NoGpu(message)),
+            Err(StartFailure::GaveUp) => Err(self.give_up().err().unwrap_or(SupervisorError::Cancelled)),
+            Err(StartFailure::Died(status)) => {
+                let status = status.map(|s| format!(" (status {s})")).unwrap_or_default();
+                let log = self.xml.as_ref().map(|x| sanitizer_log_tail(x)).unwrap_or_default();
+                Err(SupervisorError::NoGpu(format!("the worker process exited before opening the GPU{status}{log}")))
+            }
+        }
+    }
+
+    fn journal(&mut self, entry: &impl Serialize) -> Result<(), SupervisorError> {
+        let Some(path) = &self.cfg.journal else { return Ok(()) };
+        let error = |source| SupervisorError::Journal { path: path.clone(), source };
+        if self.journal.is_none() {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(error)?;
+            }
+            self.journal = Some(OpenOptions::new().create(true).append(true).open(path).map_err(error)?);
+        }
+        let f = self.journal.as_mut().expect("opened above");
+        let line = serde_json::to_string(entry).expect("journal entries serialize");
+        writeln!(f, "{line}").and_then(|()| f.flush()).map_err(error)
+    }
+
+    /// Runs one case in the worker and returns its verdict; hangs and dead workers become
+    /// findings. `timeout` bounds the kernel's run from its launch.
+    ///
+    /// A kernel that outlives its timeout is run once more in a fresh worker with twice the
+    /// time before it is called a hang: while other workers' kernels fault, the driver's
+    /// recovery can stall a healthy kernel for seconds, and a false hang would hide the real bug.
+    ///
+    /// Under a sanitizer the case is a batch of one ([`Supervisor::run_batch`]).
+    pub fn run(&mut self, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<Verdict, SupervisorError> {
+        if self.cfg.sanitizer.is_some() {
+            let mut v = self.run_batch(std::slice::from_ref(case), manifest, opts, timeout)?;
+            return Ok(v.pop().expect("one verdict per case"));
+        }
+        self.run_native(case, manifest, opts, timeout)
+    }
+
+    fn run_native(&mut self, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<Verdict, SupervisorError> {
+        let (first, hung) = self.run_once(case, manifest, opts, timeout)?;
+        if !hung {
+            return Ok(first);
+        }
+        let (second, hung_again) = self.run_once(case, manifest, opts, timeout.saturating_mul(2))?;
+        Ok(if hung_again { first } else { second })
+    }
+
+    /// One attempt; the flag says the watchdog killed a launched kernel.
+    fn run_once(&mut self, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<(Verdict, bool), SupervisorError> {
+        self.give_up()?;
+        let began = Instant::now();
+        self.ensure_worker()?;
+        let start_us = began.elapsed().as_micros() as u64;
+        let id = self.next_id;
+        self.next_id += 1;
+        self.journal(&JournalEntry { id, manifest: &manifest.path, case })?;
+        let req = WorkerRequest { id, case: case.clone(), manifest: manifest.path.clone(), options: opts.clone() };
+        let line = serde_json::to_string(&req).expect("requests serialize");
+        let worker = self.worker.as_mut().expect("started");
+        if writeln!(worker.stdin, "{line}").and_then(|()| worker.stdin.flush()).is_err() {
+            return Ok((self.bury(case, manifest, None), false));
+        }
+        // Two runs of the kernel when checking determinism, plus host work around them.
+        let kernel_budget = timeout.saturating_mul(if opts.determinism { 2 } else { 1 }).saturating_add(Duration::from_secs(2));
+        let mut deadline = Instant::now() + SETUP_TIMEOUT;
+        let mut launched_at = None;
+        loop {
+            if let Err(e) = self.give_up() {
+                // Nothing of this worker is wanted any more (not even a sanitizer's XML).
+                if let Some(w) = self.worker.take() {
+                    kill_now(w.child);
+                }
+                return Err(e);
+            }
+            let worker = self.worker.as_mut().expect("started");
+            let slice = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
+            match worker.events.recv_timeout(slice) {
+                Ok(line) => match serde_json::from_str::<WorkerEvent>(&line) {
+                    Ok(WorkerEvent::Launched { id: got }) if got == id => {
+                        launched_at = Some(Instant::now());
+                        deadline = crate::core::clock::deadline_in(kernel_budget);
+                    }
+                    Ok(WorkerEvent::Done { id: got, mut verdict }) if got == id => {
+                        verdict.times.start_us = start_us;
+                        verdict.times.supervised_us = began.elapsed().as_micros() as u64;
+                        self.journal(&serde_json::json!({ "id": id, "outcome": &verdict.outcome }))?;
+                        if verdict.sticky {
+                            self.reap();
+                        }
+                        return Ok((verdict, false));
+                    }
+                    // Anything else on stdout (stray prints from a kernel's host code) is ignored.
+                    _ => {}
+                },
+                Err(RecvTimeoutError::Timeout) => {
+                    if Instant::now() >= deadline {
+                        let ran_for = launched_at.map(|at| at.elapsed());
+                        let mut w = self.worker.take().expect("started");
+                        // A process stuck in the driver can take tens of seconds to die after
+                        // SIGKILL; the next case does not wait for it.
+                        std::thread::spawn(move || process::kill_group(&mut w.child));
+                        self.lost();
+                        let verdict = match ran_for {
+                            Some(ran_for) => self.synthesize(
+                                case,
+                                manifest,
+                                FindingKind::Hang,
+                                Oracle::Watchdog,
+                                format!(
+                                    "the kernel did not finish within {:.1} s of its launch; the worker was killed (SIGTERM, then SIGKILL)",
+                                    ran_for.as_secs_f64()
+                                ),
+                            ),
+                            None => self.synthesize(
+                                case,
+                                manifest,
+                                FindingKind::Hang,
+                                Oracle::Watchdog,
+                                format!("the worker did not launch the kernel within {} s (compiling or preparing the case)", SETUP_TIMEOUT.as_secs()),
+                            ),
+                        };
+                        self.journal(&serde_json::json!({ "id": id, "outcome": &verdict.outcome }))?;
+                        return Ok((verdict, ran_for.is_some()));
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    let verdict = self.bury(case, manifest, launched_at);
+                    self.journal(&serde_json::json!({ "id": id, "outcome": &verdict.outcome }))?;
+                    return Ok((verdict, false));
+                }
+            }
+        }
+    }
+
+    /// Lets a worker that is exiting after a sticky error go, without waiting for it: the
+    /// driver's teardown of a faulted context takes a while, and the next case need not wait.
+    ///
+    /// Under a sanitizer it does wait: the tool writes its XML only when the process exits.
+    fn reap(&mut self) {
+        if let Some(w) = self.worker.take() {
+            if self.tool.is_some() {
+                let ending = Instant::now();
+                retire(w, SANITIZER_EXIT_PATIENCE, &|| self.give_up().is_err());
+                self.overhead += ending.elapsed();
+            } else {
+                std::thread::spawn(move || retire(w, Duration::from_secs(5), &|| false));
+            }
+            self.lost();
+        }
+    }
+
+    /// The worker died mid-case: report how.
+    fn bury(&mut self, case: &Case, manifest: &Manifest, launched: Option<Instant>) -> Verdict {
+        let mut w = self.worker.take().expect("started");
+        let status = w.child.wait().ok();
+        self.lost();
+        let how = match status {
+            Some(s) if s.signal().is_some() => format!("was killed by signal {}", s.signal().unwrap_or(0)),
+            Some(s) if s.code() == Some(EXIT_STICKY) => "exited after a sticky CUDA error without reporting it".to_string(),
+            Some(s) => format!("exited with status {}", s.code().unwrap_or(-1)),
+            None => "vanished".to_string(),
+        };
+        let when = if launched.is_some() { "while the kernel ran" } else { "before the kernel was launched" };
+        self.synthesize(case, manifest, FindingKind::WorkerCrash, Oracle::Worker, format!("the worker process {how} {when}"))
+    }
+
+    fn synthesize(&self, case: &Case, manifest: &Manifest, kind: FindingKind, oracle: Oracle, detail: String) -> Verdict {
+        let (plan, contract) = crate::core::plan::plan_and_judge(case, manifest);
+        let label = kernel_label(manifest, case);
+        let j = Judged { case, plan: &plan, kernel: &label, inside_contract: contract.is_inside() };
+        Verdict {
+            outcome: Outcome::Fail { findings: vec![j.finding(kind, oracle, detail)] },
+            contract,
+            reference: ReferenceUsed::None,
+            sticky: true,
+            times: StageTimes::default(),
+            allocations: None,
+            coverage: None,
+            output_digest: None,
+        }
+    }
+}
+
+/// Dropping ends the worker and any spare at once (SIGKILL to their process groups, reaped on
+/// threads): nothing of them is needed any more, and a command's end must not wait seconds per
+/// slot. A sanitizer's XML is no exception: every batch ends its process itself.
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        if let Some(w) = self.worker.take() {
+            kill_now(w.child);
+        }
+        self.spares.drain(..).for_each(Starting::discard);
+    }
+}

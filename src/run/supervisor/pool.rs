@@ -1,0 +1,239 @@
+//! [`Pool`]: several supervisors, each driven by its own thread over one shared run of case
+//! indices, their results handed back in index order.
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{RunLimits, Supervisor, SupervisorError};
+use crate::core::case::Case;
+use crate::core::manifest::Manifest;
+use crate::core::verdict::{RunOptions, Verdict};
+
+/// How long cases still running at the deadline may take to finish before they are abandoned
+/// (killed and not reported): `--time` is kept within this, and a normal case ends well inside it.
+pub const DEADLINE_GRACE: Duration = Duration::from_secs(2);
+
+/// Several supervised workers (several per GPU, or one per GPU), each driven by its own thread.
+///
+/// Results are handed back in case-index order whatever order the workers finish in, so a
+/// campaign with the same seed and case count saves the same seeds with 1 worker or 16.
+pub struct Pool {
+    /// One supervisor per worker slot.
+    pub slots: Vec<Supervisor>,
+}
+
+/// What happened to case `i` of a pooled run.
+#[derive(Debug)]
+pub enum Slot {
+    /// `make` declined the index (e.g. outside the contract).
+    Skipped,
+    /// The case ran.
+    Ran(Box<Case>, Box<Verdict>),
+}
+
+/// What every slot's thread shares in one run.
+struct Shared<'a> {
+    n: u64,
+    deadline: Option<Instant>,
+    manifest: &'a Manifest,
+    opts: &'a RunOptions,
+    timeout: Duration,
+    make: &'a (dyn Fn(u64, &AtomicBool) -> Option<Case> + Sync),
+    next: AtomicU64,
+    abort: AtomicBool,
+}
+
+type Report = (u64, Result<Slot, SupervisorError>);
+
+impl Pool {
+    /// A pool of the given supervisors; the first case of each starts its worker.
+    pub fn new(slots: Vec<Supervisor>) -> Pool {
+        Pool { slots }
+    }
+
+    /// The GPUs the pool's workers opened (starting any worker not started yet).
+    pub fn gpus(&mut self) -> std::collections::BTreeSet<usize> {
+        self.slots.iter_mut().filter_map(|s| s.gpu().ok().map(|g| g.ordinal)).collect()
+    }
+
+    /// Total worker starts over all slots (warm spares included).
+    pub fn starts(&self) -> u64 {
+        self.slots.iter().map(|s| s.starts).sum()
+    }
+
+    /// Lost workers replaced by a warm spare, over all slots.
+    pub fn spares_used(&self) -> u64 {
+        self.slots.iter().map(|s| s.spares_used).sum()
+    }
+
+    /// The most cases one slot is handed at a time ([`Supervisor::max_chunk`]): a `make` that
+    /// waits for earlier results must not wait for indices less than this far back.
+    pub fn max_chunk(&self) -> usize {
+        self.slots.iter().map(Supervisor::max_chunk).max().unwrap_or(1)
+    }
+
+    /// Runs indices `0..n` against `manifest`: `make(i, abort)` gives the case or `None` to
+    /// skip; a `make` that waits (a campaign steering by what earlier cases found) must give up
+    /// once `abort` is set, which happens when the run ends early or reaches its deadline.
+    /// Stops handing out new indices at `deadline`, or once `on_result` answers
+    /// `ControlFlow::Break` or fails (no later index is reported then, and cases still running
+    /// are abandoned at once). Cases still running [`DEADLINE_GRACE`] after the deadline are
+    /// abandoned too. `on_result` sees every handled index in increasing order; indices never
+    /// handed out, or abandoned, are not reported.
+    // Each argument is one independent knob of the campaign loop; a struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_indexed(
+        &mut self,
+        n: u64,
+        deadline: Option<Instant>,
+        manifest: &Manifest,
+        opts: &RunOptions,
+        timeout: Duration,
+        make: &(dyn Fn(u64, &AtomicBool) -> Option<Case> + Sync),
+        on_result: &mut dyn FnMut(u64, Slot) -> Result<ControlFlow<()>, SupervisorError>,
+    ) -> Result<(), SupervisorError> {
+        let shared = Shared { n, deadline, manifest, opts, timeout, make, next: AtomicU64::new(0), abort: AtomicBool::new(false) };
+        let cancel = Arc::new(AtomicBool::new(false));
+        for sup in self.slots.iter_mut() {
+            sup.limits = RunLimits { cancel: Some(cancel.clone()), deadline };
+        }
+        let (tx, rx) = mpsc::channel::<Report>();
+        let result = std::thread::scope(|scope| {
+            for sup in self.slots.iter_mut() {
+                let (tx, shared) = (tx.clone(), &shared);
+                scope.spawn(move || drive(sup, shared, &tx));
+            }
+            drop(tx);
+            let mut order = InOrder { on_result, first_err: None, done: false, pending: BTreeMap::new(), expect: 0 };
+            // The run is over: nothing new starts, and what still runs is abandoned.
+            let end = || {
+                shared.abort.store(true, Ordering::SeqCst);
+                cancel.store(true, Ordering::SeqCst);
+            };
+            loop {
+                let now = Instant::now();
+                let wait = match deadline {
+                    Some(d) if now < d => d - now,
+                    Some(d) if now < d + DEADLINE_GRACE => {
+                        // Past the deadline: nothing new is started, and a `make` that waits gives up.
+                        shared.abort.store(true, Ordering::SeqCst);
+                        d + DEADLINE_GRACE - now
+                    }
+                    Some(_) => {
+                        end();
+                        Duration::from_secs(3600)
+                    }
+                    None => Duration::from_secs(3600),
+                };
+                match rx.recv_timeout(wait) {
+                    Ok((i, slot)) => {
+                        if order.push(i, slot) {
+                            end();
+                        }
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+            order.finish()
+        });
+        for sup in self.slots.iter_mut() {
+            sup.limits = RunLimits::default();
+        }
+        result
+    }
+}
+
+/// One slot's thread: takes chunks of indices until they, the time or the run run out.
+fn drive(sup: &mut Supervisor, s: &Shared<'_>, tx: &Sender<Report>) {
+    loop {
+        if s.abort.load(Ordering::SeqCst) || s.deadline.is_some_and(|d| Instant::now() >= d) {
+            return;
+        }
+        let chunk = sup.next_chunk(s.deadline) as u64;
+        let first = s.next.fetch_add(chunk, Ordering::SeqCst);
+        if first >= s.n {
+            return;
+        }
+        let (mut ran, mut cases, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
+        for i in first..(first + chunk).min(s.n) {
+            match (s.make)(i, &s.abort) {
+                Some(case) => {
+                    ran.push(i);
+                    cases.push(case);
+                }
+                None => skipped.push(i),
+            }
+        }
+        // A `make` that gave up on the abort declined its index for that reason alone.
+        if s.abort.load(Ordering::SeqCst) {
+            return;
+        }
+        let verdicts = match sup.run_batch(&cases, s.manifest, s.opts, s.timeout) {
+            Ok(v) => v,
+            Err(SupervisorError::Cancelled) => return,
+            Err(e) => {
+                let _ = tx.send((first, Err(e)));
+                return;
+            }
+        };
+        // A batch cut short by the deadline has fewer verdicts: its later cases are not reported
+        // (zip stops at the shorter side), and neither are skipped indices after the cut.
+        let cut = ran.get(verdicts.len()).copied().unwrap_or(u64::MAX);
+        let ran = ran.into_iter().zip(cases).zip(verdicts).map(|((i, case), v)| (i, Slot::Ran(Box::new(case), Box::new(v))));
+        let mut gone = false;
+        for (i, slot) in skipped.into_iter().filter(|&i| i < cut).map(|i| (i, Slot::Skipped)).chain(ran) {
+            gone |= tx.send((i, Ok(slot))).is_err();
+        }
+        if gone || cut != u64::MAX {
+            return;
+        }
+    }
+}
+
+/// Delivers results to `on_result` in index order; after a `Break` or an error, nothing more.
+struct InOrder<'f> {
+    on_result: &'f mut dyn FnMut(u64, Slot) -> Result<ControlFlow<()>, SupervisorError>,
+    first_err: Option<SupervisorError>,
+    done: bool,
+    pending: BTreeMap<u64, Result<Slot, SupervisorError>>,
+    expect: u64,
+}
+
+impl InOrder<'_> {
+    /// Takes index `i`'s result and delivers what is now in order; true when the run is over.
+    fn push(&mut self, i: u64, slot: Result<Slot, SupervisorError>) -> bool {
+        self.pending.insert(i, slot);
+        while let Some(slot) = self.pending.remove(&self.expect) {
+            self.deliver(self.expect, slot);
+            self.expect += 1;
+        }
+        self.done
+    }
+
+    fn deliver(&mut self, i: u64, slot: Result<Slot, SupervisorError>) {
+        if self.done {
+            return;
+        }
+        match slot.and_then(|s| (self.on_result)(i, s)) {
+            Ok(ControlFlow::Continue(())) => {}
+            Ok(ControlFlow::Break(())) => self.done = true,
+            Err(e) => {
+                self.first_err = Some(e);
+                self.done = true;
+            }
+        }
+    }
+
+    /// Indices after a gap (a worker stopped by the deadline) are still reported, in order.
+    fn finish(mut self) -> Result<(), SupervisorError> {
+        for (i, slot) in std::mem::take(&mut self.pending) {
+            self.deliver(i, slot);
+        }
+        self.first_err.map_or(Ok(()), Err)
+    }
+}
