@@ -34,6 +34,7 @@ mod out;
 mod report_cmd;
 mod run;
 mod sanitizer;
+mod setup;
 mod sweep;
 mod triage;
 
@@ -73,6 +74,11 @@ enum Command {
     Manifest(case::ManifestCommand),
     /// List the shipped kernel manifests.
     Kernels,
+    /// What this machine has for cudafuzz (NVRTC, CUDA headers, GPUs, compute-sanitizer, the
+    /// kernel cache), and the one line that installs what is missing.
+    Doctor(setup::DoctorArgs),
+    /// The compiled-kernel cache: where it is and how big; `--clear` empties it.
+    Cache(setup::CacheArgs),
     /// Compile every kernel × parameter combination × dtype × arch with NVRTC (no GPU needed).
     Build(BuildArgs),
     /// Run cases (JSON seeds, bare cases or raw fuzzer inputs) against a kernel on the GPU.
@@ -399,6 +405,8 @@ fn run(args: RawArgs) -> Result<i32> {
         Command::Case(c) => case::case_command(c),
         Command::Manifest(c) => case::manifest_command(c),
         Command::Kernels => build::kernels(),
+        Command::Doctor(a) => setup::doctor(a),
+        Command::Cache(a) => setup::cache(a),
         Command::Build(b) => build::build(b),
         Command::Run(r) => run::run_cases(r),
         Command::Repro(r) => run::repro(r),

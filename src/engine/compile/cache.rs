@@ -24,13 +24,57 @@ use super::include::{includes, resolve, Include};
 
 /// The default cache directory: `$CUDAFUZZ_CACHE/cubin`, else `$XDG_CACHE_HOME/cudafuzz/cubin`,
 /// else `~/.cache/cudafuzz/cubin`, else `./.cudafuzz-cache/cubin`.
-pub(crate) fn default_dir() -> PathBuf {
+pub fn default_dir() -> PathBuf {
     let var = |v: &str| std::env::var_os(v).filter(|s| !s.is_empty()).map(PathBuf::from);
     let root = var("CUDAFUZZ_CACHE")
         .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("cudafuzz")))
         .or_else(|| var("HOME").map(|d| d.join(".cache").join("cudafuzz")))
         .unwrap_or_else(|| PathBuf::from(".cudafuzz-cache"));
     root.join("cubin")
+}
+
+/// What the cache directory holds: complete entries (a `.cubin` each) and their bytes, logs
+/// and leftovers included.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheUsage {
+    /// Cached cubins.
+    pub cubins: u64,
+    /// Bytes of every file in the directory.
+    pub bytes: u64,
+}
+
+/// What `dir` holds; an absent directory holds nothing.
+pub fn usage(dir: &Path) -> std::io::Result<CacheUsage> {
+    let mut u = CacheUsage::default();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(u),
+        Err(e) => return Err(e),
+    };
+    for e in entries {
+        let e = e?;
+        let meta = e.metadata()?;
+        if meta.is_file() {
+            u.bytes += meta.len();
+            u.cubins += (e.path().extension().is_some_and(|x| x == "cubin")) as u64;
+        }
+    }
+    Ok(u)
+}
+
+/// Removes every file the cache keeps in `dir` (`*.cubin`, `*.log` and temporary files left by
+/// an interrupted write), and nothing else; returns what was removed.
+pub fn clear(dir: &Path) -> std::io::Result<CacheUsage> {
+    let before = usage(dir)?;
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(CacheUsage::default()) };
+    for e in entries {
+        let path = e?.path();
+        let ours = path.extension().is_some_and(|x| x == "cubin" || x == "log") || path.file_name().is_some_and(|n| n.to_string_lossy().starts_with(".tmp"));
+        if ours && path.is_file() {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(before)
 }
 
 /// Builds a cache key from the pieces of one compilation.

@@ -19,6 +19,7 @@
 //! (see `cache.rs`), so a repeated configuration compiles once.
 
 mod cache;
+pub use cache::{clear as clear_cache, default_dir as default_cache_dir, usage as cache_usage, CacheUsage};
 pub mod include;
 mod nvrtc;
 pub mod ptx;
@@ -40,7 +41,7 @@ use crate::core::manifest::{ArchLimits, Manifest};
 #[non_exhaustive]
 pub enum CompileError {
     /// No libnvrtc could be found.
-    #[error("libnvrtc not found on the loader path (LD_LIBRARY_PATH, ldconfig) nor in {}; install it with `pip install nvidia-cuda-nvrtc nvidia-cuda-runtime` and set LD_LIBRARY_PATH=<site-packages>/nvidia/cu13/lib (or CUDAFUZZ_NVRTC=<path of libnvrtc.so.13>)", show_paths(.searched))]
+    #[error("libnvrtc not found (searched the loader path and {} places: CUDA toolkits, .cuda-wheels, Python site-packages); install it with: python3 -m pip install nvidia-cuda-nvrtc nvidia-cuda-runtime", .searched.len())]
     NvrtcMissing {
         /// Directories searched after the loader path.
         searched: Vec<PathBuf>,
@@ -147,10 +148,6 @@ pub enum CompileError {
         #[source]
         source: cudarc::nvrtc::result::NvrtcError,
     },
-}
-
-fn show_paths(v: &[PathBuf]) -> String {
-    v.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
 }
 
 fn show_archs(v: &[i32]) -> String {

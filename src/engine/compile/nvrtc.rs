@@ -12,8 +12,8 @@
 //!    is going to use, and where it lives);
 //! 3. if no name opens, looks in the usual install locations (`$CUDA_HOME`, `$CUDA_PATH`,
 //!    `/usr/local/cuda`, the pip wheels under `./.cuda-wheels/nvidia/cu13/lib` and the crate's
-//!    own `.cuda-wheels`, `$VIRTUAL_ENV`/`.venv`/user site-packages `nvidia/cu13/lib` and
-//!    `nvidia/cuda_nvrtc/lib`) and opens the first `libnvrtc.so.N` found *by its full path*.
+//!    own `.cuda-wheels`, `$VIRTUAL_ENV`/`.venv`/user site-packages and those of the `python3` on
+//!    PATH, `nvidia/cu13/lib` and `nvidia/cuda_nvrtc/lib` under each) and opens the first `libnvrtc.so.N` found *by its full path*.
 //!    glibc matches a later `dlopen("libnvrtc.so.13")` against the `DT_SONAME` of an already
 //!    loaded object, so cudarc's by-name open then finds this copy. The handle is never closed.
 //! 4. otherwise returns [`CompileError::NvrtcMissing`] with the fix, instead of a panic.
@@ -154,7 +154,30 @@ fn site_packages() -> Vec<PathBuf> {
             out.push(py.join("dist-packages"));
         }
     }
+    // The wrapper script's `pip install --target .cuda-wheels`: a site-packages of its own
+    // (`nvidia/cu13` for CUDA 13 wheels, `nvidia/cuda_nvrtc` and `nvidia/cuda_runtime` for 12).
+    out.push(PathBuf::from(".cuda-wheels"));
+    out.push(Path::new(env!("CARGO_MANIFEST_DIR")).join(".cuda-wheels"));
+    out.extend(python_site_packages());
     out
+}
+
+/// The site-packages of the `python3` on PATH (its own and the user's), where
+/// `python3 -m pip install nvidia-cuda-nvrtc` puts the library outside any virtualenv: asked of
+/// the interpreter, once per process, because pyenv, conda and distributions each put it
+/// elsewhere. Nothing is installed; an absent or failing python3 adds nothing.
+fn python_site_packages() -> Vec<PathBuf> {
+    static ASKED: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    ASKED
+        .get_or_init(|| {
+            let script = "import site, sys\nfor p in site.getsitepackages() + [site.getusersitepackages()]: print(p)";
+            let Ok(out) = std::process::Command::new("python3").args(["-c", script]).stderr(std::process::Stdio::null()).output() else { return Vec::new() };
+            if !out.status.success() {
+                return Vec::new();
+            }
+            String::from_utf8_lossy(&out.stdout).lines().map(str::trim).filter(|l| !l.is_empty()).map(PathBuf::from).collect()
+        })
+        .clone()
 }
 
 /// Install prefixes in search order: `$CUDA_HOME`, `$CUDA_PATH`, `/usr/local/cuda`, the wheel

@@ -47,7 +47,7 @@ pub enum EngineError {
     #[error(transparent)]
     Manifest(#[from] ManifestError),
     /// The compiled module does not load.
-    #[error("loading {} (entry `{entry}`) failed: {status}", source_file.display())]
+    #[error("loading {} (entry `{entry}`) failed: {status}{hint}", source_file.display())]
     ModuleLoad {
         /// The kernel source.
         source_file: PathBuf,
@@ -55,6 +55,8 @@ pub enum EngineError {
         entry: String,
         /// What the driver said.
         status: CudaStatus,
+        /// What to do about it, when the versions explain it (empty otherwise).
+        hint: String,
     },
     /// The sanitizer's case markers cannot be set up or written.
     #[error(transparent)]
@@ -83,6 +85,22 @@ pub enum EngineError {
     /// The case does not fit in the GPU's memory.
     #[error("{0}")]
     OutOfMemory(String),
+}
+
+/// Why a cubin may not load, when NVRTC's CUDA major is newer than the driver's (a CUDA 13
+/// NVRTC on a CUDA 12 driver); empty when the versions do not explain it. Within one major a
+/// newer NVRTC's cubins load on an older driver (measured: NVRTC 13.5 on driver 580, CUDA 13.0).
+fn version_hint(nvrtc: (i32, i32), driver_version: i32) -> String {
+    let driver = driver_version / 1000;
+    if nvrtc.0 <= driver {
+        return String::new();
+    }
+    format!(
+        "; NVRTC {}.{} is newer than this driver's CUDA {driver}.{}: install the driver's NVRTC (python3 -m pip install nvidia-cuda-nvrtc-cu{driver}) and point CUDAFUZZ_NVRTC at it, or update the driver",
+        nvrtc.0,
+        nvrtc.1,
+        (driver_version % 1000) / 10
+    )
 }
 
 /// A GPU context with caches, serving cases one at a time.
@@ -206,10 +224,12 @@ impl Engine {
         let req = request_for(manifest, &case.params, case.dtype, self.gpu.info.arch, &extra);
         let compiled = self.compiler.compile(&req)?;
         if !self.modules.contains_key(&compiled.key) {
+            let hint = version_hint(self.compiler.nvrtc_version(), self.gpu.info.driver_version);
             let module = Module::load(&compiled.cubin, &manifest.entry).map_err(|status| EngineError::ModuleLoad {
                 source_file: manifest.source.clone(),
                 entry: manifest.entry.clone(),
                 status,
+                hint,
             })?;
             self.modules.insert(compiled.key.clone(), module);
         }
@@ -446,5 +466,18 @@ fn rejection_finding(j: &Judged<'_>, r: &LaunchRejection) -> Finding {
     match r {
         LaunchRejection::Cuda(s) => status_finding(j, s, true),
         LaunchRejection::SharedMemory { .. } => j.finding(FindingKind::LaunchRejected, Oracle::CudaStatus, r.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_hint;
+
+    #[test]
+    fn a_newer_nvrtc_major_than_the_driver_is_explained_and_a_newer_minor_is_not() {
+        assert_eq!(version_hint((13, 5), 13000), "");
+        assert_eq!(version_hint((12, 4), 13000), "");
+        let h = version_hint((13, 0), 12040);
+        assert!(h.contains("NVRTC 13.0 is newer than this driver's CUDA 12.4") && h.contains("nvidia-cuda-nvrtc-cu12"), "{h}");
     }
 }
