@@ -111,7 +111,7 @@ fn class4_a_case_outside_its_manifest_is_refused_by_every_command() {
     }
     let unknown = seed(dir.path(), "unknown.json", &|t| t.replace("\"BLOCK_THREADS\": 128", "\"BLOCK_THREADS\": 128, \"TILE\": 3"));
     refused(&cudafuzz(&["case", "check", unknown.to_str().unwrap()]), &["params.TILE", "not a declared param"]);
-    let nokernel = seed(dir.path(), "nokernel.json", &|t| t.replace("kernels/testing/simple_attn.toml", "no_such_kernel"));
+    let nokernel = seed(dir.path(), "nokernel.json", &|t| t.replace("\"kernel\": \"simple_attn\"", "\"kernel\": \"no_such_kernel\""));
     refused(&cudafuzz(&["case", "check", nokernel.to_str().unwrap()]), &["no_such_kernel"]);
     assert!(!out.exists());
 }

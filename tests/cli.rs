@@ -143,7 +143,7 @@ fn case_decode_turns_raw_bytes_into_a_seed() {
     assert_eq!(o.status.code(), Some(exit::OK), "{err}");
     let seed: Seed = serde_json::from_str(&out).unwrap();
     seed.case.validate().unwrap();
-    assert!(seed.case.kernel.ends_with("simple_attn.toml"), "{}", seed.case.kernel);
+    assert_eq!(seed.case.kernel, "simple_attn", "a shipped kernel is named by name");
     // The decoder stays inside the kernel's contract, so the seed plans and is admitted.
     let m = manifest("kernels/testing/simple_attn.toml");
     let case = m.bind(seed.case);
@@ -152,7 +152,8 @@ fn case_decode_turns_raw_bytes_into_a_seed() {
 }
 
 /// A seed of format 1 (the attention-only model) checks as it is, and `case migrate` rewrites
-/// it as a format-2 seed holding the same case, never over an existing file.
+/// it as a seed of today's format holding the same case, its kernel named as today's seeds
+/// name it, never over an existing file.
 #[test]
 fn format_1_seeds_check_and_migrate() {
     let old = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/seeds-v1/oob_read_k.json");
@@ -169,10 +170,13 @@ fn format_1_seeds_check_and_migrate() {
     assert_eq!(o.status.code(), Some(exit::OK), "{out}{err}");
     let text_v2 = std::fs::read_to_string(&new).unwrap();
     let raw: serde_json::Value = serde_json::from_str(&text_v2).unwrap();
-    assert_eq!((raw["version"].as_u64(), raw["case"]["version"].as_u64()), (Some(2), Some(2)), "{text_v2}");
+    let current = cudafuzz::core::corpus::SEED_VERSION as u64;
+    assert_eq!((raw["version"].as_u64(), raw["case"]["version"].as_u64()), (Some(current), Some(2)), "{text_v2}");
     assert_eq!(raw["case"]["dims"]["head_dim"], 40, "{text_v2}");
+    assert_eq!(raw["case"]["kernel"], "oob_read_k", "the shipped kernel by name: {text_v2}");
     let (migrated, _) = cudafuzz::core::corpus::load(&new, None).unwrap();
-    let (read_old, _) = cudafuzz::core::corpus::load(std::path::Path::new(old), None).unwrap();
+    let (mut read_old, _) = cudafuzz::core::corpus::load(std::path::Path::new(old), None).unwrap();
+    read_old.case.kernel = "oob_read_k".into();
     assert_eq!(migrated, read_old, "migrating on read and migrating the file agree");
     let o = cudafuzz(&["case", "migrate", old, "-o", new.to_str().unwrap()]);
     let (_, err) = text(&o);

@@ -197,7 +197,7 @@ fn emit_inlines_project_headers_with_guards_and_line_directives() {
         dir.path(),
         "// top\n#include \"once.cuh\"\n#if 0\n#include \"once.cuh\"\n#endif\n# include <local.cuh>\n#include \"plain.cuh\"\nint tail;\n",
     );
-    let s = inline_source(&src).unwrap();
+    let s = inline_source(&src, &[]).unwrap();
     let t = &s.text;
     // once.cuh is inlined at each include, behind one guard; plain.cuh (no pragma) every time.
     assert_eq!(t.matches("#define ONCE_VALUE 7").count(), 3, "{t}");
@@ -215,9 +215,9 @@ fn emit_inlines_project_headers_with_guards_and_line_directives() {
     assert_eq!(s.kept_includes, ["#include <cuda_fp16.h>"]);
 
     let cyc = write_project(dir.path(), "#include \"cyc.cuh\"\n");
-    assert!(matches!(inline_source(&cyc), Err(EmitError::IncludeCycle { .. })));
+    assert!(matches!(inline_source(&cyc, &[]), Err(EmitError::IncludeCycle { .. })));
     let mac = write_project(dir.path(), "#define H \"plain.cuh\"\n#include H\n");
-    let e = inline_source(&mac).unwrap_err();
+    let e = inline_source(&mac, &[]).unwrap_err();
     assert!(matches!(e, EmitError::MacroInclude { line: 2, .. }), "{e}");
 }
 
@@ -498,21 +498,26 @@ fn emit_from_the_cli_needs_no_gpu_and_never_overwrites() {
     let seed = dir.path().join("fa8.json");
     std::fs::write(&seed, Seed::new(case).to_json()).unwrap();
     let seed_s = seed.to_str().unwrap();
-    let out_cu = dir.path().join("fa8.cu");
+    // Without -o the repro goes into the output directory, never beside the seed.
+    let out = dir.path().join("out");
+    let out_s = out.to_str().unwrap();
+    let out_cu = out.join("repro/fa8.cu");
 
-    let o = cudafuzz(&["repro", seed_s, "--emit", "cu"]);
+    let o = cudafuzz(&["repro", seed_s, "--emit", "cu", "--out", out_s]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains(&format!("wrote {}", out_cu.display())), "says where: {text}");
+    assert!(!dir.path().join("fa8.cu").exists(), "nothing written beside the seed");
     assert!(text.contains("nvcc -arch=native -lineinfo -o fa8 fa8.cu") && text.contains("./fa8"), "{text}");
     let first = std::fs::read_to_string(&out_cu).unwrap();
     assert!(first.contains("(const void*)fa_s512_fwd"));
 
     std::fs::write(&out_cu, "keep me").unwrap();
-    let o = cudafuzz(&["repro", seed_s, "--emit", "cu"]);
+    let o = cudafuzz(&["repro", seed_s, "--emit", "cu", "--out", out_s]);
     assert_eq!(o.status.code(), Some(cudafuzz::core::exit::USAGE));
     assert!(String::from_utf8_lossy(&o.stderr).contains("exists; pass --force"), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(std::fs::read_to_string(&out_cu).unwrap(), "keep me");
-    let o = cudafuzz(&["repro", seed_s, "--emit", "cu", "--force"]);
+    let o = cudafuzz(&["repro", seed_s, "--emit", "cu", "--force", "--out", out_s]);
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(std::fs::read_to_string(&out_cu).unwrap(), first);
 

@@ -1,7 +1,7 @@
 //! `cudafuzz case example|check|migrate|decode` and `cudafuzz manifest migrate`: case and manifest files
 //! without a GPU.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Subcommand;
@@ -17,7 +17,9 @@ pub(super) fn case_command(c: CaseCommand) -> Result<i32> {
     match c {
         CaseCommand::Example { kernel } => {
             let m = resolve_kernel(&kernel)?;
-            out!("{}", Seed::new(example(&m)).to_json())?;
+            // Printed for a file in the current directory (`> case.json`): the kernel is named
+            // relative to it, or by name when shipped.
+            out!("{}", Seed::new(example(&m)).naming_kernel(&m, Path::new(".")).to_json())?;
             Ok(exit::OK)
         }
         CaseCommand::Check { file, kernel, raw } => {
@@ -31,8 +33,19 @@ pub(super) fn case_command(c: CaseCommand) -> Result<i32> {
         }
         CaseCommand::Migrate { file, output } => {
             let seed = load_seed(&file, None, false)?;
-            let output = output.unwrap_or_else(|| file.with_extension("v2.json"));
-            write_new(&output, &seed.to_json(), "format-2 seed")
+            let output = output.unwrap_or_else(|| file.with_extension(format!("v{}.json", crate::core::corpus::SEED_VERSION)));
+            // Named the way this version names kernels, for the folder it is written to.
+            let seed = match seed.kernel(&file, None) {
+                Ok(k) => {
+                    let dir = output.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                    seed.naming_kernel(&k.manifest, dir)
+                }
+                Err(e) => {
+                    errln!("cudafuzz: {e}; its kernel is kept as written");
+                    seed
+                }
+            };
+            write_new(&output, &seed.to_json(), &format!("format-{} seed", crate::core::corpus::SEED_VERSION))
         }
         CaseCommand::Decode { file, kernel } => {
             let m = super::forced_kernel(kernel.as_deref())?.ok_or_else(|| {
@@ -42,7 +55,7 @@ pub(super) fn case_command(c: CaseCommand) -> Result<i32> {
                 crate::core::userfile::read(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
             let case = decode_case(&mut arbitrary::Unstructured::new(&bytes), &DecodeContext::new(&m))
                 .map_err(|e| fail(exit::USAGE, format!("{}: cannot decode: {e}", file.display())))?;
-            out!("{}", Seed::new(case).to_json())?;
+            out!("{}", Seed::new(case).naming_kernel(&m, Path::new(".")).to_json())?;
             Ok(exit::OK)
         }
     }

@@ -56,7 +56,7 @@ pub(super) fn contract_command(a: ContractArgs) -> Result<i32> {
         false => Vec::new(),
     };
     let mut inference = summarise(&m, &plan, &base[0], &outcomes);
-    save_examples(&mut inference, &cfg.out.join("contract"))?;
+    save_examples(&mut inference, &m, &cfg.out.join("contract"))?;
     out!("{}", render_table(&inference))?;
     out!("{}", render_preconditions(&inference))?;
     if let Some(path) = &a.json {
@@ -67,7 +67,7 @@ pub(super) fn contract_command(a: ContractArgs) -> Result<i32> {
 
 /// No GPU: say so, show what would run, exit 3.
 fn without_gpu(plan: &ProbePlan, why: &str) -> Result<i32> {
-    errln!("cudafuzz: NO GPU on this machine ({why}).");
+    errln!("cudafuzz: NO GPU: {why}.");
     errln!("cudafuzz: no probe was run, so no precondition was inferred; this is the plan a GPU host would run:");
     out!("{}", render_plan(plan))?;
     Ok(exit::NO_GPU)
@@ -93,13 +93,14 @@ fn run_all(pool: &mut Pool, m: &Manifest, opts: &RunOptions, limit: std::time::D
 
 /// Saves each precondition's minimal failing case as a seed under `dir` (`corpus::save` names
 /// it by its content and never overwrites another seed).
-fn save_examples(inference: &mut Inference, dir: &Path) -> Result<()> {
+fn save_examples(inference: &mut Inference, m: &Manifest, dir: &Path) -> Result<()> {
     for p in &mut inference.preconditions {
         let Some(example) = &p.example else { continue };
         let mut seed = match &example.finding {
             Some(f) => Seed::with_finding(example.case.clone(), f.clone()),
             None => Seed::new(example.case.clone()),
-        };
+        }
+        .naming_kernel(m, dir);
         seed.note = format!("cudafuzz contract: {} ({})", p.sentence, p.evidence);
         let saved = corpus::save(dir, &seed).map_err(|e| fail(exit::SETUP, chain(e)))?;
         p.seed = Some(saved.path);

@@ -176,7 +176,7 @@ fn escalator(f: &FuzzArgs, cfg: &EngineConfig) -> Result<Option<Escalator>> {
 /// With no GPU, do what the host can: compile every configuration, plan the cases the campaign
 /// would run, and say clearly that nothing ran on a GPU.
 fn without_gpu(f: &FuzzArgs, manifests: &[Manifest], why: &str) -> Result<i32> {
-    errln!("cudafuzz: NO GPU on this machine ({why}).");
+    errln!("cudafuzz: NO GPU: {why}.");
     errln!("cudafuzz: no kernel was run; doing the host-side work only: compile, plan, contract.");
     match Compiler::new(None) {
         Ok(compiler) => {

@@ -98,7 +98,7 @@ pub(super) fn minimize_command(a: MinimizeArgs) -> Result<i32> {
         return Ok(exit::FINDINGS);
     }
     let dir = a.seed.parent().map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
-    let saved = corpus::save(&dir, &Seed::with_finding(m.case, finding)).map_err(|e| fail(exit::SETUP, e.to_string()))?;
+    let saved = corpus::save(&dir, &Seed::with_finding(m.case, finding).naming_kernel(&manifest, &dir)).map_err(|e| fail(exit::SETUP, e.to_string()))?;
     outln!("saved: {}", saved.path.display())?;
     out!("{}", report::replay_lines(&saved.path))?;
     Ok(exit::FINDINGS)

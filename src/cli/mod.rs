@@ -256,7 +256,8 @@ pub(super) struct ReproArgs {
     /// that tool.
     #[arg(long, value_enum, value_name = "cu|python")]
     pub(super) emit: Option<EmitArg>,
-    /// The repro file to write (default: the seed's path with .cu or .py; `-` for stdout).
+    /// The repro file to write (default: OUT/repro/<seed name>.cu or .py, OUT being --out;
+    /// `-` for stdout).
     #[arg(short = 'o', long = "output", requires = "emit")]
     pub(super) output: Option<PathBuf>,
     /// Overwrite the repro file if it exists.
@@ -509,16 +510,19 @@ fn checked_case(path: &Path, seed: &Seed, manifest: &Manifest) -> Result<(crate:
     Ok((case, plan))
 }
 
-/// The kernel a seed runs against: `--kernel` when given, else the one the case names; a raw
-/// input that names none needs `--kernel`.
+/// The kernel a seed runs against: `--kernel` when given, else the one the case names, found
+/// from the seed's own folder first ([`Seed::kernel`]); a raw input that names none needs
+/// `--kernel`. A warning (the manifest changed since the seed was saved, `--kernel` is not the
+/// seed's kernel) is printed and the run goes on.
 fn seed_kernel(forced: Option<&Manifest>, seed: &Seed, path: &Path) -> Result<Manifest> {
-    match forced {
-        Some(m) => Ok(m.clone()),
-        None if seed.case.kernel.is_empty() => {
-            Err(fail(exit::USAGE, format!("{}: the case names no kernel (raw fuzzer input?); pass --kernel or set CUDAFUZZ_KERNEL", path.display())))
-        }
-        None => resolve_kernel(&seed.case.kernel),
+    if forced.is_none() && seed.case.kernel.is_empty() {
+        return Err(fail(exit::USAGE, format!("{}: the case names no kernel (raw fuzzer input?); pass --kernel or set CUDAFUZZ_KERNEL", path.display())));
     }
+    let found = seed.kernel(path, forced).map_err(|e| fail(exit::USAGE, chain(e)))?;
+    if let Some(w) = &found.warning {
+        errln!("cudafuzz: warning: {w}");
+    }
+    Ok(found.manifest)
 }
 
 /// Refuses an output that is one of the command's own inputs (the same file however it is

@@ -99,7 +99,13 @@ fn emit_repro(r: &ReproArgs, cfg: &EngineConfig, kind: EmitArg, seed: &Seed, man
         EmitArg::Cu => EmitKind::Cu,
         EmitArg::Python => EmitKind::Python,
     };
-    let output = r.output.clone().unwrap_or_else(|| r.seed.with_extension(kind.extension()));
+    // By default into the output directory, never beside the seed (a seed folder is the user's).
+    let stem = r.seed.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "seed".into());
+    let output = r.output.clone().unwrap_or_else(|| cfg.out.join("repro").join(format!("{stem}.{}", kind.extension())));
+    if r.output.is_none() {
+        let dir = cfg.out.join("repro");
+        std::fs::create_dir_all(&dir).map_err(|e| fail(exit::SETUP, format!("cannot create {}: {e}", dir.display())))?;
+    }
     let to_stdout = output.as_os_str() == "-";
     let file_name = match output.file_name() {
         Some(n) if !to_stdout => n.to_string_lossy().into_owned(),

@@ -22,11 +22,15 @@ use crate::core::case::{legacy, Case};
 use crate::core::error::SeedError;
 use crate::core::finding::{Finding, Signature};
 use crate::core::generate::{decode_case, DecodeContext};
+use crate::core::manifest::Manifest;
+use crate::core::registry::{self, KernelOrigin, SeedKernel, SeedKernelError};
 
 /// Format tag of seed files.
 pub const SEED_FORMAT: &str = "cudafuzz-seed";
-/// Seed format version this build writes; version 1 is read and migrated.
-pub const SEED_VERSION: u32 = 2;
+/// Seed format version this build writes (3: a shipped kernel named by its name, another by its
+/// manifest's path relative to the seed with its name and hash); versions 2 (kernels named by the
+/// path they were loaded by) and 1 (the attention-only case, migrated) are read.
+pub const SEED_VERSION: u32 = 3;
 
 /// A saved case, with the finding it reproduces when it was saved for one.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -47,6 +51,10 @@ pub struct Seed {
     /// Free text: where the seed came from.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
+    /// For a kernel that is not shipped: its name and its manifest's hash when the seed was
+    /// saved (the case's `kernel` then holds the manifest's path relative to the seed's folder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<KernelOrigin>,
 }
 
 /// A seed as format 1 wrote it: the attention-only case, migrated on read.
@@ -79,13 +87,29 @@ pub enum SeedEncoding {
 impl Seed {
     /// A seed for a case with no finding.
     pub fn new(case: Case) -> Seed {
-        Seed { format: SEED_FORMAT.into(), version: SEED_VERSION, case, finding: None, signature: None, note: String::new() }
+        Seed { format: SEED_FORMAT.into(), version: SEED_VERSION, case, finding: None, signature: None, note: String::new(), manifest: None }
     }
 
     /// A seed for a case and the finding it reproduces.
     pub fn with_finding(case: Case, finding: Finding) -> Seed {
         let signature = Some(finding.signature());
         Seed { finding: Some(finding), signature, ..Seed::new(case) }
+    }
+
+    /// This seed with its case naming `m` the way a seed saved in `dir` does, so that it
+    /// replays from any working directory ([`registry::seed_reference`]): a shipped kernel by
+    /// name, any other by its manifest's path relative to `dir` plus its name and hash.
+    pub fn naming_kernel(mut self, m: &Manifest, dir: &Path) -> Seed {
+        let (kernel, origin) = registry::seed_reference(m, dir);
+        self.case.kernel = kernel;
+        self.manifest = origin;
+        self
+    }
+
+    /// The kernel this seed, read from `path`, replays with: `forced` (`--kernel`) when given,
+    /// else the one it names ([`registry::resolve_for_seed`]).
+    pub fn kernel(&self, path: &Path, forced: Option<&Manifest>) -> Result<SeedKernel, SeedKernelError> {
+        registry::resolve_for_seed(path, &self.case.kernel, self.manifest.as_ref(), forced)
     }
 
     /// Pretty JSON, newline-terminated.
@@ -187,6 +211,7 @@ fn parse_json(path: &Path, bytes: &[u8]) -> Result<(Seed, SeedEncoding), SeedErr
                 finding: old.finding,
                 signature: old.signature,
                 note: old.note,
+                manifest: None,
             };
             return Ok((seed, SeedEncoding::Seed));
         }

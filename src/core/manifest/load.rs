@@ -23,7 +23,7 @@ use super::{
     ScalarType, TensorSpec, MANIFEST_FORMAT,
 };
 
-const TOP_LEVEL_KEYS: [&str; 17] = [
+const TOP_LEVEL_KEYS: [&str; 18] = [
     "format",
     "name",
     "description",
@@ -31,6 +31,7 @@ const TOP_LEVEL_KEYS: [&str; 17] = [
     "entry",
     "fuzz",
     "options",
+    "include",
     "dtypes",
     "defines",
     "params",
@@ -178,7 +179,11 @@ impl Manifest {
         let tensors = l.tensors(t, &dims, &scalars)?;
         let contract = l.contract(t)?;
         let launch = l.launch(t, &tensors)?;
-        let reference = l.reference(t, &tensors, &scalars, &launch)?;
+        let mut reference = l.reference(t, &tensors, &scalars, &launch)?;
+        if let ReferenceSpec::Kernel(k) = &mut reference {
+            // The user's reference kernel sees the same header folders as the kernel.
+            k.options.extend(options.iter().filter(|o| o.starts_with("--include-path=")).cloned());
+        }
         let mut dims = dims;
         if let ReferenceSpec::Op { op, bind } = &reference {
             op.spec().add_hints(&mut dims, &tensors, bind);
@@ -352,12 +357,33 @@ impl Loader<'_> {
         Ok((source, entry))
     }
 
-    /// `fuzz` (default `true`) and the extra NVRTC `options`.
+    /// `fuzz` (default `true`) and the extra NVRTC `options`, with one `--include-path=DIR` per
+    /// folder of `include` (the user's own headers, relative to the manifest) after them.
     fn fuzz_and_options(&self, t: &mut toml::Table) -> Result<(bool, Vec<String>), ManifestError> {
         let fuzz = self.optional(t.remove("fuzz"), "fuzz")?.unwrap_or(true);
-        let options: Vec<String> = self.optional(t.remove("options"), "options")?.unwrap_or_default();
+        let mut options: Vec<String> = self.optional(t.remove("options"), "options")?.unwrap_or_default();
         self.check_options(&options, "options")?;
+        options.extend(self.include_dirs(t)?.iter().map(|d| format!("--include-path={}", d.display())));
         Ok((fuzz, options))
+    }
+
+    /// `include`: folders of the user's own headers, relative to the manifest; each must be a
+    /// directory. They are searched after the kernel's own folder and before the built-in
+    /// headers.
+    fn include_dirs(&self, t: &mut toml::Table) -> Result<Vec<PathBuf>, ManifestError> {
+        let rel: Vec<String> = self.optional(t.remove("include"), "include")?.unwrap_or_default();
+        let base = self.path.parent().unwrap_or(Path::new("."));
+        rel.iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let dir = base.join(r);
+                if dir.is_dir() {
+                    Ok(std::path::absolute(&dir).unwrap_or(dir))
+                } else {
+                    Err(self.invalid(&format!("include[{i}]"), format!("{} is not a directory (include folders are relative to the manifest)", dir.display())))
+                }
+            })
+            .collect()
     }
 
     /// Extra NVRTC options may not set the architecture (cudafuzz compiles each kernel for

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::{BugIndex, Triage, BUG_INDEX_FILE};
 use crate::core::case::Case;
-use crate::core::corpus;
+use crate::core::corpus::{self, Seed};
 use crate::core::manifest::Manifest;
 use crate::core::plan::Plan;
 
@@ -34,11 +34,14 @@ pub fn dims_size(case: &Case) -> u64 {
     case.dims.values().fold(1u64, |acc, &d| acc.saturating_mul(d.max(1)))
 }
 
-/// A case's size for "smallest" as a campaign counts it (its tensors' logical elements) when
-/// its kernel's manifest resolves (a shipped name or a manifest path, each loaded once into
-/// `manifests`), else [`dims_size`]: seeds of one kernel are all measured the same way.
-fn case_size(case: &Case, manifests: &mut BTreeMap<String, Option<Manifest>>) -> u64 {
-    let m = manifests.entry(case.kernel.clone()).or_insert_with(|| crate::core::registry::resolve(&case.kernel).ok());
+/// A seed's case size for "smallest" as a campaign counts it (its tensors' logical elements)
+/// when its kernel's manifest resolves from the seed's file (each kernel reference of each
+/// folder loaded once into `manifests`), else [`dims_size`]: seeds of one kernel are all
+/// measured the same way.
+fn case_size(seed: &Seed, path: &Path, manifests: &mut BTreeMap<(PathBuf, String), Option<Manifest>>) -> u64 {
+    let case = &seed.case;
+    let key = (path.parent().map(Path::to_path_buf).unwrap_or_default(), case.kernel.clone());
+    let m = manifests.entry(key).or_insert_with(|| seed.kernel(path, None).ok().map(|k| k.manifest));
     m.as_ref().and_then(|m| Plan::new(&m.bind(case.clone()), m).ok()).map(|p| p.tensors.iter().map(|t| t.numel).sum()).unwrap_or_else(|| dims_size(case))
 }
 
@@ -70,10 +73,11 @@ pub fn scan(roots: &[PathBuf]) -> Result<Scan, std::io::Error> {
             continue;
         }
         match corpus::load(&path, None) {
-            Ok((seed, _)) => match seed.finding {
+            Ok((seed, _)) => match seed.finding.clone() {
                 Some(f) => {
                     let id = corpus::case_hash(&seed.case);
-                    out.triage.observe(&id, &seed.case.summary(), case_size(&seed.case, &mut manifests), vec![(f, Some(path))]);
+                    let size = case_size(&seed, &path, &mut manifests);
+                    out.triage.observe(&id, &seed.case.summary(), size, vec![(f, Some(path))]);
                     out.seeds += 1;
                 }
                 None => out.skipped.push((path, "a case without a finding".into())),

@@ -18,6 +18,7 @@
 //! else `~/.cache/cudafuzz/cubin`), keyed by a hash of everything that can change the cubin
 //! (see `cache.rs`), so a repeated configuration compiles once.
 
+pub mod builtin;
 mod cache;
 pub use cache::{clear as clear_cache, default_dir as default_cache_dir, usage as cache_usage, CacheUsage};
 pub mod include;
@@ -356,12 +357,17 @@ impl Compiler {
         let text = std::fs::read_to_string(&source_path).map_err(|source| CompileError::Source { path: req.source.clone(), source })?;
         let dirs = Compiler::include_dirs(&source_path);
         let options = self.options(req, &dirs);
+        let searched = with_option_dirs(&dirs, &req.options);
+        let builtins = builtin::needed(&searched);
 
         let mut key = cache::Key::new(self.version);
         key.add("source path", source_path.as_os_str().as_encoded_bytes());
         key.add("source", text.as_bytes());
         let fallback: Vec<PathBuf> = dirs.iter().enumerate().filter(|(i, _)| *i != 1).map(|(_, d)| d.clone()).collect();
-        cache::add_dependencies(&mut key, &source_path, &text, &dirs, self.cuda_include.as_deref(), &fallback);
+        cache::add_dependencies(&mut key, &source_path, &text, &searched, self.cuda_include.as_deref(), &fallback);
+        for (name, text) in &builtins {
+            key.add(&format!("built-in header {name}"), text.as_bytes());
+        }
         for o in &options {
             key.add("option", o.as_bytes());
         }
@@ -373,15 +379,22 @@ impl Compiler {
         }
 
         self.check_arch(req.arch)?;
-        let (cubin, log) = self.run_nvrtc(req, &source_path, &text, &options)?;
+        let (cubin, log) = self.run_nvrtc(req, &source_path, &text, &options, &builtins)?;
         check_entry(&cubin, req, &source_path)?;
         cache::store(&self.cache_dir, &key, &cubin, &log).map_err(|source| CompileError::Cache { path: self.cache_dir.clone(), action: "write", source })?;
         Ok(Compiled { cubin, log, key, from_cache: false })
     }
 
-    fn run_nvrtc(&self, req: &CompileRequest, source_path: &Path, text: &str, options: &[String]) -> Result<(Vec<u8>, String), CompileError> {
+    fn run_nvrtc(
+        &self,
+        req: &CompileRequest,
+        source_path: &Path,
+        text: &str,
+        options: &[String],
+        builtins: &[(&str, &str)],
+    ) -> Result<(Vec<u8>, String), CompileError> {
         use cudarc::nvrtc::sys;
-        let (prog, log) = self.nvrtc_program(req, source_path, text, options)?;
+        let (prog, log) = self.nvrtc_program(req, source_path, text, options, builtins)?;
         let mut size = 0usize;
         // SAFETY: prog is live and compiled.
         unsafe { sys::nvrtcGetCUBINSize(prog.0, &mut size) }.result().map_err(|source| CompileError::Nvrtc { call: "nvrtcGetCUBINSize", source })?;
@@ -409,19 +422,28 @@ impl Compiler {
     pub fn ptx(&self, req: &CompileRequest) -> Result<String, CompileError> {
         let source_path = req.source.canonicalize().map_err(|source| CompileError::Source { path: req.source.clone(), source })?;
         let text = std::fs::read_to_string(&source_path).map_err(|source| CompileError::Source { path: req.source.clone(), source })?;
-        let mut options = self.options(req, &Compiler::include_dirs(&source_path));
+        let dirs = Compiler::include_dirs(&source_path);
+        let mut options = self.options(req, &dirs);
         options[0] = format!("--gpu-architecture=compute_{}", req.arch.number());
-        let (prog, _) = self.nvrtc_program(req, &source_path, &text, &options)?;
+        let builtins = builtin::needed(&with_option_dirs(&dirs, &req.options));
+        let (prog, _) = self.nvrtc_program(req, &source_path, &text, &options, &builtins)?;
         // SAFETY: prog is live and compiled.
         let ptx = unsafe { cudarc::nvrtc::result::get_ptx(prog.0) }.map_err(|source| CompileError::Nvrtc { call: "nvrtcGetPTX", source })?;
         let bytes: Vec<u8> = ptx.into_iter().take_while(|&c| c != 0).map(|c| c as u8).collect();
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
-    /// A compiled NVRTC program and its log; a failed compilation is a [`CompileError::Kernel`]
-    /// with the log.
-    fn nvrtc_program(&self, req: &CompileRequest, source_path: &Path, text: &str, options: &[String]) -> Result<(Program, String), CompileError> {
-        use cudarc::nvrtc::result;
+    /// A compiled NVRTC program and its log, the `builtins` handed to NVRTC by name; a failed
+    /// compilation is a [`CompileError::Kernel`] with the log.
+    fn nvrtc_program(
+        &self,
+        req: &CompileRequest,
+        source_path: &Path,
+        text: &str,
+        options: &[String],
+        builtins: &[(&str, &str)],
+    ) -> Result<(Program, String), CompileError> {
+        use cudarc::nvrtc::{result, sys};
         let nul = |what: String| CompileError::Nul { path: source_path.to_path_buf(), what };
         let src = CString::new(text).map_err(|_| nul("source text".into()))?;
         let name = CString::new(source_path.as_os_str().as_encoded_bytes()).map_err(|_| nul("source path".into()))?;
@@ -429,8 +451,18 @@ impl Compiler {
         for o in options {
             c_opts.push(CString::new(o.as_str()).map_err(|_| nul(format!("option {o:?}")))?);
         }
-        let prog = result::create_program(&src, Some(&name)).map_err(|source| CompileError::Nvrtc { call: "nvrtcCreateProgram", source })?;
-        let prog = Program(prog);
+        let header_texts: Vec<CString> = builtins.iter().map(|(_, t)| CString::new(*t).expect("built-in headers hold no NUL")).collect();
+        let header_names: Vec<CString> = builtins.iter().map(|(n, _)| CString::new(*n).expect("built-in header names hold no NUL")).collect();
+        let texts: Vec<*const std::ffi::c_char> = header_texts.iter().map(|c| c.as_ptr()).collect();
+        let names: Vec<*const std::ffi::c_char> = header_names.iter().map(|c| c.as_ptr()).collect();
+        let mut raw = std::mem::MaybeUninit::uninit();
+        // SAFETY: every pointer is a NUL-terminated string that outlives the call; the header
+        // arrays have `builtins.len()` entries each (NVRTC copies what it keeps).
+        unsafe { sys::nvrtcCreateProgram(raw.as_mut_ptr(), src.as_ptr(), name.as_ptr(), builtins.len() as i32, texts.as_ptr(), names.as_ptr()) }
+            .result()
+            .map_err(|source| CompileError::Nvrtc { call: "nvrtcCreateProgram", source })?;
+        // SAFETY: nvrtcCreateProgram succeeded, so it wrote the program handle.
+        let prog = Program(unsafe { raw.assume_init() });
         // SAFETY: prog is live; the option strings outlive the call.
         let compiled = unsafe { result::compile_program(prog.0, &c_opts) };
         // SAFETY: prog is live.
@@ -447,6 +479,27 @@ impl Compiler {
         }
         Ok((prog, log))
     }
+}
+
+/// The project include directories `dirs` and those the manifest's options add
+/// (`--include-path=DIR`, `-I DIR`, `-IDIR`; a manifest's `include` becomes the first form):
+/// every folder a project header may come from.
+pub fn with_option_dirs(dirs: &[PathBuf], options: &[String]) -> Vec<PathBuf> {
+    let mut out = dirs.to_vec();
+    let mut it = options.iter();
+    while let Some(o) = it.next() {
+        let dir = if let Some(d) = o.strip_prefix("--include-path=") {
+            Some(d.to_string())
+        } else if o == "-I" || o == "--include-path" {
+            it.next().cloned()
+        } else {
+            o.strip_prefix("-I").map(str::to_string)
+        };
+        if let Some(d) = dir.filter(|d| !d.is_empty()) {
+            out.push(PathBuf::from(d));
+        }
+    }
+    out
 }
 
 /// A live NVRTC program, destroyed on drop.

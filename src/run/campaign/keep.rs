@@ -76,7 +76,7 @@ impl SeedKeeper {
             Some(_) => true,
             None => false,
         };
-        let saved = corpus::save(&self.dir, &Seed::with_finding(case.clone(), finding.clone()))?;
+        let saved = corpus::save(&self.dir, &Seed::with_finding(case.clone(), finding.clone()).naming_kernel(m, &self.dir))?;
         self.seen.insert(sig, (saved.path.clone(), size));
         Ok(if smaller { Kept::Smaller(saved.path) } else { Kept::New(saved.path) })
     }

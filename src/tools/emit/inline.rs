@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use super::{c_escape, relative_display, EmitError};
 use crate::engine::compile::include::{parse_include, resolve, Include};
-use crate::engine::compile::Compiler;
+use crate::engine::compile::{builtin, with_option_dirs, Compiler};
 
 /// A kernel source with its project headers inlined.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,10 +38,16 @@ fn is_pragma_once(line: &str) -> bool {
     words.next() == Some("pragma") && words.next() == Some("once") && words.next().is_none_or(|w| w.starts_with("//"))
 }
 
-/// Inlines every project header of a kernel source (see the module docs).
-pub fn inline_source(source: &Path) -> Result<InlinedSource, EmitError> {
+/// Where the built-in headers appear to live in an inlined source (`#line` names and notes):
+/// they have no file, their text comes from the binary.
+const BUILTIN_DIR: &str = "<cudafuzz built-in>";
+
+/// Inlines every project header of a kernel source (see the module docs), searching the
+/// include folders its NVRTC `options` add too (a manifest's `include`), and the built-in
+/// headers last, as the compile does.
+pub fn inline_source(source: &Path, options: &[String]) -> Result<InlinedSource, EmitError> {
     let canon = source.canonicalize().map_err(|e| EmitError::Source { path: source.to_path_buf(), source: e })?;
-    let dirs = Compiler::include_dirs(&canon);
+    let dirs = with_option_dirs(&Compiler::include_dirs(&canon), options);
     let mut state = Inliner { dirs, stack: Vec::new(), guards: BTreeMap::new(), files: Vec::new(), kept: Vec::new(), out: String::new() };
     state.file(&canon)?;
     let mut guards: Vec<(usize, String)> = state.guards.values().map(|&g| (g, format!("CFR_ONCE_{g}"))).collect();
@@ -59,8 +65,22 @@ struct Inliner {
 }
 
 impl Inliner {
+    /// A file's text: a built-in header's from the binary, any other from disk.
+    fn read(path: &Path) -> Result<String, EmitError> {
+        if let Some(text) = path.strip_prefix(BUILTIN_DIR).ok().and_then(|n| n.to_str()).and_then(builtin::header) {
+            return Ok(text.to_string());
+        }
+        std::fs::read_to_string(path).map_err(|e| EmitError::Source { path: path.to_path_buf(), source: e })
+    }
+
+    /// The header an include names: a project file, else a built-in header, else `None` (a
+    /// CUDA or system header, kept as an include).
+    fn find(&self, name: &str, quoted: bool, here: &Path) -> Option<PathBuf> {
+        resolve(name, quoted, here, &self.dirs).or_else(|| builtin::header(name).map(|_| Path::new(BUILTIN_DIR).join(name)))
+    }
+
     fn file(&mut self, path: &Path) -> Result<(), EmitError> {
-        let text = std::fs::read_to_string(path).map_err(|e| EmitError::Source { path: path.to_path_buf(), source: e })?;
+        let text = Inliner::read(path)?;
         let shown = relative_display(path);
         if !self.files.contains(&shown) {
             self.files.push(shown.clone());
@@ -83,7 +103,7 @@ impl Inliner {
                 Some(Include::Quoted(n)) => (n, true),
                 Some(Include::Angled(n)) => (n, false),
             };
-            match resolve(&name, quoted, &here, &self.dirs) {
+            match self.find(&name, quoted, &here) {
                 Some(header) => self.header(&header, line, i, &shown)?,
                 None => self.keep(line),
             }
@@ -105,7 +125,7 @@ impl Inliner {
     /// A project header included from line `i` (0-based) of `shown`: its text, guarded when it
     /// is once-only, then the including file's numbering resumed.
     fn header(&mut self, header: &Path, line: &str, i: usize, shown: &str) -> Result<(), EmitError> {
-        let header_text = std::fs::read_to_string(header).map_err(|e| EmitError::Source { path: header.to_path_buf(), source: e })?;
+        let header_text = Inliner::read(header)?;
         let once = header_text.lines().any(is_pragma_once);
         let header_shown = relative_display(header);
         if self.stack.iter().any(|p| p == header) {

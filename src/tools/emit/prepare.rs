@@ -88,7 +88,7 @@ impl Program {
         Ok(Program {
             role,
             entry: m.entry.clone(),
-            source: inline_source(&m.source)?,
+            source: inline_source(&m.source, &m.options)?,
             defines: req.defines,
             options: req.options,
             arg_specs: m.launch.args.clone(),

@@ -177,14 +177,15 @@ impl GateConfig {
                             problem: format!("{} names no kernel: set `kernel` for this directory", file.display()),
                         })
                     }
-                    None => kernel(field.clone(), &seed.case.kernel).map_err(|e| match e {
-                        GateError::Invalid { problem, .. } => GateError::Invalid {
-                            path: path.into(),
-                            field: field.clone(),
-                            problem: format!("{}: {problem}; or set `kernel` for this directory", file.display()),
-                        },
-                        e => e,
-                    })?,
+                    None => {
+                        seed.kernel(&file, None)
+                            .map_err(|e| GateError::Invalid {
+                                path: path.into(),
+                                field: field.clone(),
+                                problem: format!("{}; or set `kernel` for this directory", crate::core::error::chain(&e)),
+                            })?
+                            .manifest
+                    }
                 };
                 let saved = seed.signature.clone().or_else(|| seed.finding.as_ref().map(|f| f.signature()));
                 let under_fixed = file.strip_prefix(&dir).unwrap_or(&file).components().any(|c| c == Component::Normal("fixed".as_ref()));

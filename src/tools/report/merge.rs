@@ -200,11 +200,22 @@ pub fn copy_seeds(dirs: &[PathBuf], to: &Path) -> Result<Vec<CopiedSeed>, MergeE
         files.sort();
         for from in files {
             let bytes = crate::core::userfile::read(&from).map_err(crate::core::error::FileError::at(from.clone(), "read"))?;
+            let bytes = renamed_kernel(&from, to).map(String::into_bytes).unwrap_or(bytes);
             let (to_path, action) = place(to, &from, &bytes)?;
             out.push(CopiedSeed { from, to: to_path, action });
         }
     }
     Ok(out)
+}
+
+/// The seed at `from` with its kernel named for a seed in `dir` instead, when it names a user's
+/// manifest by a path relative to its own folder (which the copy would break) and that
+/// manifest is found; `None` for any other file, which is copied as it is.
+fn renamed_kernel(from: &Path, dir: &Path) -> Option<String> {
+    let (seed, _) = crate::core::corpus::load(from, None).ok()?;
+    seed.manifest.as_ref()?;
+    let found = seed.kernel(from, None).ok()?;
+    Some(seed.naming_kernel(&found.manifest, dir).to_json())
 }
 
 /// Writes `bytes` under `from`'s name in `dir`, or the first free numbered name; an identical

@@ -141,10 +141,17 @@ fn plural(n: u64) -> &'static str {
 }
 
 /// `path` relative to the current directory or the source tree when it lies inside one of
-/// them, with `/` separators (for report links and SARIF URIs); otherwise unchanged.
+/// them, else relative to the current directory with `..` steps, with `/` separators (for
+/// report links and SARIF URIs): a report never holds this machine's absolute paths, unless a
+/// path cannot be related to the current directory at all (it does not exist).
 pub fn relative_path(path: &Path) -> String {
-    let bases = [std::env::current_dir().ok(), Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")))];
-    let rel = bases.iter().flatten().find_map(|b| path.strip_prefix(b).ok()).unwrap_or(path);
+    let cwd = std::env::current_dir().ok();
+    let bases = [cwd.clone(), Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")))];
+    let rel = match bases.iter().flatten().find_map(|b| path.strip_prefix(b).ok()) {
+        Some(r) => r.to_path_buf(),
+        None if path.is_absolute() => cwd.and_then(|c| crate::core::registry::relative_path(path, &c)).unwrap_or_else(|| path.to_path_buf()),
+        None => path.to_path_buf(),
+    };
     rel.to_string_lossy().replace('\\', "/")
 }
 
