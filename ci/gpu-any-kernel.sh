@@ -121,7 +121,7 @@ if want tests; then
     [ -x "$t" ] || continue
     name=$(basename "$t" | sed 's/-[0-9a-f]*$//')
     start=$(date +%s)
-    CUDAFUZZ_REQUIRE_GPU=1 timeout ${TEST_TIMEOUT:-240} "$t" --include-ignored --test-threads=1 > "$logs/test-$name.log" 2>&1; st=$?
+    CUDAFUZZ_REQUIRE_GPU=1 timeout ${TEST_TIMEOUT:-240} "$t" --test-threads=1 > "$logs/test-$name.log" 2>&1; st=$?
     row "test $name" "$([ $st = 0 ] && echo ok || echo FAIL)" "rc=$st $(grep -m1 '^test result' "$logs/test-$name.log" | cut -c1-60) $(( $(date +%s) - start )) s"
   done
 fi

@@ -12,6 +12,9 @@ if [ -x .gpu/bin/cudafuzz ]; then bin=.gpu/bin/cudafuzz; run_tests=.gpu/run-test
 elif [ -x target/release/cudafuzz ]; then bin=target/release/cudafuzz; run_tests="cargo test --release --"
 else echo "gpu-check: no cudafuzz binary: run ci/gpu-pack first" >&2; exit 4; fi
 export CUDAFUZZ_BIN="$PWD/$bin"
+# Binaries staged by gpu-pack were built in another folder: point them at this tree's kernels
+# (the shipped manifests, reference kernels and sanitizer markers), from any working directory.
+export CUDAFUZZ_KERNELS="$PWD/kernels"
 rows=()
 row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); }
 
@@ -25,7 +28,7 @@ row "gpu" info "$gpu"
 if [ "${GPU_CHECK_TESTS:-1}" = 0 ]; then
   echo "test suite not run: GPU_CHECK_TESTS=0" > "$logs/tests.log"; st=skipped
 else
-  CUDAFUZZ_REQUIRE_GPU=1 $run_tests --include-ignored --test-threads=1 --nocapture > "$logs/tests.log" 2>&1; st=$?
+  CUDAFUZZ_REQUIRE_GPU=1 $run_tests --test-threads=1 --nocapture > "$logs/tests.log" 2>&1; st=$?
 fi
 passed=$(grep '^test result' "$logs/tests.log" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
 failed=$(grep '^test result' "$logs/tests.log" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
@@ -37,7 +40,7 @@ for t in misaligned_q_faults gpu_reference_agrees correct_kernel_passes a_hang_i
 done
 
 # 2. Smoke campaigns through the CLI.
-$bin kernels > "$logs/kernels.log" 2>&1; row "cudafuzz kernels" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -c '^  [a-z]' "$logs/kernels.log") lines"
+$bin kernels > "$logs/kernels.log" 2>&1; row "cudafuzz kernels" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -n1 "$logs/kernels.log")"
 $bin build --arch sm_90 > "$logs/build.log" 2>&1; st=$?
 row "cudafuzz build --arch sm_90" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(tail -n1 "$logs/build.log")"
 $bin fuzz --kernel simple_attn --cases 3000 --jobs 4 --seed 1 --out "$logs/out-simple" > "$logs/fuzz-simple.log" 2>&1; st=$?
@@ -57,6 +60,34 @@ done
 # Case #64 of every campaign has a tensor past 2^31 elements: the int32_offset mutant faults on it.
 $bin fuzz --kernel kernels/mutants/int32_offset.toml --cases 100 --stop-after 1 --escalate none --seed 1 --out "$logs/out-int32" > "$logs/fuzz-int32.log" 2>&1; st=$?
 row "fuzz int32_offset 100 cases: found (exit 1)" "$([ $st = 1 ] && grep -q 'case #64' "$logs/fuzz-int32.log" && echo ok || echo FAIL)" "$(grep -m1 -A1 '^NEW' "$logs/fuzz-int32.log" | tail -n1 | sed 's/^ *//' | cut -c1-80)"
+# 3. A user's kernel outside the repository (the shipped silu_and_mul, and its unchecked-vector
+#    mutant, copied into a temporary folder with no kernels/include above it): the built-in
+#    headers compile it, a clean campaign stays clean, the mutant's seed replays, emits and
+#    minimizes from another directory.
+away=$(mktemp -d); mkdir -p "$away/my" "$away/elsewhere"
+cp kernels/activation/silu_and_mul.cu kernels/activation/silu_and_mul_ref.cu "$away/my/"
+sed 's/^name = "silu_and_mul"/name = "my_silu"/' kernels/activation/silu_and_mul.toml > "$away/my/my_silu.toml"
+sed -e 's/^name = .*/name = "my_unchecked_vec"/' -e 's#"../activation/#"#' kernels/mutants/silu_mul_unchecked_vec.toml > "$away/my/my_unchecked_vec.toml"
+(cd "$away" && "$OLDPWD/$bin" fuzz --kernel my/my_silu.toml --cases 1000 --jobs 4 --seed 1 --out out-clean) > "$logs/away-clean.log" 2>&1; st=$?
+row "kernel outside the repo: 1000 clean cases" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^my_silu:' "$logs/away-clean.log" | tail -n1 | cut -c1-90)"
+(cd "$away" && "$OLDPWD/$bin" fuzz --kernel my/my_unchecked_vec.toml --cases 300 --jobs 4 --seed 1 --stop-after 1 --out out-bug) > "$logs/away-bug.log" 2>&1; st=$?
+seed=$(ls "$away"/out-bug/seeds/*.json 2>/dev/null | head -n1)
+row "kernel outside the repo: planted bug found" "$([ $st = 1 ] && [ -n "$seed" ] && echo ok || echo FAIL)" "$(grep -m1 -E '^NEW' "$logs/away-bug.log" | cut -c1-90)"
+if [ -n "$seed" ]; then
+  grep -h '"kernel"' "$seed" > "$logs/away-seed-kernel.txt"
+  (cd "$away/elsewhere" && "$OLDPWD/$bin" repro "$seed" --out out) > "$logs/away-repro.log" 2>&1; st=$?
+  row "  its seed replays from another dir" "$([ $st = 1 ] && grep -q 'reproduced' "$logs/away-repro.log" && echo ok || echo FAIL)" "$(head -n1 "$logs/away-seed-kernel.txt" | tr -s ' ')"
+  (cd "$away/elsewhere" && "$OLDPWD/$bin" repro "$seed" --emit cu --out out) > "$logs/away-emit.log" 2>&1; st=$?
+  row "  and emits a .cu there" "$([ $st = 0 ] && ls "$away"/elsewhere/out/repro/*.cu >/dev/null 2>&1 && echo ok || echo FAIL)" "$(grep -m1 '^wrote' "$logs/away-emit.log" | cut -c1-80)"
+  (cd "$away/elsewhere" && "$OLDPWD/$bin" minimize "$seed" --out out) > "$logs/away-minimize.log" 2>&1; st=$?
+  row "  and minimizes from there (exit 1)" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(grep -m1 -E '^(saved|nothing)' "$logs/away-minimize.log" | cut -c1-80)"
+fi
+shipped=$(ls "$logs"/out-vec/seeds/*.json 2>/dev/null | head -n1)
+if [ -n "$shipped" ]; then
+  (cd "$away/elsewhere" && "$OLDPWD/$bin" repro "$OLDPWD/$shipped" --out out2) > "$logs/away-shipped.log" 2>&1; st=$?
+  row "shipped kernel's seed replays from another dir" "$([ $st = 1 ] && grep -q 'reproduced' "$logs/away-shipped.log" && echo ok || echo FAIL)" "$(grep -h '"kernel"' "$shipped" | head -n1 | tr -s ' ')"
+fi
+cp -r "$away/out-bug" "$logs/away-out-bug" 2>/dev/null; rm -rf "$away"
 timeout 240 $bin bench --cases 1000 --jobs 4 --json "$logs/bench.json" > "$logs/bench.log" 2>&1; st=$?
 row "bench (small cases)" "$([ $st = 0 ] && echo ok || echo FAIL)" "see below"
 

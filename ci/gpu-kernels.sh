@@ -199,7 +199,7 @@ if want coverage; then
   # GPU coverage: the engine test, then the cargo-fuzz target per mutant with the kernel's
   # CF_COVER counters fed to libFuzzer and without them (CUDAFUZZ_COVERAGE=0): seconds to crash.
   for t in .gpu/tests/gpu_engine-*; do
-    CUDAFUZZ_REQUIRE_GPU=1 timeout 120 "$t" coverage_runs --include-ignored --nocapture > "$logs/coverage-test.log" 2>&1
+    CUDAFUZZ_REQUIRE_GPU=1 timeout 120 "$t" coverage_runs --nocapture > "$logs/coverage-test.log" 2>&1
     row "gpu_engine coverage test" "$(grep -q 'test result: ok. 1 passed' "$logs/coverage-test.log" && echo ok || echo FAIL)" "$(grep -m1 '^aligned reached' "$logs/coverage-test.log" | cut -c1-60)"
   done
   # Inputs are 128 bytes from the start (-len_control=0): the case decoder reads about that many,
@@ -381,7 +381,7 @@ if want sanitizer; then
     row "worker starts under $tool" "rc=$?" "$(head -c 60 "$logs/start-$tool.out" | tr '\n' ' ')"
   done
   for t in .gpu/tests/gpu_sanitizer-*; do
-    CUDAFUZZ_REQUIRE_GPU=1 timeout 400 "$t" --include-ignored --test-threads=2 --nocapture > "$logs/gpu-sanitizer-tests.log" 2>&1; st=$?
+    CUDAFUZZ_REQUIRE_GPU=1 timeout 400 "$t" --test-threads=2 --nocapture > "$logs/gpu-sanitizer-tests.log" 2>&1; st=$?
     row "gpu_sanitizer tests" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep '^test result' "$logs/gpu-sanitizer-tests.log" | tail -n1 | cut -c1-60)"
     while read -r line; do row "  ${line#test }" "" ""; done < <(grep -E '^test .* \.\.\. (ok|FAILED)' "$logs/gpu-sanitizer-tests.log" | sed 's/ \.\.\. / /')
     while read -r line; do row "  $line" "" ""; done < <(grep -E 'sanitizer process\(es\), flagged' "$logs/gpu-sanitizer-tests.log")

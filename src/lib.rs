@@ -29,3 +29,18 @@ pub mod run;
 #[cfg(test)]
 mod testing;
 pub mod tools;
+
+// The types most callers need, at the crate root; everything else through its layer.
+pub use crate::core::case::{Case, Dtype, Scalar, TensorLayout};
+pub use crate::core::corpus::Seed;
+pub use crate::core::finding::{Finding, FindingKind, Oracle, Signature};
+pub use crate::core::manifest::Manifest;
+pub use crate::core::plan::Plan;
+pub use crate::core::tool::Tool;
+pub use crate::core::triage::{Bug, BugId, Triage};
+pub use crate::core::verdict::{Outcome, RunOptions, Verdict};
+pub use crate::engine::compile::{Arch, Compiler};
+pub use crate::run::campaign::{CampaignSpec, CaseStream, SeedKeeper};
+pub use crate::run::config::EngineConfig;
+pub use crate::run::supervisor::{Pool, Supervisor};
+pub use crate::tools::report::export::RunReport;

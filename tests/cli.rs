@@ -221,7 +221,7 @@ fn without_a_gpu_run_says_so_in_one_line_with_a_distinct_exit() {
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(exit::NO_GPU), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
-    assert!(err.contains("no GPU"), "{err}");
+    assert!(err.contains("NO GPU"), "{err}");
     let o = cudafuzz(&["repro", p.to_str().unwrap(), "--out", out_dir.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(exit::NO_GPU));
     let o = cudafuzz(&["minimize", p.to_str().unwrap(), "--out", out_dir.to_str().unwrap()]);

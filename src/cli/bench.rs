@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 
-use super::{fail, manifest_inputs, no_gpu, refuse_clobber, resolve_kernel, setup, BenchArgs};
+use super::{manifest_inputs, no_gpu, refuse_clobber, resolve_kernel, setup, BenchArgs};
 use crate::core::exit;
 use crate::core::verdict::{ReferenceChoice, RunOptions};
 use crate::run::config::{EngineConfig, GpuSelection};
@@ -14,11 +14,7 @@ pub(super) fn bench(b: BenchArgs) -> Result<i32> {
     if let Some(json) = &b.json {
         refuse_clobber(json, manifest_inputs(&m))?;
     }
-    let sizes = b
-        .sizes
-        .iter()
-        .map(|s| bench::CaseSize::from_name(s).ok_or_else(|| fail(exit::USAGE, format!("--sizes {s}: expected small, medium, large or past-int32"))))
-        .collect::<Result<Vec<_>>>()?;
+    let sizes = b.sizes.clone();
     let cfg = b.engine.config()?;
     let gpu_engine = EngineConfig { reference: ReferenceChoice::Gpu, ..cfg.clone() };
     let mut gpu_one = Pool::new(vec![gpu_engine.supervisor().map_err(setup)?]);

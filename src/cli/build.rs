@@ -15,13 +15,22 @@ use crate::engine::compile::{build_all, Arch, CompileError, Compiler};
 /// `cudafuzz kernels`: one line per shipped manifest (and one per manifest that fails to load).
 pub(super) fn kernels() -> Result<i32> {
     let dir = registry::kernels_dir();
-    outln!("shipped kernels in {}:", dir.display())?;
-    let mut bad = 0;
+    outln!("shipped kernels in {} (* = fuzzed by a plain `cudafuzz fuzz`):", dir.display())?;
+    let (mut bad, mut fuzzed, mut all) = (0, 0, 0);
     for m in registry::shipped() {
         match m {
             Ok(m) => {
+                all += 1;
+                fuzzed += m.fuzz as usize;
                 let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
-                outln!("  {:<16} {:<40} {} [{}]", m.name, m.path.display(), m.dtypes.iter().map(|d| d.name()).collect::<Vec<_>>().join(","), params.join(" "))?;
+                let mark = if m.fuzz { '*' } else { ' ' };
+                outln!(
+                    "{mark} {:<16} {:<40} {} [{}]",
+                    m.name,
+                    m.path.display(),
+                    m.dtypes.iter().map(|d| d.name()).collect::<Vec<_>>().join(","),
+                    params.join(" ")
+                )?;
                 if !m.description.is_empty() {
                     outln!("  {:<16} {}", "", m.description)?;
                 }
@@ -32,15 +41,15 @@ pub(super) fn kernels() -> Result<i32> {
             }
         }
     }
+    outln!("{all} kernels, {fuzzed} fuzzed by default; fuzz any of them with `cudafuzz fuzz --kernel NAME`")?;
     Ok(if bad > 0 { exit::USAGE } else { exit::OK })
 }
 
-pub(super) fn parse_archs(list: &[String]) -> Result<Vec<Arch>> {
-    list.iter().map(|a| a.parse::<Arch>().map_err(|e| fail(exit::USAGE, format!("--arch {a}: {e}")))).collect()
-}
+/// The architectures a build targets when none is asked for (the GPUs users run most).
+pub(super) const DEFAULT_ARCHS: [Arch; 3] = [Arch::new(8, 0), Arch::new(8, 9), Arch::new(9, 0)];
 
 pub(super) fn build(b: BuildArgs) -> Result<i32> {
-    let archs = parse_archs(&b.arch)?;
+    let archs = b.arch;
     let manifests = manifests_or_shipped(&b.kernel, false)?;
     let compiler = Compiler::new(None).map_err(|e| fail(exit::SETUP, chain(e)))?;
     for &arch in &archs {

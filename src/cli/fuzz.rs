@@ -7,15 +7,16 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 
-use super::build::{build_report, parse_archs};
+use super::build::{build_report, DEFAULT_ARCHS};
 use super::{chain, fail, file_seeds, manifests_or_shipped, no_gpu, setup, workers_line, FuzzArgs};
 use crate::core::exit;
 use crate::core::manifest::Manifest;
+use crate::core::tool::Escalate;
 use crate::core::triage::{self, BugIndex, BUG_INDEX_FILE};
 use crate::engine::compile::Compiler;
 use crate::run::campaign::{self, CampaignEvent, CampaignSpec, CaseStream, Escalator, EventKind, SeedKeeper, Tally};
 use crate::run::config::EngineConfig;
-use crate::run::sanitizer::{Sanitizer, Tool};
+use crate::run::sanitizer::Sanitizer;
 use crate::run::supervisor::SupervisorError;
 
 pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
@@ -157,10 +158,10 @@ fn render_event(e: &CampaignEvent<'_>, bar: &indicatif::ProgressBar, coverage: b
 /// The escalator that re-runs new findings under compute-sanitizer, if `--escalate` asks for
 /// one; a missing compute-sanitizer is said once, and the campaign goes on without naming.
 fn escalator(f: &FuzzArgs, cfg: &EngineConfig) -> Result<Option<Escalator>> {
-    if f.escalate == "none" || cfg.sanitize.is_some() {
-        return Ok(None);
-    }
-    let tools = Tool::parse_list(&f.escalate).map_err(|m| fail(exit::USAGE, format!("--escalate {}: {m}", f.escalate)))?;
+    let tools = match &f.escalate {
+        Escalate::Tools(list) if cfg.sanitize.is_none() => &list.0,
+        _ => return Ok(None),
+    };
     let sanitizer = match Sanitizer::locate() {
         Ok(s) => s,
         Err(e) => {
@@ -170,7 +171,7 @@ fn escalator(f: &FuzzArgs, cfg: &EngineConfig) -> Result<Option<Escalator>> {
     };
     let order = tools.iter().map(|t| t.name()).collect::<Vec<_>>().join(", then ");
     outln!("escalation: new findings are re-run under {order} (each tool only if the ones before named nothing; {})", sanitizer.version)?;
-    Ok(Some(cfg.escalator(&sanitizer, &tools).map_err(setup)?))
+    Ok(Some(cfg.escalator(&sanitizer, tools).map_err(setup)?))
 }
 
 /// With no GPU, do what the host can: compile every configuration, plan the cases the campaign
@@ -180,7 +181,7 @@ fn without_gpu(f: &FuzzArgs, manifests: &[Manifest], why: &str) -> Result<i32> {
     errln!("cudafuzz: no kernel was run; doing the host-side work only: compile, plan, contract.");
     match Compiler::new(None) {
         Ok(compiler) => {
-            let archs = parse_archs(&["sm_80".into(), "sm_89".into(), "sm_90".into()])?;
+            let archs = DEFAULT_ARCHS.to_vec();
             let code = build_report(manifests, &archs, &compiler)?;
             if code != exit::OK {
                 return Ok(code);

@@ -19,13 +19,13 @@ pub(super) struct GateArgs {
     #[arg(long, default_value = "ci/gate.toml")]
     config: PathBuf,
     /// Time budget, e.g. 20m, 90s, 1h 30m (default: the configuration's `[gate] budget`, else 20m).
-    #[arg(long)]
-    budget: Option<String>,
+    #[arg(long, value_parser = |s: &str| gate::parse_budget(s).map_err(|e| e.to_string()))]
+    budget: Option<std::time::Duration>,
     /// Run part I of N, counted from 1 (`--shard 2/4` is the second of four): seeds and sweep
     /// cells are dealt round-robin, every shard fuzzes its own slice of the case stream. Default:
     /// $CUDAFUZZ_SHARD (I/N), else a Slurm job array's task, else the whole gate.
-    #[arg(long, value_name = "I/N")]
-    shard: Option<String>,
+    #[arg(long, value_name = "I/N", value_parser = |s: &str| Shard::parse(s, "--shard").map_err(|e| e.to_string()))]
+    shard: Option<Shard>,
     /// Check the configuration and print the plan (seeds, cells, budget split), run nothing.
     #[arg(long)]
     check: bool,
@@ -37,9 +37,12 @@ pub(super) fn gate_command(a: GateArgs) -> Result<i32> {
     let usage = |e: gate::GateError| fail(exit::USAGE, chain(e));
     let cfg = GateConfig::load(&a.config).map_err(usage)?;
     let plan = cfg.plan(&a.config).map_err(usage)?;
-    let shard = Shard::resolve(a.shard.as_deref()).map_err(|e| fail(exit::USAGE, e.to_string()))?;
-    let budget = match &a.budget {
-        Some(b) => gate::parse_budget(b).map_err(|e| fail(exit::USAGE, format!("--budget: {e}")))?,
+    let shard = match a.shard {
+        Some(s) => Some(s),
+        None => Shard::from_env().map_err(|e| fail(exit::USAGE, e.to_string()))?,
+    };
+    let budget = match a.budget {
+        Some(b) => b,
         None => cfg.budget(&a.config).map_err(usage)?.unwrap_or(DEFAULT_BUDGET),
     };
     plan.check_budget(budget).map_err(usage)?;

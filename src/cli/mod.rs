@@ -49,12 +49,14 @@ use crate::core::corpus::{self, Seed};
 use crate::core::exit;
 use crate::core::manifest::Manifest;
 use crate::core::registry;
+use crate::core::tool::{Escalate, ToolList};
 use crate::core::verdict::ReferenceChoice;
+use crate::engine::compile::Arch;
 use crate::engine::gpu::GpuInfo;
 use crate::engine::worker;
 use crate::run::config::{ConfigError, EngineConfig, GpuSelection};
-use crate::run::sanitizer::Tool;
 use crate::run::supervisor::{Pool, SupervisorError};
+use crate::tools::bench::CaseSize;
 
 /// cudafuzz: finds memory-safety and correctness bugs in CUDA attention kernels.
 #[derive(Debug, Parser)]
@@ -172,8 +174,8 @@ pub(super) struct BuildArgs {
     #[arg(long)]
     pub(super) kernel: Vec<String>,
     /// Target architectures.
-    #[arg(long, value_delimiter = ',', default_value = "sm_80,sm_89,sm_90")]
-    pub(super) arch: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_value = "sm_80,sm_89,sm_90", value_parser = |s: &str| s.parse::<Arch>().map_err(|e| e.to_string()))]
+    pub(super) arch: Vec<Arch>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -208,8 +210,8 @@ pub(super) struct EngineArgs {
     pub(super) gpus: Option<GpuSelection>,
     /// Run every case under compute-sanitizer: `memcheck`, `racecheck`, `initcheck`,
     /// `synccheck`, a comma-separated list, or `all` (one pass per tool).
-    #[arg(long, value_name = "TOOL[,TOOL]|all", value_parser = tool_list)]
-    pub(super) sanitize: Option<String>,
+    #[arg(long, value_name = "TOOL[,TOOL]|all", value_parser = |s: &str| s.parse::<ToolList>().map_err(|e| e.to_string()))]
+    pub(super) sanitize: Option<ToolList>,
     /// At most this many cases per sanitizer process. Batches are sized from measured costs to
     /// take about 6 s (so findings are printed soon) and to end by `--time`; this caps them.
     #[arg(long, default_value_t = 200, value_parser = positive::<usize>)]
@@ -282,8 +284,8 @@ pub(super) struct BenchArgs {
     #[arg(long, default_value_t = 2000, value_parser = positive::<u64>)]
     pub(super) cases: u64,
     /// Case sizes to measure: small, medium, large, past-int32 (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "small")]
-    pub(super) sizes: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_value = "small", value_parser = |s: &str| s.parse::<CaseSize>())]
+    pub(super) sizes: Vec<CaseSize>,
     /// Also write the rows as JSON here.
     #[arg(long)]
     pub(super) json: Option<PathBuf>,
@@ -319,8 +321,8 @@ pub(super) struct FuzzArgs {
     pub(super) no_steer: bool,
     /// Re-run each new finding's case under these compute-sanitizer tools to name the bug
     /// (kind, source line, tensor, distance past its end); `none` turns this off.
-    #[arg(long, default_value = "memcheck,racecheck", value_name = "TOOL[,TOOL]|all|none", value_parser = |s: &str| if s == "none" { Ok(s.to_string()) } else { tool_list(s) })]
-    pub(super) escalate: String,
+    #[arg(long, default_value = "memcheck,racecheck", value_name = "TOOL[,TOOL]|all|none", value_parser = |s: &str| s.parse::<Escalate>().map_err(|e| e.to_string()))]
+    pub(super) escalate: Escalate,
     #[command(flatten)]
     pub(super) engine: EngineArgs,
 }
@@ -344,10 +346,6 @@ fn jobs(s: &str) -> Result<usize, String> {
 }
 
 /// A `--sanitize` / `--escalate` tool list, checked when the command line is parsed.
-fn tool_list(s: &str) -> Result<String, String> {
-    Tool::parse_list(s).map(|_| s.to_string()).map_err(|e| e.to_string())
-}
-
 /// Parses a duration like `30s`, `5m`, `1h` or `250ms` (a bare number is seconds).
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let (num, unit) = s.find(|c: char| !c.is_ascii_digit()).map(|i| s.split_at(i)).unwrap_or((s, "s"));
@@ -437,10 +435,7 @@ impl EngineArgs {
                 ));
             }
         }
-        let sanitize = match &self.sanitize {
-            Some(list) => Some(Tool::parse_list(list).map_err(|m| fail(exit::USAGE, format!("--sanitize {list}: {m}")))?),
-            None => None,
-        };
+        let sanitize = self.sanitize.as_ref().map(|l| l.0.clone());
         let cfg = EngineConfig {
             gpu: self.gpu,
             gpus,
@@ -588,7 +583,7 @@ fn workers_line(gpu: &GpuInfo, pool: &mut Pool) -> String {
 /// setup error.
 fn no_gpu(e: SupervisorError) -> anyhow::Error {
     match e {
-        SupervisorError::NoGpu(msg) => fail(exit::NO_GPU, format!("no GPU: {msg}")),
+        SupervisorError::NoGpu(msg) => fail(exit::NO_GPU, format!("NO GPU: {msg}")),
         SupervisorError::Interrupted => fail(exit::INTERRUPTED, "interrupted"),
         e => fail(exit::SETUP, chain(e)),
     }

@@ -115,7 +115,7 @@ fn emit_repro(r: &ReproArgs, cfg: &EngineConfig, kind: EmitArg, seed: &Seed, man
         None => None,
         Some([t]) => Some(*t),
         Some(_) => {
-            let list = r.engine.sanitize.as_deref().unwrap_or_default();
+            let list = r.engine.sanitize.as_ref().map(|l| l.to_string()).unwrap_or_default();
             return Err(fail(exit::USAGE, format!("--sanitize {list}: --emit lays a repro out for one tool; name one")));
         }
     };

@@ -83,3 +83,59 @@ impl fmt::Display for Tool {
         f.write_str(self.name())
     }
 }
+
+/// Tools as an option names them: `memcheck,racecheck` or `all`, parsed once where the option
+/// is read (`--sanitize`, the gate's passes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolList(pub Vec<Tool>);
+
+impl std::str::FromStr for ToolList {
+    type Err = ToolListError;
+
+    fn from_str(s: &str) -> Result<ToolList, ToolListError> {
+        Tool::parse_list(s).map(ToolList)
+    }
+}
+
+impl fmt::Display for ToolList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.0.iter().map(|t| t.name()).collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+/// What `--escalate` asks for: re-run each new finding's case under these tools in order, or
+/// not at all (`none`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Escalate {
+    /// New findings stay native.
+    Off,
+    /// The tools, in the order they are tried.
+    Tools(ToolList),
+}
+
+impl std::str::FromStr for Escalate {
+    type Err = ToolListError;
+
+    fn from_str(s: &str) -> Result<Escalate, ToolListError> {
+        if s.trim() == "none" {
+            return Ok(Escalate::Off);
+        }
+        s.parse().map(Escalate::Tools)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_lists_and_escalations_parse_once() {
+        assert_eq!("memcheck, racecheck".parse::<ToolList>().unwrap().0, [Tool::Memcheck, Tool::Racecheck]);
+        assert_eq!("all".parse::<ToolList>().unwrap().to_string(), "memcheck,racecheck,initcheck,synccheck");
+        assert_eq!("none".parse::<Escalate>().unwrap(), Escalate::Off);
+        assert_eq!("memcheck".parse::<Escalate>().unwrap(), Escalate::Tools(ToolList(vec![Tool::Memcheck])));
+        assert_eq!("nonsense".parse::<Escalate>().unwrap_err(), ToolListError::Unknown("nonsense".into()));
+        assert_eq!(",".parse::<ToolList>().unwrap_err(), ToolListError::Empty);
+    }
+}

@@ -36,6 +36,15 @@ pub enum CaseSize {
     PastInt32,
 }
 
+impl std::str::FromStr for CaseSize {
+    type Err = String;
+
+    /// The names `--sizes` takes.
+    fn from_str(s: &str) -> Result<CaseSize, String> {
+        CaseSize::from_name(s.trim()).ok_or_else(|| format!("`{s}`: expected small, medium, large or past-int32"))
+    }
+}
+
 impl CaseSize {
     /// Parses `small`, `medium`, `large` or `past-int32`.
     pub fn from_name(name: &str) -> Option<CaseSize> {
