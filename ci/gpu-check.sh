@@ -4,6 +4,7 @@
 # (ci/gpu-pack), or target/release when a Rust toolchain built them here.
 #   bash ci/gpu-check.sh            # logs go to $OUT (if set) or ./gpu-check-logs
 #   GPU_CHECK_TESTS=0 bash ci/gpu-check.sh   # smoke campaigns only, no test suite
+#   GPU_CHECK_BENCH=0 bash ci/gpu-check.sh   # no bench row (it takes up to 4 minutes)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=gpu-check-logs
@@ -88,8 +89,12 @@ if [ -n "$shipped" ]; then
   row "shipped kernel's seed replays from another dir" "$([ $st = 1 ] && grep -q 'reproduced' "$logs/away-shipped.log" && echo ok || echo FAIL)" "$(grep -h '"kernel"' "$shipped" | head -n1 | tr -s ' ')"
 fi
 cp -r "$away/out-bug" "$logs/away-out-bug" 2>/dev/null; rm -rf "$away"
-timeout 240 $bin bench --cases 1000 --jobs 4 --json "$logs/bench.json" > "$logs/bench.log" 2>&1; st=$?
-row "bench (small cases)" "$([ $st = 0 ] && echo ok || echo FAIL)" "see below"
+if [ "${GPU_CHECK_BENCH:-1}" = 0 ]; then
+  echo "bench not run: GPU_CHECK_BENCH=0" > "$logs/bench.log"; row "bench (small cases)" SKIP "GPU_CHECK_BENCH=0"
+else
+  timeout 240 $bin bench --cases 1000 --jobs 4 --json "$logs/bench.json" > "$logs/bench.log" 2>&1; st=$?
+  row "bench (small cases)" "$([ $st = 0 ] && echo ok || echo FAIL)" "see below"
+fi
 
 {
 echo
