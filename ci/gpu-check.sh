@@ -5,6 +5,7 @@
 #   bash ci/gpu-check.sh            # logs go to $OUT (if set) or ./gpu-check-logs
 #   GPU_CHECK_TESTS=0 bash ci/gpu-check.sh   # smoke campaigns only, no test suite
 #   GPU_CHECK_BENCH=0 bash ci/gpu-check.sh   # no bench row (it takes up to 4 minutes)
+#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke away bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=gpu-check-logs
@@ -17,6 +18,8 @@ export CUDAFUZZ_BIN="$PWD/$bin"
 # (the shipped manifests, reference kernels and sanitizer markers), from any working directory.
 export CUDAFUZZ_KERNELS="$PWD/kernels"
 rows=()
+# GPU_CHECK_STAGES picks stages (default all): tests smoke away bench.
+want() { [[ " ${GPU_CHECK_STAGES:-tests smoke away bench} " == *" $1 "* ]]; }
 row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$logs/gpu.txt" 2>&1
@@ -26,7 +29,7 @@ row "gpu" info "$gpu"
 # 1. The GPU test suite: every test executable, the GPU tests
 #    included; under CUDAFUZZ_REQUIRE_GPU=1 a GPU test that opens no GPU fails, never skips.
 #    GPU_CHECK_TESTS=0 leaves it out (smoke campaigns only) and says so in the table.
-if [ "${GPU_CHECK_TESTS:-1}" = 0 ]; then
+if [ "${GPU_CHECK_TESTS:-1}" = 0 ] || ! want tests; then
   echo "test suite not run: GPU_CHECK_TESTS=0" > "$logs/tests.log"; st=skipped
 else
   CUDAFUZZ_REQUIRE_GPU=1 $run_tests --test-threads=1 --nocapture > "$logs/tests.log" 2>&1; st=$?
@@ -40,7 +43,8 @@ for t in misaligned_q_faults gpu_reference_agrees correct_kernel_passes a_hang_i
   row "  $t" "${line:-?}" ""
 done
 
-# 2. Smoke campaigns through the CLI.
+# 2. Smoke campaigns through the CLI (stage `smoke`).
+if want smoke; then
 $bin kernels > "$logs/kernels.log" 2>&1; row "cudafuzz kernels" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -n1 "$logs/kernels.log")"
 $bin build --arch sm_90 > "$logs/build.log" 2>&1; st=$?
 row "cudafuzz build --arch sm_90" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(tail -n1 "$logs/build.log")"
@@ -61,14 +65,17 @@ done
 # Case #64 of every campaign has a tensor past 2^31 elements: the int32_offset mutant faults on it.
 $bin fuzz --kernel kernels/mutants/int32_offset.toml --cases 100 --stop-after 1 --escalate none --seed 1 --out "$logs/out-int32" > "$logs/fuzz-int32.log" 2>&1; st=$?
 row "fuzz int32_offset 100 cases: found (exit 1)" "$([ $st = 1 ] && grep -q 'case #64' "$logs/fuzz-int32.log" && echo ok || echo FAIL)" "$(grep -m1 -A1 '^NEW' "$logs/fuzz-int32.log" | tail -n1 | sed 's/^ *//' | cut -c1-80)"
-# 3. A user's kernel outside the repository (the shipped silu_and_mul, and its unchecked-vector
-#    mutant, copied into a temporary folder with no kernels/include above it): the built-in
-#    headers compile it, a clean campaign stays clean, the mutant's seed replays, emits and
-#    minimizes from another directory.
+fi
+
+# 3. A user's kernel outside the repository (stage `away`: the shipped silu_and_mul, and its
+#    unchecked-vector mutant, copied into a temporary folder with no kernels/include above it):
+#    the built-in headers compile it, a clean campaign stays clean, the mutant's seed replays,
+#    emits and minimizes from another directory.
+if want away; then
 away=$(mktemp -d); mkdir -p "$away/my" "$away/elsewhere"
 cp kernels/activation/silu_and_mul.cu kernels/activation/silu_and_mul_ref.cu "$away/my/"
 sed 's/^name = "silu_and_mul"/name = "my_silu"/' kernels/activation/silu_and_mul.toml > "$away/my/my_silu.toml"
-sed -e 's/^name = .*/name = "my_unchecked_vec"/' -e 's#"../activation/#"#' kernels/mutants/silu_mul_unchecked_vec.toml > "$away/my/my_unchecked_vec.toml"
+sed -e '0,/^name = /s/^name = .*/name = "my_unchecked_vec"/' -e 's#"../activation/#"#' kernels/mutants/silu_mul_unchecked_vec.toml > "$away/my/my_unchecked_vec.toml"
 (cd "$away" && "$OLDPWD/$bin" fuzz --kernel my/my_silu.toml --cases 1000 --jobs 4 --seed 1 --out out-clean) > "$logs/away-clean.log" 2>&1; st=$?
 row "kernel outside the repo: 1000 clean cases" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^my_silu:' "$logs/away-clean.log" | tail -n1 | cut -c1-90)"
 (cd "$away" && "$OLDPWD/$bin" fuzz --kernel my/my_unchecked_vec.toml --cases 300 --jobs 4 --seed 1 --stop-after 1 --out out-bug) > "$logs/away-bug.log" 2>&1; st=$?
@@ -84,12 +91,17 @@ if [ -n "$seed" ]; then
   row "  and minimizes from there (exit 1)" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(grep -m1 -E '^(saved|nothing)' "$logs/away-minimize.log" | cut -c1-80)"
 fi
 shipped=$(ls "$logs"/out-vec/seeds/*.json 2>/dev/null | head -n1)
+if [ -z "$shipped" ]; then  # the smoke stage did not run: a seed of a shipped kernel of its own
+  $bin fuzz --kernel vec_load_q --cases 100 --jobs 4 --seed 1 --stop-after 1 --escalate none --out "$logs/out-vec-away" > "$logs/fuzz-vec-away.log" 2>&1
+  shipped=$(ls "$logs"/out-vec-away/seeds/*.json 2>/dev/null | head -n1)
+fi
 if [ -n "$shipped" ]; then
   (cd "$away/elsewhere" && "$OLDPWD/$bin" repro "$OLDPWD/$shipped" --out out2) > "$logs/away-shipped.log" 2>&1; st=$?
   row "shipped kernel's seed replays from another dir" "$([ $st = 1 ] && grep -q 'reproduced' "$logs/away-shipped.log" && echo ok || echo FAIL)" "$(grep -h '"kernel"' "$shipped" | head -n1 | tr -s ' ')"
 fi
 cp -r "$away/out-bug" "$logs/away-out-bug" 2>/dev/null; rm -rf "$away"
-if [ "${GPU_CHECK_BENCH:-1}" = 0 ]; then
+fi
+if [ "${GPU_CHECK_BENCH:-1}" = 0 ] || ! want bench; then
   echo "bench not run: GPU_CHECK_BENCH=0" > "$logs/bench.log"; row "bench (small cases)" SKIP "GPU_CHECK_BENCH=0"
 else
   timeout 240 $bin bench --cases 1000 --jobs 4 --json "$logs/bench.json" > "$logs/bench.log" 2>&1; st=$?
