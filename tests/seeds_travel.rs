@@ -154,3 +154,22 @@ fn seeds_saved_before_kernels_were_named_this_way_replay_from_anywhere() {
     }
     assert!(checked > 0, "the committed seeds were found");
 }
+
+#[test]
+fn a_campaign_saves_a_user_kernels_seed_relative_to_its_new_seeds_folder() {
+    use cudafuzz::core::finding::{Finding, FindingKind, Oracle};
+    let tmp = tempfile::tempdir().unwrap();
+    let manifest = cudafuzz::core::manifest::Manifest::load(&user_kernel(tmp.path(), "my_silu")).unwrap();
+    let case = cudafuzz::core::generate::example(&manifest);
+    // The keeper's folder does not exist yet, as at a campaign's first finding.
+    let mut keeper = cudafuzz::SeedKeeper::new(tmp.path().join("out/seeds"));
+    let kept = keeper.keep(&manifest, &case, &Finding::new(FindingKind::MisalignedAddress, Oracle::CudaStatus, "my_silu", String::new())).unwrap();
+    let path = match kept {
+        cudafuzz::run::campaign::Kept::New(p) => p,
+        other => panic!("{other:?}"),
+    };
+    let (seed, _) = corpus::load(&path, None).unwrap();
+    assert_eq!(seed.case.kernel, "../../k/mine.toml");
+    assert_eq!(seed.manifest.as_ref().map(|o| o.name.as_str()), Some("my_silu"));
+    no_machine_path(&std::fs::read_to_string(&path).unwrap(), tmp.path());
+}

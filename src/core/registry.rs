@@ -205,10 +205,11 @@ pub fn is_shipped(m: &Manifest) -> bool {
 }
 
 /// `target` as a path relative to the directory `base` (`../kernels/k.toml`), both made
-/// absolute and canonical first; `None` when either cannot be (a path that does not exist).
+/// absolute and canonical first (a `base` not created yet: its nearest existing ancestor made
+/// canonical, the rest appended); `None` when `target` does not exist.
 pub fn relative_path(target: &Path, base: &Path) -> Option<PathBuf> {
     let target = target.canonicalize().ok()?;
-    let base = base.canonicalize().ok()?;
+    let base = canonical_to_be(base)?;
     let t: Vec<_> = target.components().collect();
     let b: Vec<_> = base.components().collect();
     let common = t.iter().zip(&b).take_while(|(x, y)| x == y).count();
@@ -220,6 +221,21 @@ pub fn relative_path(target: &Path, base: &Path) -> Option<PathBuf> {
         out.push(c);
     }
     Some(out)
+}
+
+/// `path` made absolute and canonical where it exists: the nearest existing ancestor is
+/// canonicalised and the missing components appended as written.
+fn canonical_to_be(path: &Path) -> Option<PathBuf> {
+    let abs = std::path::absolute(path).ok()?;
+    let mut missing = Vec::new();
+    let mut here = abs.as_path();
+    loop {
+        if let Ok(c) = here.canonicalize() {
+            return Some(missing.iter().rev().fold(c, |acc: PathBuf, part| acc.join(part)));
+        }
+        missing.push(here.file_name()?.to_os_string());
+        here = here.parent()?;
+    }
 }
 
 /// How a seed saved in `dir` names `m`'s kernel, so that it replays from any working
@@ -319,4 +335,20 @@ fn shipped_suffix(spec: &Path) -> Option<PathBuf> {
     let at = parts.iter().rposition(|c| c.as_os_str() == "kernels")?;
     let rest: PathBuf = parts[at + 1..].iter().collect();
     Some(kernels_dir().join(rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_reach_the_target_from_a_folder_not_made_yet() {
+        let tmp = tempfile::tempdir().unwrap();
+        let k = tmp.path().join("my/k.toml");
+        std::fs::create_dir_all(k.parent().unwrap()).unwrap();
+        std::fs::write(&k, "").unwrap();
+        assert_eq!(relative_path(&k, &tmp.path().join("out/seeds")), Some(PathBuf::from("../../my/k.toml")));
+        assert_eq!(relative_path(&k, tmp.path()), Some(PathBuf::from("my/k.toml")));
+        assert_eq!(relative_path(&tmp.path().join("nope.toml"), tmp.path()), None);
+    }
 }

@@ -42,6 +42,20 @@ pub enum InputClass {
     Flag(String),
 }
 
+/// An input class a kernel cannot take (a `--classes` or gate sweep entry).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("class `{class}`: {problem} (classes for {kernel}: {}, or TENSOR+BYTES)", .known.join(", "))]
+pub struct ClassError {
+    /// The class as written.
+    pub class: String,
+    /// The kernel.
+    pub kernel: String,
+    /// What is wrong with it for this kernel.
+    pub problem: String,
+    /// The classes the kernel does take.
+    pub known: Vec<String>,
+}
+
 impl InputClass {
     /// The classes a sweep of `m` runs by default: aligned, misaligned, the first drawn input
     /// at +2, +4, +8 and with its pitch one element longer, tail, strided, and each flag set.
@@ -80,7 +94,7 @@ impl InputClass {
 
     /// Whether the tensor or flag the class names exists in `m` (and an offset keeps the
     /// tensor's declared alignment); the error lists the classes `m` does take.
-    pub fn check(&self, m: &Manifest) -> Result<(), String> {
+    pub fn check(&self, m: &Manifest) -> Result<(), ClassError> {
         let problem = match self {
             InputClass::Offset(t, _) | InputClass::PitchPlusOne(t) if m.tensor(t).is_none_or(|s| !s.layout_is_drawn()) => {
                 format!("{} has no tensor `{t}` whose layout a case chooses", m.name)
@@ -95,7 +109,7 @@ impl InputClass {
             _ => return Ok(()),
         };
         let known: Vec<String> = InputClass::defaults(m).iter().map(|c| c.to_string()).collect();
-        Err(format!("class `{self}`: {problem} (classes for {}: {}, or TENSOR+BYTES)", m.name, known.join(", ")))
+        Err(ClassError { class: self.to_string(), kernel: m.name.clone(), problem, known })
     }
 
     /// Whether the class breaks 16-byte alignment of some base or row pitch on purpose.

@@ -45,23 +45,59 @@ fn param_size(decl: &str) -> Option<u32> {
 /// Compares the manifest's argument list (`field`, e.g. `launch.args`) with the entry point's
 /// parameter sizes: a count or size mismatch is the problem, giving both counts and the first
 /// position whose size differs.
-pub fn compare_args(args: &[ArgSpec], sizes: &[u32], entry: &str) -> Result<(), String> {
+pub fn compare_args(args: &[ArgSpec], sizes: &[u32], entry: &str) -> Result<(), ArgMismatch> {
     let first = args.iter().zip(sizes).position(|(a, &s)| a.size_bytes() != s);
     if args.len() == sizes.len() && first.is_none() {
         return Ok(());
     }
-    let mut problem = format!("the manifest lists {} arguments, the compiled entry point `{entry}` takes {} parameters", args.len(), sizes.len());
-    match first {
-        Some(i) => problem.push_str(&format!(
-            "; the first whose size differs is position {i}: the manifest's {} is {} bytes, the kernel's parameter {} bytes",
-            args[i].type_name(),
-            args[i].size_bytes(),
-            sizes[i]
-        )),
-        None => problem.push_str(&format!("; the first {} agree in size", args.len().min(sizes.len()))),
+    Err(ArgMismatch {
+        entry: entry.to_string(),
+        listed: args.len(),
+        takes: sizes.len(),
+        first_difference: first.map(|i| SizeDifference {
+            position: i,
+            listed_type: args[i].type_name(),
+            listed_bytes: args[i].size_bytes(),
+            kernel_bytes: sizes[i],
+        }),
+    })
+}
+
+/// A manifest's argument list that does not match its compiled entry point.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the manifest lists {listed} arguments, the compiled entry point `{entry}` takes {takes} parameters; {}{}", .first_difference.as_ref().map_or_else(|| format!("the first {} agree in size", listed.min(takes)), |d| d.to_string()), " (ptr, i64, u64, f64: 8 bytes; i32, u32, f32: 4); make the list match the kernel's signature in order")]
+pub struct ArgMismatch {
+    /// The entry point.
+    pub entry: String,
+    /// Arguments the manifest lists.
+    pub listed: usize,
+    /// Parameters the compiled entry point takes.
+    pub takes: usize,
+    /// The first position whose sizes differ, if any does.
+    pub first_difference: Option<SizeDifference>,
+}
+
+/// One argument whose size differs from the kernel's parameter at its position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SizeDifference {
+    /// 0-based position in the list.
+    pub position: usize,
+    /// The manifest's type there (`i32`).
+    pub listed_type: &'static str,
+    /// Its size in bytes.
+    pub listed_bytes: u32,
+    /// The kernel parameter's size in bytes.
+    pub kernel_bytes: u32,
+}
+
+impl std::fmt::Display for SizeDifference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the first whose size differs is position {}: the manifest's {} is {} bytes, the kernel's parameter {} bytes",
+            self.position, self.listed_type, self.listed_bytes, self.kernel_bytes
+        )
     }
-    problem.push_str(" (ptr, i64, u64, f64: 8 bytes; i32, u32, f32: 4); make the list match the kernel's signature in order");
-    Err(problem)
 }
 
 /// Checks a manifest's argument list, and a reference kernel's, against their entry points'
@@ -119,8 +155,12 @@ mod tests {
         };
         assert!(compare_args(&args(&["ptr", "i32", "i64"]), &[8, 4, 8], "k").is_ok());
         let e = compare_args(&args(&["ptr", "i32"]), &[8, 4, 8], "k").unwrap_err();
-        assert!(e.contains("lists 2 arguments") && e.contains("takes 3 parameters"), "{e}");
+        assert_eq!((e.listed, e.takes, e.first_difference.clone()), (2, 3, None));
+        let text = e.to_string();
+        assert!(text.contains("lists 2 arguments") && text.contains("takes 3 parameters") && text.contains("the first 2 agree"), "{text}");
         let e = compare_args(&args(&["ptr", "i32", "i32"]), &[8, 4, 8], "k").unwrap_err();
-        assert!(e.contains("position 2") && e.contains("i32 is 4 bytes") && e.contains("8 bytes"), "{e}");
+        assert_eq!(e.first_difference.as_ref().map(|d| (d.position, d.listed_bytes, d.kernel_bytes)), Some((2, 4, 8)));
+        let text = e.to_string();
+        assert!(text.contains("position 2") && text.contains("i32 is 4 bytes") && text.contains("8 bytes"), "{text}");
     }
 }

@@ -424,14 +424,14 @@ impl OpReference for AttentionOp {
         BuiltinOp::AttentionFwd
     }
 
-    fn case(&self, b: &Bound<'_>) -> Result<OpCase, String> {
-        let a = attention_geometry(b.bind, b.plan).ok_or_else(|| "the attention binding does not fit this case's tensors".to_string())?;
+    fn case(&self, b: &Bound<'_>) -> Result<OpCase, BindingError> {
+        let a = attention_geometry(b.bind, b.plan).ok_or_else(|| BindingError::Shape("the attention binding does not fit this case's tensors".to_string()))?;
         let (q, k, v, o) = (b.need("q")?, b.need("k")?, b.need("v")?, b.need("o")?);
         if k.shape != v.shape || o.shape != q.shape || q.shape[0] != k.shape[0] || q.shape[3] != k.shape[3] || a.heads_kv == 0 || a.heads_q % a.heads_kv != 0 {
-            return Err(format!(
+            return Err(BindingError::Shape(format!(
                 "attention_fwd needs q {:?} and o of one shape, k and v {:?} of one shape with q's batch and head_dim, and heads_q a multiple of heads_kv",
                 q.shape, k.shape
-            ));
+            )));
         }
         Ok(a.to_case())
     }
@@ -464,6 +464,7 @@ impl OpReference for AttentionOp {
 
 use std::collections::BTreeMap;
 
+use super::BindingError;
 use super::{max_abs_diff, Bound, GpuOutput, GpuReference, OpCase, OpReference, OpValues, RoleInputs, RoleValues, Rule, Tolerance};
 use crate::core::case::Scalar;
 use crate::core::manifest::BuiltinOp;

@@ -37,6 +37,7 @@ use crate::core::case::{Dtype, Scalar};
 use crate::core::manifest::BuiltinOp;
 use crate::engine::data::round_to;
 
+use super::BindingError;
 use super::{baseline_tolerance, peak, readable, Bound, GpuOutput, GpuReference, OpCase, OpReference, OpValues, RoleInputs, RoleValues, Rule, Tolerance};
 
 /// The op's geometry for one case.
@@ -100,7 +101,7 @@ impl Gemm {
 /// optional `beta`, `trans_a`, `trans_b`); a message when a binding is missing, the shapes do
 /// not agree (`op(a)` `[m, k]`, `op(b)` `[k, n]`, `c` `[m, n]`), or `c₀` is read (`beta != 0`)
 /// but not drawn.
-pub fn geometry(bd: &Bound<'_>) -> Result<Gemm, String> {
+pub fn geometry(bd: &Bound<'_>) -> Result<Gemm, BindingError> {
     let (a, b, c) = (bd.need("a")?, bd.need("b")?, bd.need("c")?);
     let flag = |role: &str| bd.scalar(role).is_some_and(|v| v != 0.0);
     let (trans_a, trans_b) = (flag("trans_a"), flag("trans_b"));
@@ -108,12 +109,12 @@ pub fn geometry(bd: &Bound<'_>) -> Result<Gemm, String> {
     let (am, k) = if trans_a { (a.shape[1], a.shape[0]) } else { (a.shape[0], a.shape[1]) };
     let (bk, bn) = if trans_b { (b.shape[1], b.shape[0]) } else { (b.shape[0], b.shape[1]) };
     if am != m || bn != n || bk != k {
-        return Err(format!(
+        return Err(BindingError::Shape(format!(
             "gemm needs op(a) [m, k], op(b) [k, n] and c [m, n]; a {:?}, b {:?}, c {:?} (trans_a {trans_a}, trans_b {trans_b})",
             a.shape, b.shape, c.shape
-        ));
+        )));
     }
-    let alpha = bd.scalar("alpha").ok_or("the scalar bound to `alpha` has no value")? as f32;
+    let alpha = bd.scalar("alpha").ok_or_else(|| BindingError::NoScalar { role: "alpha".into() })? as f32;
     let beta = bd.scalar("beta").unwrap_or(0.0) as f32;
     let g = Gemm { m, n, k, trans_a, trans_b, alpha, beta, dtype: c.dtype };
     if g.reads_c() {
@@ -196,7 +197,7 @@ impl OpReference for GemmOp {
         BuiltinOp::Gemm
     }
 
-    fn case(&self, b: &Bound<'_>) -> Result<OpCase, String> {
+    fn case(&self, b: &Bound<'_>) -> Result<OpCase, BindingError> {
         geometry(b).map(|g| g.to_case())
     }
 

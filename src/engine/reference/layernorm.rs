@@ -13,6 +13,7 @@
 //! A constant row has `var = 0` and gives `y = bias`; a NaN or an infinity in a row makes it NaN.
 
 use super::rows::{round_t, row_case, shape, tolerance};
+use super::BindingError;
 use super::{peak, Bound, GpuOutput, GpuReference, OpCase, OpReference, OpValues, RoleInputs, RoleValues, Rule};
 use crate::core::manifest::BuiltinOp;
 
@@ -61,7 +62,7 @@ impl OpReference for Layernorm {
         BuiltinOp::Layernorm
     }
 
-    fn case(&self, b: &Bound<'_>) -> Result<OpCase, String> {
+    fn case(&self, b: &Bound<'_>) -> Result<OpCase, BindingError> {
         row_case(b, &["weight", "bias"], true)
     }
 

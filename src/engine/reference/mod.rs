@@ -59,6 +59,44 @@ use crate::engine::data::Inputs;
 
 pub use attention::attention_geometry;
 
+/// Why a built-in op's binding does not fit a case: the manifest binds the op's roles to
+/// tensors this case cannot give it. Not a kernel finding: the case has no CPU reference.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BindingError {
+    /// The op needs a tensor for `role` and none is bound.
+    #[error("no tensor is bound to `{role}`")]
+    Unbound {
+        /// The op's role.
+        role: String,
+    },
+    /// An input has no generated values.
+    #[error("input `{tensor}` has no generated values")]
+    NoValues {
+        /// The tensor.
+        tensor: String,
+    },
+    /// The op reads a written tensor's initial contents, which the case does not draw.
+    #[error("the op reads the initial contents of `{role}`, and tensor `{tensor}` ({tensor_role}) does not draw them: give it init = \"drawn\"")]
+    NotDrawn {
+        /// The op's role.
+        role: String,
+        /// The tensor bound to it.
+        tensor: String,
+        /// That tensor's role in the manifest.
+        tensor_role: String,
+    },
+    /// A scalar the op needs has no value in the case.
+    #[error("the scalar bound to `{role}` has no value")]
+    NoScalar {
+        /// The op's role.
+        role: String,
+    },
+    /// The bound tensors' shapes do not make one case of the op (the message says how).
+    #[error("{0}")]
+    Shape(String),
+}
+
 /// The tensors and scalars a manifest binds to an op's roles, for one planned case.
 #[derive(Clone, Copy, Debug)]
 pub struct Bound<'a> {
@@ -75,8 +113,8 @@ impl Bound<'_> {
     }
 
     /// The tensor bound to `role`, or a message naming the role.
-    pub fn need(&self, role: &str) -> Result<&TensorPlan, String> {
-        self.tensor(role).ok_or_else(|| format!("no tensor is bound to `{role}`"))
+    pub fn need(&self, role: &str) -> Result<&TensorPlan, BindingError> {
+        self.tensor(role).ok_or_else(|| BindingError::Unbound { role: role.to_string() })
     }
 
     /// The value of the scalar (or literal) bound to `role`.
@@ -170,7 +208,7 @@ pub trait OpReference: Sync {
     /// The op.
     fn op(&self) -> BuiltinOp;
     /// The op's case from the bound tensors and scalars; a message when they do not fit.
-    fn case(&self, b: &Bound<'_>) -> Result<OpCase, String>;
+    fn case(&self, b: &Bound<'_>) -> Result<OpCase, BindingError>;
     /// Gold and same-precision baseline of every output role, on the CPU.
     fn cpu(&self, c: &OpCase, inputs: &RoleInputs<'_>) -> OpValues;
     /// The GPU reference kernel.
@@ -190,7 +228,7 @@ pub fn op_reference(op: BuiltinOp) -> &'static dyn OpReference {
 
 /// The values the op reads, by role: every bound input tensor's, and the drawn initial contents
 /// of a bound tensor the kernel writes (`init = "drawn"`: gemm's `c`, rotary's in-place `x`).
-pub fn role_inputs<'a>(op: BuiltinOp, b: &Bound<'_>, inputs: &'a Inputs) -> Result<RoleInputs<'a>, String> {
+pub fn role_inputs<'a>(op: BuiltinOp, b: &Bound<'_>, inputs: &'a Inputs) -> Result<RoleInputs<'a>, BindingError> {
     let mut out = RoleInputs::new();
     for r in op.spec().tensors {
         let Some(t) = b.tensor(r.name) else { continue };
@@ -198,7 +236,7 @@ pub fn role_inputs<'a>(op: BuiltinOp, b: &Bound<'_>, inputs: &'a Inputs) -> Resu
             Some(values) => {
                 out.insert(r.name.to_string(), values);
             }
-            None if t.role == Role::Input => return Err(format!("input `{}` has no generated values", t.name)),
+            None if t.role == Role::Input => return Err(BindingError::NoValues { tensor: t.name.clone() }),
             None => {}
         }
     }
@@ -207,12 +245,12 @@ pub fn role_inputs<'a>(op: BuiltinOp, b: &Bound<'_>, inputs: &'a Inputs) -> Resu
 
 /// Whether the tensor bound to `role` has values the op can read before the kernel runs (an
 /// input, or a written tensor whose initial contents are drawn); else a message with the fix.
-pub fn readable(b: &Bound<'_>, role: &str) -> Result<(), String> {
+pub fn readable(b: &Bound<'_>, role: &str) -> Result<(), BindingError> {
     let t = b.need(role)?;
     if t.role == Role::Input || t.init == crate::core::manifest::Init::Drawn {
         return Ok(());
     }
-    Err(format!("the op reads the initial contents of `{role}`, and tensor `{}` ({}) does not draw them: give it init = \"drawn\"", t.name, t.role.name()))
+    Err(BindingError::NotDrawn { role: role.to_string(), tensor: t.name.clone(), tensor_role: t.role.name().to_string() })
 }
 
 /// The judged outputs of an op's case from its values: every output role that has values,
@@ -235,7 +273,7 @@ pub fn op_expected(r: &dyn OpReference, c: &OpCase, b: &Bound<'_>, mut values: O
 
 /// The CPU reference of a case whose manifest binds a built-in op: `None` for a reference
 /// kernel or none; an error when the binding does not fit the case's tensors.
-pub fn cpu_op_reference(m: &Manifest, plan: &Plan, inputs: &Inputs) -> Option<Result<RefOutputs, String>> {
+pub fn cpu_op_reference(m: &Manifest, plan: &Plan, inputs: &Inputs) -> Option<Result<RefOutputs, BindingError>> {
     let ReferenceSpec::Op { op, bind } = &m.reference else { return None };
     let r = op_reference(*op);
     let b = Bound { bind, plan };

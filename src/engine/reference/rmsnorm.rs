@@ -13,6 +13,7 @@
 //! elements give 0 and its infinite ones NaN.
 
 use super::rows::{round_t, row_case, shape, tolerance};
+use super::BindingError;
 use super::{peak, Bound, GpuOutput, GpuReference, OpCase, OpReference, OpValues, RoleInputs, RoleValues, Rule};
 use crate::core::manifest::BuiltinOp;
 
@@ -45,7 +46,7 @@ impl OpReference for Rmsnorm {
         BuiltinOp::Rmsnorm
     }
 
-    fn case(&self, b: &Bound<'_>) -> Result<OpCase, String> {
+    fn case(&self, b: &Bound<'_>) -> Result<OpCase, BindingError> {
         row_case(b, &["weight"], true)
     }
 

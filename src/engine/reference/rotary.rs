@@ -27,6 +27,7 @@ use crate::core::manifest::BuiltinOp;
 use crate::engine::data::round_to;
 
 use super::gemm::dot_tolerance;
+use super::BindingError;
 use super::{readable, Bound, GpuOutput, GpuReference, OpCase, OpReference, OpValues, RoleInputs, RoleValues, Rule};
 
 /// The op's geometry for one case.
@@ -84,7 +85,7 @@ impl Rotary {
 
 /// The geometry of a planned case from the bound tensors (`x`, `cos`, `sin`, `positions`,
 /// optional `y`) and the optional flag `interleaved`; a message when the shapes do not agree.
-pub fn geometry(b: &Bound<'_>) -> Result<Rotary, String> {
+pub fn geometry(b: &Bound<'_>) -> Result<Rotary, BindingError> {
     let (x, cos, sin, pos) = (b.need("x")?, b.need("cos")?, b.need("sin")?, b.need("positions")?);
     let out = b.tensor("y").unwrap_or(x);
     let r = Rotary {
@@ -97,10 +98,10 @@ pub fn geometry(b: &Bound<'_>) -> Result<Rotary, String> {
         dtype: out.dtype,
     };
     if sin.shape != cos.shape || pos.shape[0] != r.tokens || r.rot_dim > r.head_dim || out.shape != x.shape {
-        return Err(format!(
+        return Err(BindingError::Shape(format!(
             "rotary needs x and y [tokens, heads, head_dim], cos and sin [max_pos, rot_dim / 2] with rot_dim <= head_dim, positions [tokens]; x {:?}, y {:?}, cos {:?}, sin {:?}, positions {:?}",
             x.shape, out.shape, cos.shape, sin.shape, pos.shape
-        ));
+        )));
     }
     readable(b, "x")?;
     Ok(r)
@@ -170,7 +171,7 @@ impl OpReference for RotaryOp {
         BuiltinOp::Rotary
     }
 
-    fn case(&self, b: &Bound<'_>) -> Result<OpCase, String> {
+    fn case(&self, b: &Bound<'_>) -> Result<OpCase, BindingError> {
         geometry(b).map(|r| r.to_case())
     }
 

@@ -29,6 +29,7 @@
 
 use crate::core::case::Dtype;
 
+use super::BindingError;
 use super::{baseline_tolerance, peak, Bound, OpCase, Tolerance};
 
 /// The baseline rule's factor (FlashAttention's).
@@ -37,23 +38,23 @@ pub const FACTOR: f64 = 2.0;
 /// A row op's case from its binding: dims `rows` (the product of x's leading dims, 1 for a
 /// rank-1 x) and `n` (x's last dim), scalar `eps` when the op has one; `y` must have x's shape
 /// and every `per_column` role shape `[n]`.
-pub fn row_case(b: &Bound<'_>, per_column: &[&str], eps: bool) -> Result<OpCase, String> {
+pub fn row_case(b: &Bound<'_>, per_column: &[&str], eps: bool) -> Result<OpCase, BindingError> {
     let x = b.need("x")?;
     let y = b.need("y")?;
     if y.shape != x.shape {
-        return Err(format!("`y` ({}, shape {:?}) must have the shape of `x` ({}, shape {:?})", y.name, y.shape, x.name, x.shape));
+        return Err(BindingError::Shape(format!("`y` ({}, shape {:?}) must have the shape of `x` ({}, shape {:?})", y.name, y.shape, x.name, x.shape)));
     }
-    let n = *x.shape.last().ok_or("`x` has rank 0")?;
+    let n = *x.shape.last().ok_or_else(|| BindingError::Shape("`x` has rank 0".into()))?;
     for role in per_column {
         let t = b.need(role)?;
         if t.shape != [n] {
-            return Err(format!("`{role}` ({}, shape {:?}) must have shape [{n}], the last dim of `x`", t.name, t.shape));
+            return Err(BindingError::Shape(format!("`{role}` ({}, shape {:?}) must have shape [{n}], the last dim of `x`", t.name, t.shape)));
         }
     }
     let rows = x.shape[..x.shape.len() - 1].iter().product::<u64>();
     let mut c = OpCase { dims: [("rows".to_string(), rows), ("n".to_string(), n)].into(), scalars: Default::default(), dtype: x.dtype };
     if eps {
-        let e = b.scalar("eps").ok_or("the scalar bound to `eps` has no value")?;
+        let e = b.scalar("eps").ok_or_else(|| BindingError::NoScalar { role: "eps".into() })?;
         c.scalars.insert("eps".into(), crate::core::case::Scalar::Float(e as f32 as f64));
     }
     Ok(c)

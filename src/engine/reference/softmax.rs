@@ -14,6 +14,7 @@
 //! does: `inf - inf`), a row of `-inf` too; `-inf` elements of another row give exact zeros.
 
 use super::rows::{round_t, row_case, row_max, shape, tolerance};
+use super::BindingError;
 use super::{peak, Bound, GpuOutput, GpuReference, OpCase, OpReference, OpValues, RoleInputs, RoleValues, Rule};
 use crate::core::manifest::BuiltinOp;
 
@@ -50,7 +51,7 @@ impl OpReference for Softmax {
         BuiltinOp::Softmax
     }
 
-    fn case(&self, b: &Bound<'_>) -> Result<OpCase, String> {
+    fn case(&self, b: &Bound<'_>) -> Result<OpCase, BindingError> {
         row_case(b, &[], false)
     }
 

@@ -74,6 +74,9 @@ pub enum EngineError {
     /// A GPU reference (the built-in op's kernel, or the user's) cannot run this case.
     #[error("{0}")]
     Reference(String),
+    /// The manifest binds a built-in op to tensors this case cannot give it.
+    #[error("the reference op's binding does not fit this case")]
+    Binding(#[from] crate::engine::reference::BindingError),
     /// A CUDA call around the kernel (upload, coverage counters) failed.
     #[error("{what} failed: {status}")]
     Cuda {

@@ -128,7 +128,7 @@ impl Engine {
             };
             out.insert(o.role.to_string(), RoleValues { gold: values(o.gold)?, baseline: values(o.baseline)?, cond });
         }
-        let ri = role_inputs(op.op(), &b, &prep.inputs).map_err(reference)?;
+        let ri = role_inputs(op.op(), &b, &prep.inputs)?;
         Ok(Some(op_expected(op, &oc, &b, out, &ri)))
     }
 

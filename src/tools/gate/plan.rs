@@ -216,7 +216,7 @@ impl GateConfig {
                 let classes =
                     if s.classes.is_empty() { InputClass::defaults(&manifest) } else { s.classes.iter().filter_map(|c| InputClass::from_name(c)).collect() };
                 for c in &classes {
-                    c.check(&manifest).map_err(|problem| GateError::Invalid { path: path.into(), field: format!("sweeps[{i}].classes"), problem })?;
+                    c.check(&manifest).map_err(|e| GateError::Invalid { path: path.into(), field: format!("sweeps[{i}].classes"), problem: e.to_string() })?;
                 }
                 let grid = param_grid(&s.params).map_err(|e| GateError::Invalid {
                     path: path.into(),
