@@ -5,7 +5,7 @@
 //! ci/gpu-check.sh.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use cudafuzz::core::exit;
 
@@ -13,11 +13,19 @@ mod common;
 use common::env::{have, Need};
 
 fn cudafuzz_in(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(common::exe()).current_dir(cwd).args(args).env_remove("CUDAFUZZ_KERNELS").output().unwrap()
+    common::cudafuzz_in(cwd, args, &[])
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    common::output_text(o)
+}
+
+/// `cudafuzz build --arch sm_90` of `manifest`, run in `dir` with a cache of its own (so it
+/// really compiles), which must succeed.
+fn build_in(dir: &Path, manifest: &Path) -> Output {
+    let o = common::cudafuzz_in(dir, &["build", "--arch", "sm_90", "--kernel", manifest.to_str().unwrap()], &[("CUDAFUZZ_CACHE", &dir.join("cache"))]);
+    assert_eq!(o.status.code(), Some(exit::OK), "{}", text(&o));
+    o
 }
 
 /// The shipped silu_and_mul kernel (which includes "cudafuzz.cuh") copied into `dir`, with no
@@ -41,14 +49,7 @@ fn a_kernel_outside_the_repository_builds_with_the_built_in_headers() {
     let tmp = tempfile::tempdir().unwrap();
     assert!(!tmp.path().ancestors().any(|a| a.join("kernels/include/cudafuzz.cuh").is_file()), "the temp folder is outside any kernels tree");
     let manifest = outside(tmp.path(), &|t| t);
-    let cache = tmp.path().join("cache");
-    let o = Command::new(common::exe())
-        .current_dir(tmp.path())
-        .env("CUDAFUZZ_CACHE", &cache)
-        .args(["build", "--arch", "sm_90", "--kernel", manifest.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(exit::OK), "{}", text(&o));
+    let o = build_in(tmp.path(), &manifest);
     assert!(text(&o).contains(" 0 failed"), "{}", text(&o));
 }
 
@@ -66,14 +67,7 @@ fn a_manifest_include_adds_the_users_headers_and_emit_inlines_everything() {
     let cu = tmp.path().join("silu_and_mul.cu");
     let kernel = std::fs::read_to_string(&cu).unwrap().replace("#include \"cudafuzz.cuh\"", "#include \"cudafuzz.cuh\"\n#include \"my_scale.cuh\"");
     std::fs::write(&cu, kernel).unwrap();
-    let cache = tmp.path().join("cache");
-    let o = Command::new(common::exe())
-        .current_dir(tmp.path())
-        .env("CUDAFUZZ_CACHE", &cache)
-        .args(["build", "--arch", "sm_90", "--kernel", manifest.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(exit::OK), "{}", text(&o));
+    build_in(tmp.path(), &manifest);
 
     // A seed of it, emitted as one standalone .cu: the user's header and the built-in ones are
     // inlined, nothing is left to find.

@@ -4,7 +4,7 @@
 //! `INSTA_UPDATE=always` and read the diff), never silently.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use cudafuzz::core::triage::{bug_line, scan::scan};
 
@@ -12,7 +12,7 @@ mod common;
 use common::env::{have, Need};
 
 fn cudafuzz_in(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(common::exe()).current_dir(cwd).args(args).env_remove("CUDAFUZZ_KERNEL").env_remove("CUDAFUZZ_KERNELS").output().unwrap()
+    common::cudafuzz_in(cwd, args, &[])
 }
 
 #[test]
@@ -48,12 +48,8 @@ fn without_a_gpu_fuzz_says_so_and_does_the_host_side_work() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let o = Command::new(common::exe())
-        .current_dir(dir.path())
-        .env("CUDAFUZZ_CACHE", dir.path().join("cache"))
-        .args(["fuzz", "--kernel", "vec_load_q", "--cases", "50", "--out", "out"])
-        .output()
-        .unwrap();
+    let o =
+        common::cudafuzz_in(dir.path(), &["fuzz", "--kernel", "vec_load_q", "--cases", "50", "--out", "out"], &[("CUDAFUZZ_CACHE", &dir.path().join("cache"))]);
     assert_eq!(o.status.code(), Some(cudafuzz::core::exit::NO_GPU));
     // Build times vary: they are replaced before the comparison.
     let text = format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));

@@ -6,7 +6,7 @@
 //! ci/gpu-check.sh).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use cudafuzz::core::corpus::{self, Seed};
 use cudafuzz::core::exit;
@@ -15,11 +15,11 @@ mod common;
 
 /// The binary run in `cwd`, with no kernel forced through the environment.
 fn cudafuzz_in(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(common::exe()).current_dir(cwd).args(args).env_remove("CUDAFUZZ_KERNEL").env_remove("CUDAFUZZ_KERNELS").output().unwrap()
+    common::cudafuzz_in(cwd, args, &[])
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    common::output_text(o)
 }
 
 /// A copy of the shipped silu_and_mul kernel (manifest, source, reference) in `dir/k/`, as a

@@ -37,6 +37,22 @@ pub fn exe() -> PathBuf {
     root().join(".gpu/bin/cudafuzz")
 }
 
+/// The cudafuzz binary run in `cwd` with `args` and `env`, with no kernel or kernels folder
+/// forced through the environment (as a user's shell would have it).
+pub fn cudafuzz_in(cwd: &std::path::Path, args: &[&str], env: &[(&str, &std::path::Path)]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(exe());
+    cmd.current_dir(cwd).args(args).env_remove("CUDAFUZZ_KERNEL").env_remove("CUDAFUZZ_KERNELS");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+/// A command's stdout and stderr, one after the other.
+pub fn output_text(o: &std::process::Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
 /// A manifest under the repository root, loaded (a test bug if it does not load).
 pub fn manifest(rel: &str) -> Manifest {
     Manifest::load(&root().join(rel)).unwrap_or_else(|e| panic!("{e}"))
