@@ -37,6 +37,7 @@ pub(super) fn contract_command(a: ContractArgs) -> Result<i32> {
     let m = resolve_kernel(&a.kernel)?;
     if let Some(json) = &a.json {
         refuse_clobber(json, manifest_inputs(&m))?;
+        super::refuse_directory("--json", json)?;
     }
     let plan = plan_probes(&m, a.cases_per_probe).map_err(|e| fail(exit::USAGE, chain(e)))?;
     let cfg = a.engine.config()?;

@@ -24,6 +24,7 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
     if manifests.is_empty() {
         bail!(fail(exit::USAGE, "no kernels to fuzz"));
     }
+    super::refuse_trace_onto(manifests.iter().flat_map(super::manifest_inputs))?;
     let cfg = f.engine.config()?;
     let mut pool = cfg.pool().map_err(setup)?;
     let gpu = match pool.slots[0].gpu() {

@@ -350,6 +350,9 @@ fn jobs(s: &str) -> Result<usize, String> {
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let (num, unit) = s.find(|c: char| !c.is_ascii_digit()).map(|i| s.split_at(i)).unwrap_or((s, "s"));
     let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a duration like 30s, 5m or 1h"))?;
+    if n == 0 {
+        return Err(format!("`{s}` is no time at all; give a duration of at least 1ms, e.g. 30s"));
+    }
     let secs = |per: u64| n.checked_mul(per).map(Duration::from_secs).ok_or_else(|| format!("`{s}` is longer than this clock can count"));
     match unit {
         "s" | "" => secs(1),
@@ -357,6 +360,33 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         "h" => secs(3600),
         "ms" => Ok(Duration::from_millis(n)),
         _ => Err(format!("`{s}`: unknown unit `{unit}` (use ms, s, m or h)")),
+    }
+}
+
+/// The environment variables a run reads, checked before anything starts: `CUDAFUZZ_KERNELS`
+/// must name a directory, `CUDAFUZZ_TRACE` a file to append to (not a directory).
+fn check_environment() -> Result<()> {
+    if let Some(dir) = std::env::var_os("CUDAFUZZ_KERNELS").map(PathBuf::from) {
+        if !dir.is_dir() {
+            return Err(fail(
+                exit::USAGE,
+                format!("CUDAFUZZ_KERNELS={}: not a directory; point it at a folder of kernel manifests (like kernels/), or unset it", dir.display()),
+            ));
+        }
+    }
+    if let Some(trace) = std::env::var_os("CUDAFUZZ_TRACE").map(PathBuf::from) {
+        if trace.is_dir() {
+            return Err(fail(exit::USAGE, format!("CUDAFUZZ_TRACE={}: is a directory; name a file the trace is appended to", trace.display())));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses `CUDAFUZZ_TRACE` naming one of the command's inputs (it is appended to).
+fn refuse_trace_onto<'a>(inputs: impl IntoIterator<Item = &'a Path>) -> Result<()> {
+    match std::env::var_os("CUDAFUZZ_TRACE") {
+        Some(trace) => refuse_clobber(Path::new(&trace), inputs).map_err(|e| fail(exit::USAGE, format!("CUDAFUZZ_TRACE: {e:#}"))),
+        None => Ok(()),
     }
 }
 
@@ -456,6 +486,13 @@ impl EngineArgs {
         if matches!(cfg.gpus, GpuSelection::Count(_)) {
             cfg.gpu_ordinals().map_err(setup)?;
         }
+        if self.gpu >= crate::run::config::MAX_GPUS {
+            return Err(fail(
+                exit::USAGE,
+                format!("--gpu {}: GPU numbers go up to {}; name a GPU of this machine (0 is the first)", self.gpu, crate::run::config::MAX_GPUS - 1),
+            ));
+        }
+        check_environment()?;
         Ok(cfg)
     }
 }
@@ -492,7 +529,10 @@ fn forced_kernel(flag: Option<&str>) -> Result<Option<Manifest>> {
 fn load_seed(path: &Path, kernel: Option<&Manifest>, raw: bool) -> Result<Seed> {
     let ctx = kernel.map(crate::core::generate::DecodeContext::new);
     let raw = if raw { corpus::RawInput::Always } else { corpus::RawInput::ByName };
-    let (seed, _) = corpus::load_as(path, ctx.as_ref(), raw).map_err(|e| fail(exit::USAGE, chain(e)))?;
+    let (mut seed, _) = corpus::load_as(path, ctx.as_ref(), raw).map_err(|e| fail(exit::USAGE, chain(e)))?;
+    if let Some(fixed) = seed.reconcile() {
+        errln!("cudafuzz: warning: {}: {fixed}", path.display());
+    }
     Ok(seed)
 }
 
@@ -529,6 +569,14 @@ fn refuse_clobber<'a>(output: &Path, inputs: impl IntoIterator<Item = &'a Path>)
         }
         None => Ok(()),
     }
+}
+
+/// Refuses an output file `option` names that is a directory, before anything runs.
+fn refuse_directory(option: &str, path: &Path) -> Result<()> {
+    if path.is_dir() {
+        return Err(fail(exit::USAGE, format!("{option} {}: is a directory; name the file to write", path.display())));
+    }
+    Ok(())
 }
 
 /// The files a kernel's manifest reads: the manifest, its source and its reference kernel's.

@@ -19,6 +19,7 @@ use crate::tools::report;
 
 pub(super) fn run_cases(r: RunArgs) -> Result<i32> {
     let forced = super::forced_kernel(r.kernel.as_deref())?;
+    super::refuse_trace_onto(r.cases.iter().map(PathBuf::as_path))?;
     let cfg = r.engine.config()?;
     let mut loaded: Vec<(&PathBuf, Case, Manifest)> = Vec::new();
     for path in &r.cases {
@@ -64,6 +65,7 @@ pub(super) fn run_cases(r: RunArgs) -> Result<i32> {
 
 pub(super) fn repro(r: ReproArgs) -> Result<i32> {
     let forced = super::forced_kernel(r.kernel.as_deref())?;
+    super::refuse_trace_onto([r.seed.as_path()])?;
     let seed = load_seed(&r.seed, forced.as_ref(), r.raw)?;
     let manifest = seed_kernel(forced.as_ref(), &seed, &r.seed)?;
     let cfg = r.engine.config()?;

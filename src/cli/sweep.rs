@@ -41,6 +41,10 @@ pub(super) struct SweepArgs {
 pub(super) fn sweep(s: SweepArgs) -> Result<i32> {
     let grid = param_grid(&s.params).map_err(|e| fail(exit::USAGE, e.to_string()))?;
     let manifests = manifests_or_shipped(&s.kernel, false)?;
+    if let Some(json) = &s.json {
+        super::refuse_clobber(json, manifests.iter().flat_map(super::manifest_inputs))?;
+        super::refuse_directory("--json", json)?;
+    }
     let classes: Vec<InputClass> = if s.classes.is_empty() {
         manifests.first().map(InputClass::defaults).unwrap_or_default()
     } else {

@@ -23,6 +23,13 @@ pub(super) struct TriageArgs {
 
 pub(super) fn triage(a: TriageArgs) -> Result<i32> {
     let scan = triage::scan::scan(&a.dirs).map_err(|e| fail(exit::USAGE, format!("{e}; give directories or seed files that exist")))?;
+    // A file named on the command line is meant to be a seed: one that is not is an error, not
+    // a skip (a directory scan skips what is not a seed, and names it below).
+    if let Some((path, why)) = scan.skipped.iter().find(|(p, _)| a.dirs.iter().any(|d| d == p)) {
+        let shown = path.display().to_string();
+        let what = if why.starts_with(&shown) { why.clone() } else { format!("{shown}: {why}") };
+        return Err(fail(exit::USAGE, format!("{what}; name seed files or directories of them")));
+    }
     let bugs = scan.triage.bugs();
     if a.json {
         out!("{}", BugIndex::new(&scan.triage, std::path::Path::new("")).to_json())?;
@@ -36,5 +43,11 @@ pub(super) fn triage(a: TriageArgs) -> Result<i32> {
         if scan.indexes.is_empty() { String::new() } else { format!("; mappings from {} bug index(es)", scan.indexes.len()) }
     )?;
     out!("{}", triage::table(&bugs, None))?;
+    if !scan.skipped.is_empty() {
+        outln!("skipped (not seeds with a finding):")?;
+        for (path, why) in &scan.skipped {
+            outln!("  {}: {why}", path.display())?;
+        }
+    }
     Ok(exit::OK)
 }

@@ -116,18 +116,26 @@ pub enum SeedError {
         source: CaseError,
     },
     /// The seed's format tag or version is not one this build reads.
-    #[error("{path}: seed format `{format}` version {version} is not supported (this build reads `{expected}` version {supported}); replay it with the cudafuzz that wrote it")]
+    #[error("{path}: seed format `{format}` version {version} is not supported (this build reads `{expected}` versions 1 to {supported}); replay it with the cudafuzz that wrote it")]
     UnknownFormat {
         /// The file.
         path: PathBuf,
         /// Format tag found.
         format: String,
-        /// Version found.
-        version: u32,
+        /// Version found, as the file holds it (`9`, `"2" (not a number)`, `(none)`).
+        version: String,
         /// Format tag expected.
         expected: &'static str,
         /// Version this build reads.
         supported: u32,
+    },
+    /// A key appears twice in one object (JSON decoders keep the last silently).
+    #[error("{path}: key `{key}` appears twice; keep one")]
+    RepeatedKey {
+        /// The file.
+        path: PathBuf,
+        /// Where: `case.dims.d`.
+        key: String,
     },
     /// Raw fuzzer bytes could not be decoded.
     #[error("{path}: raw fuzzer input could not be decoded: {message}")]

@@ -89,22 +89,30 @@ pub fn worker_exe() -> Result<PathBuf, RegistryError> {
         .ok_or(RegistryError::NoWorker)
 }
 
+/// Loads a manifest a command is given: [`Manifest::load`] (every check that reads the file),
+/// then [`crate::core::generate::check_satisfiable`] (a kernel some case can be drawn for).
+pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+    let m = Manifest::load(path)?;
+    crate::core::generate::check_satisfiable(&m)?;
+    Ok(m)
+}
+
 /// Every shipped manifest, loaded; the ones that fail to load are returned as errors.
 pub fn shipped() -> Vec<Result<Manifest, ManifestError>> {
-    find_manifests(&kernels_dir()).iter().map(|p| Manifest::load(p)).collect()
+    find_manifests(&kernels_dir()).iter().map(|p| load(p)).collect()
 }
 
 /// Resolves `--kernel`: an existing path, or the name of a shipped manifest.
 pub fn resolve(spec: &str) -> Result<Manifest, RegistryError> {
     let p = Path::new(spec);
     if p.is_file() {
-        return Ok(Manifest::load(p)?);
+        return Ok(load(p)?);
     }
     let dir = kernels_dir();
     for path in find_manifests(&dir) {
         if let Ok(m) = Manifest::load(&path) {
             if m.name == spec {
-                return Ok(m);
+                return Ok(load(&path)?);
             }
         }
     }
@@ -125,7 +133,7 @@ pub fn resolve_relative(base: &Path, spec: &str) -> Result<Manifest, RegistryErr
     let tree = kernels_dir().parent().map(Path::to_path_buf);
     let candidates = [Some(base.join(spec)), Some(PathBuf::from(spec)), tree.map(|t| t.join(spec))];
     match candidates.iter().flatten().find(|p| p.is_file()) {
-        Some(p) => Ok(Manifest::load(p)?),
+        Some(p) => Ok(load(p)?),
         None => Err(RegistryError::ManifestNotFound { spec: spec.to_string() }),
     }
 }
@@ -175,6 +183,16 @@ pub enum SeedKernelError {
         /// The kernel's name.
         name: String,
         /// The manifest path the seed names.
+        kernel: String,
+    },
+    /// The seed's finding names another kernel than the one its case names.
+    #[error("{}: its finding is of kernel `{finding}`, but its case names kernel `{kernel}`; fix `finding.kernel` or the case's `kernel` (or pass --kernel to replay it on another kernel)", seed.display())]
+    OtherKernel {
+        /// The seed file.
+        seed: PathBuf,
+        /// The kernel the finding names.
+        finding: String,
+        /// The kernel the case resolves to.
         kernel: String,
     },
     /// The seed's manifest was found and does not load, or its name does not resolve.
@@ -286,7 +304,7 @@ pub fn resolve_for_seed(seed: &Path, kernel: &str, origin: Option<&KernelOrigin>
 }
 
 fn resolve_own(seed: &Path, kernel: &str, origin: Option<&KernelOrigin>) -> Result<SeedKernel, SeedKernelError> {
-    let load = |p: &Path| Manifest::load(p).map_err(|e| SeedKernelError::Resolve { seed: seed.into(), source: RegistryError::Manifest(e) });
+    let load = |p: &Path| load(p).map_err(|e| SeedKernelError::Resolve { seed: seed.into(), source: RegistryError::Manifest(e) });
     if !is_path_reference(kernel) {
         return resolve(kernel).map(|manifest| SeedKernel { manifest, warning: None }).map_err(|source| SeedKernelError::Resolve { seed: seed.into(), source });
     }

@@ -1,11 +1,12 @@
 //! Files a user hands cudafuzz or gets back from it: read with a size limit, written with the
 //! user's normal permissions, and never written over one of the command's own inputs.
 //!
-//! Seeds, manifests and configurations are small; a path that names something huge (or endless,
-//! like `/dev/zero`) must fail at once with a clear error instead of eating memory, and the
-//! file's reported size cannot be trusted (devices, pipes and `/proc` files report 0), so
-//! [`read`] reads through [`std::io::Read::take`]. Sanitizer XML is not read here: a long
-//! campaign's report may legitimately be large.
+//! Every file a user names is read here, through one function ([`read_limited`]): a directory
+//! or a device (`/dev/zero`, `/dev/urandom`) is refused by name before anything is read, a
+//! stream (a FIFO, `<(jq ...)`) is read like a file, and nothing is read past the limit, since a
+//! file's reported size cannot be trusted (pipes and `/proc` files report 0). Seeds, manifests,
+//! configurations, reports and bug indexes share [`MAX_INPUT_BYTES`]; compute-sanitizer XML, which a
+//! long batch can legitimately make large, has [`MAX_SANITIZER_XML_BYTES`].
 //!
 //! Whether two paths are the same file is decided by device and inode ([`same_file`]), so hard
 //! links, symbolic links and `dir/../dir` spellings all count.
@@ -18,19 +19,51 @@ use std::path::{Path, PathBuf};
 /// The largest seed, case, manifest or configuration file cudafuzz reads: 16 MiB.
 pub const MAX_INPUT_BYTES: u64 = 16 << 20;
 
-/// A file larger than [`MAX_INPUT_BYTES`] (carried inside an [`io::Error`] so every caller's
-/// existing `cannot read` error names the file and says why).
+/// The largest compute-sanitizer XML file cudafuzz reads: 256 MiB.
+pub const MAX_SANITIZER_XML_BYTES: u64 = 256 << 20;
+
+/// A file larger than the limit of its kind (carried inside an [`io::Error`] so every caller's
+/// `cannot read` error names the file and says why).
 #[derive(Debug, thiserror::Error)]
-#[error("larger than {} MiB, the limit for seeds, manifests and configurations: is this the file you meant?", MAX_INPUT_BYTES >> 20)]
-pub struct TooLarge;
+#[error("larger than {} MiB, the limit for {what}: is this the file you meant?", limit >> 20)]
+pub struct TooLarge {
+    /// The limit, in bytes.
+    pub limit: u64,
+    /// What kind of file has it.
+    pub what: &'static str,
+}
+
+/// A path that names something that is not a file to read (carried inside an [`io::Error`]).
+#[derive(Debug, thiserror::Error)]
+#[error("is {what}, not a file: name a file (a pipe such as <(...) is fine)")]
+pub struct NotAFile {
+    /// `a directory`, `a device`.
+    pub what: &'static str,
+}
 
 /// Reads a user's file, failing once it passes [`MAX_INPUT_BYTES`] (without reading further).
 pub fn read(path: &Path) -> io::Result<Vec<u8>> {
+    read_limited(path, MAX_INPUT_BYTES, "seeds, manifests, configurations and reports")
+}
+
+/// Reads a user's file of a kind whose limit is `limit` bytes (`what` names the kind in the
+/// error): a directory or device is refused before anything is read, a regular file or a stream
+/// is read up to the limit and refused past it.
+pub fn read_limited(path: &Path, limit: u64, what: &'static str) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = std::fs::metadata(path)?.file_type();
+    let not_a_file = |what| io::Error::new(io::ErrorKind::InvalidInput, NotAFile { what });
+    if kind.is_dir() {
+        return Err(not_a_file("a directory"));
+    }
+    if kind.is_block_device() || kind.is_char_device() {
+        return Err(not_a_file("a device"));
+    }
     let file = File::open(path)?;
     let mut bytes = Vec::new();
-    file.take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_INPUT_BYTES {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, TooLarge));
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, TooLarge { limit, what }));
     }
     Ok(bytes)
 }
@@ -67,9 +100,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_device_that_never_ends_fails_at_the_limit() {
-        let e = read(Path::new("/dev/zero")).unwrap_err();
+    fn devices_and_directories_are_refused_and_a_stream_stops_at_the_limit() {
+        assert!(read(Path::new("/dev/zero")).unwrap_err().to_string().contains("is a device"));
+        assert!(read(Path::new("/")).unwrap_err().to_string().contains("is a directory"));
+        // A FIFO that never ends (a writer that keeps writing) is read up to the limit only.
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("endless");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo of a path in our own temporary directory.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let writer = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new().write(true).open(fifo).unwrap();
+                let block = vec![b' '; 1 << 20];
+                // Stops when the reader closes its end (EPIPE).
+                while f.write_all(&block).is_ok() {}
+            })
+        };
+        let e = read(&fifo).unwrap_err();
         assert!(e.to_string().contains("16 MiB"), "{e}");
+        writer.join().unwrap();
     }
 
     #[test]

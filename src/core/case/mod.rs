@@ -143,7 +143,7 @@ impl fmt::Display for Dtype {
 }
 
 /// A scalar argument's value: `causal`, `scale`, `eps`, `alpha`, ...
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Scalar {
     /// A flag (passed to kernels as 0 or 1).
@@ -152,6 +152,33 @@ pub enum Scalar {
     Int(i64),
     /// A float (kernels receive it as f32 unless an argument says otherwise).
     Float(f64),
+}
+
+impl<'de> Deserialize<'de> for Scalar {
+    /// `true`/`false`, an integer or a float; anything else is an error that says so (serde's
+    /// own untagged message names no type).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Scalar, D::Error> {
+        struct ScalarVisitor;
+        impl serde::de::Visitor<'_> for ScalarVisitor {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a scalar value: true, false or a number")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Scalar, E> {
+                Ok(Scalar::Bool(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar::Int(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Scalar, E> {
+                i64::try_from(v).map(Scalar::Int).map_err(|_| E::custom(format!("{v} is larger than a 64-bit signed integer")))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Scalar, E> {
+                Ok(Scalar::Float(v))
+            }
+        }
+        d.deserialize_any(ScalarVisitor)
+    }
 }
 
 impl Scalar {

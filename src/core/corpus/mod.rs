@@ -109,7 +109,29 @@ impl Seed {
     /// The kernel this seed, read from `path`, replays with: `forced` (`--kernel`) when given,
     /// else the one it names ([`registry::resolve_for_seed`]).
     pub fn kernel(&self, path: &Path, forced: Option<&Manifest>) -> Result<SeedKernel, SeedKernelError> {
-        registry::resolve_for_seed(path, &self.case.kernel, self.manifest.as_ref(), forced)
+        let found = registry::resolve_for_seed(path, &self.case.kernel, self.manifest.as_ref(), forced)?;
+        // A seed holds one kernel's finding: a finding of another kernel is an edit gone wrong
+        // (with --kernel the seed is replayed on another kernel on purpose).
+        if let (None, Some(f)) = (forced, &self.finding) {
+            let named = f.kernel.split('[').next().unwrap_or(&f.kernel);
+            if named != found.manifest.name {
+                return Err(SeedKernelError::OtherKernel { seed: path.into(), finding: named.to_string(), kernel: found.manifest.name.clone() });
+            }
+        }
+        Ok(found)
+    }
+
+    /// Makes a hand-edited seed consistent: a saved signature that is empty or disagrees with
+    /// the saved finding is recomputed from the finding. Returns what was fixed, for the command
+    /// to say; the file is not changed.
+    pub fn reconcile(&mut self) -> Option<String> {
+        let finding = self.finding.as_ref()?;
+        let computed = finding.signature();
+        if self.signature.as_ref() == Some(&computed) {
+            return None;
+        }
+        let was = self.signature.replace(computed.clone()).map_or_else(|| "none".to_string(), |s| format!("`{}`", s.as_str()));
+        Some(format!("its saved signature ({was}) does not match its finding; using the finding's, `{}`", computed.as_str()))
     }
 
     /// Pretty JSON, newline-terminated.
@@ -196,11 +218,21 @@ fn parse_json(path: &Path, bytes: &[u8]) -> Result<(Seed, SeedEncoding), SeedErr
     if let Some(kind) = kind {
         return Err(not_a_seed(format!("the JSON document is {kind}, not an object")));
     }
+    if let Some(key) = strict::repeated_key(text) {
+        return Err(SeedError::RepeatedKey { path: path.into(), key });
+    }
     if let Some(format) = value.get("format") {
         let format = format.as_str().unwrap_or("?").to_string();
-        let version = value.get("version").and_then(|v| v.as_u64()).map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX));
+        let number = value.get("version").and_then(|v| v.as_u64()).map(|v| u32::try_from(v).unwrap_or(u32::MAX));
+        let version = number.unwrap_or(0);
         if format != SEED_FORMAT || !(1..=SEED_VERSION).contains(&version) {
-            return Err(SeedError::UnknownFormat { path: path.into(), format, version, expected: SEED_FORMAT, supported: SEED_VERSION });
+            // Say what the file holds, not a number it does not hold.
+            let found = match (number, value.get("version")) {
+                (Some(v), _) => v.to_string(),
+                (None, None) => "(none)".to_string(),
+                (None, Some(other)) => format!("{other} (not a number)"),
+            };
+            return Err(SeedError::UnknownFormat { path: path.into(), format, version: found, expected: SEED_FORMAT, supported: SEED_VERSION });
         }
         if version == 1 {
             let old: SeedV1 = serde_json::from_str(text).map_err(json_err)?;
@@ -293,5 +325,6 @@ pub struct SavedSeed {
     pub already: bool,
 }
 
+mod strict;
 #[cfg(test)]
 mod tests;

@@ -96,7 +96,7 @@ fn errors_name_the_file_and_field() {
     }
     v["version"] = 9.into();
     fs::write(&p, v.to_string()).unwrap();
-    assert!(matches!(load(&p, None).unwrap_err(), SeedError::UnknownFormat { version: 9, .. }));
+    assert!(matches!(load(&p, None).unwrap_err(), SeedError::UnknownFormat { ref version, .. } if version == "9"));
     fs::write(&p, "{\"format\": \"cudafuzz-seed\", \"version\": 2, \"case\": {\"dtype\": \"f17\"}}").unwrap();
     let e = load(&p, None).unwrap_err();
     assert!(matches!(e, SeedError::Json { .. }) && e.to_string().contains("f17"), "{e}");

@@ -66,3 +66,67 @@ pub fn align_rows(case: &mut Case, m: &Manifest, t: &str, align: u64, extra: u64
     pad[rank - 1] = extent.div_ceil(per) * per - extent + extra;
     layout.pad = if pad.iter().all(|&p| p == 0) { Vec::new() } else { pad };
 }
+
+/// Cases [`check_satisfiable`] draws before it calls a contract impossible.
+pub const SATISFIABILITY_SAMPLES: u64 = 256;
+
+/// The most bytes one tensor of a kernel's smallest case may span: more than any GPU holds.
+pub const MAX_SMALLEST_TENSOR_BYTES: u64 = 256 << 30;
+
+/// Whether the kernel of `m` can be fuzzed at all: its smallest case's tensors fit a GPU, and
+/// among [`SATISFIABILITY_SAMPLES`] cases drawn inside its contract (the example first) one plans,
+/// has a value for every scalar and lies inside the contract. A contradictory `requires`, an
+/// unsatisfiable `[contract]` or a scalar choice that never evaluates is a load error naming the
+/// keys involved, not a campaign that plans no case.
+pub fn check_satisfiable(m: &Manifest) -> Result<(), crate::core::manifest::ManifestError> {
+    use crate::core::manifest::ManifestError;
+    use rand_chacha::rand_core::{RngCore, SeedableRng};
+    let invalid = |field: &str, problem: String| ManifestError::Invalid { path: m.path.clone(), field: field.into(), problem };
+    let smallest = example(m);
+    if let Ok(plan) = Plan::new(&smallest, m) {
+        if let Some(t) = plan.tensors.iter().find(|t| t.span_bytes > MAX_SMALLEST_TENSOR_BYTES) {
+            return Err(invalid(
+                &format!("tensors.{}.shape", t.name),
+                format!("{} bytes in the kernel's smallest case, more than any GPU holds; lower the dims' ranges", t.span_bytes),
+            ));
+        }
+    }
+    let ctx = DecodeContext::new(m);
+    let mut first_problem: Option<(String, String)> = None;
+    for i in 0..=SATISFIABILITY_SAMPLES {
+        let case = if i == 0 {
+            smallest.clone()
+        } else {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x5a71_5f1a);
+            rng.set_stream(i);
+            let mut bytes = [0u8; 128];
+            rng.fill_bytes(&mut bytes);
+            match decode_case(&mut arbitrary::Unstructured::new(&bytes), &ctx) {
+                Ok(c) => c,
+                Err(_) => continue,
+            }
+        };
+        let problem = match m.scalars.iter().find(|s| !case.scalars.contains_key(&s.name)) {
+            Some(s) => {
+                Some((format!("scalars.{}", s.name), "no choice gives it a value (an expression that divides by zero or fails for every case?)".to_string()))
+            }
+            None => match Plan::new(&case, m) {
+                Err(e) => Some(("requires".to_string(), crate::core::error::chain(&e))),
+                Ok(plan) => match crate::core::plan::check_contract(m, &case, &plan) {
+                    crate::core::plan::ContractVerdict::Inside => None,
+                    crate::core::plan::ContractVerdict::Outside { reasons } => Some(("contract".to_string(), reasons.join("; "))),
+                },
+            },
+        };
+        match problem {
+            None => return Ok(()),
+            Some(p) if first_problem.is_none() => first_problem = Some(p),
+            Some(_) => {}
+        }
+    }
+    let (field, why) = first_problem.unwrap_or_else(|| ("dims".into(), "no case could be drawn".into()));
+    Err(invalid(
+        &field,
+        format!("none of {} cases drawn inside the contract is valid (the first: {why}); the manifest's requires, [contract] and scalar choices contradict each other", SATISFIABILITY_SAMPLES + 1),
+    ))
+}

@@ -42,7 +42,7 @@ pub enum ManifestError {
     },
     /// An expression does not parse, names an unknown variable, or evaluates to something
     /// unusable (a float where an integer is needed, a negative size, an overflow).
-    #[error("{path}: field {field}: {problem} in expression \"{expr}\"{hint}")]
+    #[error("{path}: field {field}: {problem} in expression \"{}\"{hint}", clip_expr(expr))]
     Expr {
         /// The manifest file.
         path: PathBuf,
@@ -99,4 +99,14 @@ pub(super) fn failing_key<T: serde::de::DeserializeOwned>(v: &toml::Value) -> Op
     }
     let key = key?;
     Some(if section.is_empty() { key } else { format!("{section}.{key}") })
+}
+
+/// An expression as an error shows it: whole when short, else its start (a message stays one
+/// readable line even for a 100,000-term expression).
+fn clip_expr(expr: &str) -> String {
+    if expr.chars().count() > 120 {
+        expr.chars().take(100).chain("...".chars()).collect()
+    } else {
+        expr.to_string()
+    }
 }

@@ -105,6 +105,37 @@ fn int(v: u64) -> Value {
     Value::Int(v.min(i64::MAX as u64) as i64)
 }
 
+/// The longest expression a manifest may hold, in characters: the parser recurses per term, so
+/// a 100,000-term expression would overflow the stack before any message.
+pub const MAX_EXPR_CHARS: usize = 1000;
+/// The deepest nesting of parentheses an expression may have, for the same reason.
+pub const MAX_EXPR_DEPTH: usize = 32;
+
+/// Refuses an expression too long or too deeply nested to parse safely, with the numbers.
+fn within_limits(expr: &str) -> Result<(), EvalexprError> {
+    let chars = expr.chars().count();
+    if chars > MAX_EXPR_CHARS {
+        return Err(EvalexprError::CustomMessage(format!(
+            "{chars} characters long, more than the {MAX_EXPR_CHARS} an expression may have; split it with a helper dim or scalar"
+        )));
+    }
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for c in expr.chars() {
+        match c {
+            '(' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if deepest > MAX_EXPR_DEPTH {
+        return Err(EvalexprError::CustomMessage(format!("parentheses nested {deepest} deep, more than the {MAX_EXPR_DEPTH} an expression may have")));
+    }
+    Ok(())
+}
+
 /// Parse trees of the expressions seen on this thread: a manifest's few expressions are
 /// evaluated for every case, and tokenizing them again each time cost more than the rest of
 /// planning a case.
@@ -115,6 +146,7 @@ fn parsed(expr: &str) -> Result<Rc<Node>, EvalexprError> {
     if let Some(node) = TREES.with(|t| t.borrow().get(expr).cloned()) {
         return Ok(node);
     }
+    within_limits(expr)?;
     let node = Rc::new(build_operator_tree::<DefaultNumericTypes>(expr)?);
     TREES.with(|t| {
         let mut trees = t.borrow_mut();
@@ -320,6 +352,9 @@ impl Env {
 
 /// The dims a relation or expression names, in the order they appear.
 pub fn variables_in(expr: &str) -> Vec<String> {
+    if within_limits(expr).is_err() {
+        return Vec::new();
+    }
     match build_operator_tree::<DefaultNumericTypes>(expr) {
         Ok(node) => node.iter_variable_identifiers().map(str::to_string).collect(),
         Err(_) => Vec::new(),

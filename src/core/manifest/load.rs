@@ -23,6 +23,10 @@ use super::{
     ScalarType, TensorSpec, MANIFEST_FORMAT,
 };
 
+/// The most param combinations a manifest may have (each is a separate build per dtype and
+/// architecture).
+pub const MAX_PARAM_COMBINATIONS: u64 = 4096;
+
 const TOP_LEVEL_KEYS: [&str; 18] = [
     "format",
     "name",
@@ -302,6 +306,9 @@ impl Loader<'_> {
     /// `format = 2`; a manifest without it that looks like format 1 is refused with the command
     /// that converts it.
     fn format(&self, table: &toml::Table) -> Result<(), ManifestError> {
+        if table.is_empty() {
+            return Err(self.invalid("format", format!("the manifest is empty; a manifest starts with format = {MANIFEST_FORMAT}, name, source, entry (kernels/activation/silu_and_mul.toml is a complete example)")));
+        }
         match table.get("format") {
             Some(toml::Value::Integer(n)) if *n == MANIFEST_FORMAT as i64 => Ok(()),
             Some(toml::Value::Integer(1)) => Err(ManifestError::OldFormat { path: self.path.to_path_buf() }),
@@ -329,7 +336,7 @@ impl Loader<'_> {
     /// `name` (required, usable in file names) and `description`.
     fn identity(&self, t: &mut toml::Table) -> Result<(String, String), ManifestError> {
         let name: String = self.required(t.remove("name"), "name", "name = \"my_kernel\"")?;
-        if name.trim().is_empty() || name.chars().any(|c| c.is_whitespace() || c == '/') {
+        if name.trim().is_empty() || name.chars().any(|c| c.is_whitespace() || c.is_control() || c == '/') {
             return Err(self.invalid("name", format!("{name:?} is not a usable kernel name; use letters, digits, `_` and `-`")));
         }
         let description: String = self.optional(t.remove("description"), "description")?.unwrap_or_default();
@@ -341,7 +348,12 @@ impl Loader<'_> {
         let dir = self.path.parent().unwrap_or(Path::new(""));
         let source = dir.join(rel);
         if !source.is_file() {
-            return Err(self.invalid(field, format!("{} does not exist; give the .cu file's path relative to the manifest's directory", source.display())));
+            let problem = match std::fs::metadata(&source) {
+                Ok(m) if m.is_dir() => "is a directory, not a .cu file",
+                Ok(_) => "is not a regular file (a device or socket?)",
+                Err(_) => "does not exist",
+            };
+            return Err(self.invalid(field, format!("{} {problem}; give the .cu file's path relative to the manifest's directory", source.display())));
         }
         Ok(source)
     }
@@ -448,6 +460,23 @@ impl Loader<'_> {
             if values.is_empty() {
                 return Err(self.invalid(&field, "empty; list at least one value".into()));
             }
+            if let Some((i, v)) = values.iter().enumerate().find(|(i, v)| values[..*i].contains(v)) {
+                return Err(self.invalid(&format!("{field}[{i}]"), format!("{v} is listed twice; list each value once")));
+            }
+        }
+        // Counted, never enumerated: each combination is a separate build for every dtype and
+        // architecture, and 41 params of two values would not fit in memory.
+        let count = params.values().try_fold(1u64, |n, v| n.checked_mul(v.len() as u64));
+        if count.is_none_or(|n| n > MAX_PARAM_COMBINATIONS) {
+            let sizes: Vec<String> = params.values().map(|v| v.len().to_string()).collect();
+            let shown = count.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string());
+            return Err(self.invalid(
+                "params",
+                format!(
+                    "{shown} combinations ({}), more than the {MAX_PARAM_COMBINATIONS} a manifest may build; fix some params as [defines] or list fewer values",
+                    sizes.join(" x ")
+                ),
+            ));
         }
         Ok(params)
     }
@@ -545,6 +574,9 @@ impl Loader<'_> {
                 // NaN bounds are no range either: partial_cmp gives None for them.
                 if !matches!(lo.partial_cmp(&hi), Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)) || r.ty == ScalarType::Bool {
                     return Err(self.invalid(&format!("{field}.range"), format!("[{lo}, {hi}] is not a range of a number scalar")));
+                }
+                if !lo.is_finite() || !hi.is_finite() {
+                    return Err(self.invalid(&format!("{field}.range"), format!("[{lo}, {hi}] is not finite; give both ends as numbers")));
                 }
                 if r.ty == ScalarType::Int && (lo.fract() != 0.0 || hi.fract() != 0.0) {
                     return Err(self.invalid(&format!("{field}.range"), format!("[{lo}, {hi}]: an int scalar's range has integer ends")));

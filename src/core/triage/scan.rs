@@ -82,7 +82,7 @@ pub fn scan(roots: &[PathBuf]) -> Result<Scan, std::io::Error> {
                 }
                 None => out.skipped.push((path, "a case without a finding".into())),
             },
-            Err(e) => out.skipped.push((path, e.to_string())),
+            Err(e) => out.skipped.push((path, crate::core::error::chain(&e))),
         }
     }
     Ok(out)

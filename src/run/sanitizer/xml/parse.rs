@@ -102,10 +102,11 @@ pub enum XmlError {
 
 /// Reads a compute-sanitizer XML file: [`parse`] with errors that name the file.
 pub fn parse_file(path: &Path) -> Result<Parsed, XmlError> {
-    let bytes = std::fs::read(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => XmlError::Missing { path: path.to_path_buf() },
-        _ => XmlError::Io(crate::core::error::FileError { path: path.into(), action: "read the compute-sanitizer XML", source: e }),
-    })?;
+    let bytes =
+        crate::core::userfile::read_limited(path, crate::core::userfile::MAX_SANITIZER_XML_BYTES, "compute-sanitizer XML").map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => XmlError::Missing { path: path.to_path_buf() },
+            _ => XmlError::Io(crate::core::error::FileError { path: path.into(), action: "read the compute-sanitizer XML", source: e }),
+        })?;
     let text = String::from_utf8_lossy(&bytes);
     parse(&text).map_err(|e| XmlError::InFile { path: path.to_path_buf(), problem: Box::new(e) })
 }

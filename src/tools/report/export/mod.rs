@@ -71,6 +71,16 @@ pub enum ReportError {
         /// serde's message, naming the field.
         message: String,
     },
+    /// A value no run can have written (a negative duration, a start that is not a time).
+    #[error("{path}: field {field}: {problem}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The field, `kernels[0].campaign.elapsed_secs`.
+        field: String,
+        /// What is wrong.
+        problem: String,
+    },
     /// Another format tag or version.
     #[error("{path}: report format `{format}` version {version} is not supported (this build reads `{REPORT_FORMAT}` version {REPORT_VERSION})")]
     UnknownFormat {
@@ -105,12 +115,42 @@ impl RunReport {
         if format != REPORT_FORMAT || version != REPORT_VERSION {
             return Err(ReportError::UnknownFormat { path: path.into(), format, version });
         }
-        serde_json::from_str(text).map_err(json_err)
+        let report: RunReport = serde_json::from_str(text).map_err(json_err)?;
+        report.check_values().map_err(|(field, problem)| ReportError::Invalid { path: path.into(), field, problem })?;
+        Ok(report)
+    }
+
+    /// Values only an edited report can have: times that are not RFC 3339, negative or
+    /// non-finite durations and budgets. Returns the field and the problem.
+    fn check_values(&self) -> Result<(), (String, String)> {
+        for (field, t) in [("started", &self.started), ("finished", &self.finished)] {
+            if humantime::parse_rfc3339_weak(t).is_err() {
+                return Err((field.into(), format!("{t:?} is not a time like 2026-11-27T05:50:59Z")));
+            }
+        }
+        let seconds = |field: String, v: f64| {
+            if v.is_finite() && v >= 0.0 {
+                Ok(())
+            } else {
+                Err((field, format!("{v} is not a number of seconds (finite, at least 0)")))
+            }
+        };
+        seconds("duration_secs".into(), self.duration_secs)?;
+        if let Some(b) = self.budget_secs {
+            seconds("budget_secs".into(), b)?;
+        }
+        for (i, k) in self.kernels.iter().enumerate() {
+            if let Some(c) = &k.campaign {
+                seconds(format!("kernels[{i}].campaign.budget_secs"), c.budget_secs)?;
+                seconds(format!("kernels[{i}].campaign.elapsed_secs"), c.elapsed_secs)?;
+            }
+        }
+        Ok(())
     }
 
     /// Reads a report file.
     pub fn load(path: &Path) -> Result<RunReport, ReportError> {
-        let text = std::fs::read_to_string(path).map_err(crate::core::error::FileError::at(path, "read"))?;
+        let text = crate::core::userfile::read_text(path).map_err(crate::core::error::FileError::at(path, "read"))?;
         RunReport::from_json(path, &text)
     }
 

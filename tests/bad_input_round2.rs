@@ -1,0 +1,215 @@
+//! Every bad input, round two (issue 31): each class of input that crashed, read without end, was
+//! accepted silently or checked too late has a real input here. Each bad one exits 2 within a
+//! second with a message naming the input, and leaves every input file as it was; the stream a
+//! shell's process substitution makes still works. No GPU needed: every check happens before one
+//! is looked for.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use cudafuzz::core::exit;
+
+mod common;
+use common::{cudafuzz_in, output_text};
+
+/// Runs the binary in `dir`; asserts exit 2 within a second and that every `needle` is in the
+/// output; returns the output's text.
+fn refused_fast(dir: &Path, args: &[&str], env: &[(&str, &Path)], needles: &[&str]) -> String {
+    let t0 = Instant::now();
+    let o = cudafuzz_in(dir, args, env);
+    let took = t0.elapsed();
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(exit::USAGE), "{args:?}: {text}");
+    assert!(took < Duration::from_secs(1), "{args:?} took {took:?}");
+    for n in needles {
+        assert!(text.contains(n), "{args:?}: `{n}` missing from: {text}");
+    }
+    assert!(text.len() < 4000, "{args:?}: a short message, not the input echoed: {} bytes", text.len());
+    text
+}
+
+/// A copy of silu_and_mul (manifest, kernel and reference) in `dir` under the name `name`, the
+/// manifest's text changed by `edit`.
+fn manifest(dir: &Path, name: &str, edit: &dyn Fn(String) -> String) -> PathBuf {
+    let src = common::root().join("kernels/activation");
+    for f in ["silu_and_mul.cu", "silu_and_mul_ref.cu"] {
+        std::fs::copy(src.join(f), dir.join(f)).unwrap();
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, edit(std::fs::read_to_string(src.join("silu_and_mul.toml")).unwrap())).unwrap();
+    path
+}
+
+/// A seed of the shipped simple_attn example with its text changed by `edit`.
+fn seed(dir: &Path, name: &str, edit: &dyn Fn(String) -> String) -> PathBuf {
+    let o = cudafuzz_in(dir, &["case", "example", "--kernel", "simple_attn"], &[]);
+    let path = dir.join(name);
+    std::fs::write(&path, edit(String::from_utf8(o.stdout).unwrap())).unwrap();
+    path
+}
+
+/// The bytes of every file directly in `dir`, to show nothing was changed.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut v: Vec<(PathBuf, Vec<u8>)> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_file()).map(|p| (p.clone(), std::fs::read(&p).unwrap())).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn devices_and_directories_are_refused_by_name_and_streams_are_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    for args in [
+        vec!["case", "check", "/dev/zero"],
+        vec!["report", "render", "/dev/urandom"],
+        vec!["report", "merge", "--out", "m", "/dev/zero"],
+        vec!["sanitizer", "parse", "/dev/zero"],
+        vec!["triage", "/dev/zero"],
+        vec!["gate", "--config", "/dev/zero", "--check"],
+    ] {
+        refused_fast(d, &args, &[], &["/dev/", "is a device"]);
+    }
+    std::fs::create_dir(d.join("adir.json")).unwrap();
+    refused_fast(d, &["case", "check", "adir.json"], &[], &["adir.json", "is a directory"]);
+    refused_fast(d, &["case", "example", "--kernel", "adir.json"], &[], &["adir.json", "directory"]);
+
+    // A FIFO, as `cudafuzz case check <(jq ...)` hands one: read like a file.
+    let text = std::fs::read(seed(d, "s.json", &|t| t)).unwrap();
+    let fifo = d.join("pipe.json");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a plain mkfifo of a path in our own temporary directory.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::write(fifo, text).unwrap())
+    };
+    let o = cudafuzz_in(d, &["case", "check", "pipe.json"], &[]);
+    writer.join().unwrap();
+    assert_eq!(o.status.code(), Some(exit::OK), "{}", output_text(&o));
+    assert!(output_text(&o).contains("contract of simple_attn: inside"));
+}
+
+#[test]
+fn expressions_too_deep_or_too_long_are_load_errors_not_stack_overflows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let grid = "grid = [\"tokens\", \"1\", \"1\"]";
+    let deep = manifest(d, "deep.toml", &|t| t.replace(grid, &format!("grid = [\"{}tokens{}\", \"1\", \"1\"]", "(".repeat(100_000), ")".repeat(100_000))));
+    let long = manifest(d, "long.toml", &|t| t.replace(grid, &format!("grid = [\"{}\", \"1\", \"1\"]", vec!["tokens"; 100_000].join("+"))));
+    // Short enough, but nested past the parser's safe depth.
+    let nested = manifest(d, "nested.toml", &|t| t.replace(grid, &format!("grid = [\"{}tokens{}\", \"1\", \"1\"]", "(".repeat(400), ")".repeat(400))));
+    let before = snapshot(d);
+    for (m, what) in [(&deep, "characters long"), (&long, "characters long"), (&nested, "nested 400 deep")] {
+        let m = m.to_str().unwrap();
+        for args in [vec!["build", "--arch", "sm_90", "--kernel", m], vec!["fuzz", "--kernel", m], vec!["case", "example", "--kernel", m]] {
+            refused_fast(d, &args, &[], &[m, "launch.grid[0]", what]);
+        }
+    }
+    assert_eq!(snapshot(d), before, "no input changed");
+}
+
+#[test]
+fn param_combinations_are_counted_not_enumerated() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let many: String = (0..41).map(|i| format!("\nP{i} = [1, 2]")).collect();
+    let p41 = manifest(d, "p41.toml", &|t| t.replace("THREADS = [256, 64]", &format!("THREADS = [256, 64]{many}")));
+    refused_fast(d, &["build", "--arch", "sm_90", "--kernel", p41.to_str().unwrap()], &[], &["p41.toml", "field params", "combinations", "4096"]);
+    let dup = manifest(d, "dup.toml", &|t| t.replace("THREADS = [256, 64]", "THREADS = [256, 64, 256]"));
+    refused_fast(d, &["case", "example", "--kernel", dup.to_str().unwrap()], &[], &["dup.toml", "params.THREADS[2]", "listed twice"]);
+}
+
+#[test]
+fn impossible_manifests_fail_to_load_naming_the_keys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    type Edit = Box<dyn Fn(String) -> String>;
+    let cases: Vec<(&str, Edit, Vec<&str>)> = vec![
+        ("requires.toml", Box::new(|t: String| t.replace("format = 2", "format = 2\nrequires = [\"d > 5\", \"d < 3\"]")), vec!["requires"]),
+        ("contract.toml", Box::new(|t: String| format!("{t}\n[contract]\nrelations = [\"tokens > 70000\"]\n")), vec!["contract"]),
+    ];
+    for (name, edit, needles) in &cases {
+        let m = manifest(d, name, edit.as_ref());
+        let mut all = vec![*name];
+        all.extend(needles);
+        refused_fast(d, &["case", "example", "--kernel", m.to_str().unwrap()], &[], &all);
+        refused_fast(d, &["build", "--arch", "sm_90", "--kernel", m.to_str().unwrap()], &[], &all);
+    }
+    // A 2 TB tensor (x is [tokens, 2 d]: 65535 x 2^31 halves) is refused at load, here by the
+    // launch geometry it implies (a grid past 2^32 blocks) before the tensor-size check.
+    let tb = manifest(d, "tb.toml", &|t| {
+        t.replace("tokens = { range = [1, 65535], cap = 64", "tokens = { range = [65535, 65535], cap = 65535")
+            .replace("d = { range = [1, 16384], cap = 4096", "d = { range = [1073741824, 1073741824], max = 1073741824")
+    });
+    refused_fast(d, &["case", "example", "--kernel", tb.to_str().unwrap()], &[], &["tb.toml", "grid"]);
+}
+
+#[test]
+fn inconsistent_seeds_are_refused_or_repaired_with_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let dup = seed(d, "dup.json", &|t| t.replace("\"batch\": 1,", "\"batch\": 1,\n      \"batch\": 2,"));
+    refused_fast(d, &["case", "check", dup.to_str().unwrap()], &[], &["dup.json", "case.dims.batch", "twice"]);
+    let version = seed(d, "version.json", &|t| t.replace("\"version\": 3,", "\"version\": \"2\","));
+    refused_fast(d, &["case", "check", version.to_str().unwrap()], &[], &["version.json", "\"2\" (not a number)"]);
+
+    // A seed with a finding, as a campaign writes one, then edited by hand.
+    let m = common::manifest("kernels/testing/simple_attn.toml");
+    let mut case = cudafuzz::core::generate::example(&m);
+    case.kernel = "simple_attn".into();
+    let finding = cudafuzz::Finding::new(cudafuzz::FindingKind::MisalignedAddress, cudafuzz::Oracle::CudaStatus, "simple_attn", String::new());
+    let good = cudafuzz::Seed::with_finding(case, finding).to_json();
+    let write = |name: &str, text: String| {
+        let p = d.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    // The finding's `kernel` comes after the case's.
+    let at = good.rfind("\"kernel\": \"simple_attn\"").unwrap();
+    let other = write("other.json", format!("{}\"kernel\": \"vec_load_q\"{}", &good[..at], &good[at + "\"kernel\": \"simple_attn\"".len()..]));
+    refused_fast(d, &["case", "check", other.to_str().unwrap()], &[], &["other.json", "`vec_load_q`", "`simple_attn`"]);
+
+    // A signature that disagrees with its finding (or is empty): recomputed, with a warning.
+    let saved = cudafuzz::core::corpus::load(&write("good.json", good.clone()), None).unwrap().0.signature.unwrap();
+    for (name, sig) in [("sig.json", "made-up"), ("empty.json", "")] {
+        let p = write(name, good.replace(saved.as_str(), sig));
+        let before = std::fs::read(&p).unwrap();
+        let o = cudafuzz_in(d, &["case", "check", p.to_str().unwrap()], &[]);
+        let text = output_text(&o);
+        assert_eq!(o.status.code(), Some(exit::OK), "{text}");
+        assert!(text.contains("warning") && text.contains(name) && text.contains("does not match its finding"), "{text}");
+        assert_eq!(std::fs::read(&p).unwrap(), before, "the seed file is not rewritten");
+    }
+}
+
+#[test]
+fn triage_of_a_named_bad_file_fails_and_a_scan_names_what_it_skipped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("notes.json"), "{\"hello\": 1}").unwrap();
+    refused_fast(d, &["triage", "notes.json"], &[], &["notes.json"]);
+    let o = cudafuzz_in(d, &["triage", "."], &[]);
+    assert_eq!(o.status.code(), Some(exit::OK), "{}", output_text(&o));
+    assert!(output_text(&o).contains("skipped") && output_text(&o).contains("notes.json"), "{}", output_text(&o));
+}
+
+#[test]
+fn options_and_environment_are_checked_before_the_gpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let s = seed(d, "s.json", &|t| t);
+    let s = s.to_str().unwrap();
+    let m = manifest(d, "m.toml", &|t| t);
+    let m = m.to_str().unwrap();
+    let before = snapshot(d);
+    refused_fast(d, &["run", "--gpu", "99999", s], &[], &["--gpu 99999"]);
+    refused_fast(d, &["fuzz", "--kernel", "simple_attn", "--time", "0s"], &[], &["--time", "0s"]);
+    refused_fast(d, &["run", s], &[("CUDAFUZZ_TRACE", d)], &["CUDAFUZZ_TRACE", "directory"]);
+    refused_fast(d, &["run", s], &[("CUDAFUZZ_TRACE", Path::new(s))], &["CUDAFUZZ_TRACE", "s.json"]);
+    refused_fast(d, &["fuzz", "--kernel", m], &[("CUDAFUZZ_TRACE", Path::new(m))], &["CUDAFUZZ_TRACE", "m.toml"]);
+    refused_fast(d, &["run", s], &[("CUDAFUZZ_KERNELS", Path::new(s))], &["CUDAFUZZ_KERNELS", "not a directory"]);
+    refused_fast(d, &["sweep", "--kernel", m, "--json", m], &[], &["m.toml", "inputs"]);
+    refused_fast(d, &["contract", "--kernel", m, "--json", "."], &[], &["--json", "directory"]);
+    assert_eq!(snapshot(d), before, "no input changed");
+}
