@@ -12,15 +12,16 @@ use cudafuzz::core::exit;
 mod common;
 use common::{cudafuzz_in, output_text};
 
-/// Runs the binary in `dir`; asserts exit 2 within a second and that every `needle` is in the
-/// output; returns the output's text.
+/// Runs the binary in `dir`; asserts exit 2, promptly, and that every `needle` is in the output;
+/// returns the output's text. "Promptly" is a generous bound (5 s on a loaded CI machine; these
+/// take milliseconds): it catches a runaway read or an enumeration, which took 24 s and more.
 fn refused_fast(dir: &Path, args: &[&str], env: &[(&str, &Path)], needles: &[&str]) -> String {
     let t0 = Instant::now();
     let o = cudafuzz_in(dir, args, env);
     let took = t0.elapsed();
     let text = output_text(&o);
     assert_eq!(o.status.code(), Some(exit::USAGE), "{args:?}: {text}");
-    assert!(took < Duration::from_secs(1), "{args:?} took {took:?}");
+    assert!(took < Duration::from_secs(5), "{args:?} took {took:?}");
     for n in needles {
         assert!(text.contains(n), "{args:?}: `{n}` missing from: {text}");
     }
@@ -212,4 +213,40 @@ fn options_and_environment_are_checked_before_the_gpu() {
     refused_fast(d, &["sweep", "--kernel", m, "--json", m], &[], &["m.toml", "inputs"]);
     refused_fast(d, &["contract", "--kernel", m, "--json", "."], &[], &["--json", "directory"]);
     assert_eq!(snapshot(d), before, "no input changed");
+}
+
+/// A copy of the shipped rmsnorm kernel (it has a scalar, `eps`) in `dir`, its manifest edited.
+fn rmsnorm(dir: &Path, name: &str, edit: &dyn Fn(String) -> String) -> PathBuf {
+    let src = common::root().join("kernels/norm");
+    for f in ["rmsnorm.cu", "row_common.cuh"] {
+        std::fs::copy(src.join(f), dir.join(f)).unwrap();
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, edit(std::fs::read_to_string(src.join("rmsnorm.toml")).unwrap())).unwrap();
+    path
+}
+
+#[test]
+fn lenient_values_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let eps = "eps = { type = \"f32\", choices = [1e-5, 1e-6, 0.01], weights = [4, 2, 1], range = [1e-12, 1.0] }";
+    let inf = rmsnorm(d, "inf.toml", &|t| t.replace(eps, "eps = { type = \"f32\", range = [0.0, inf] }"));
+    refused_fast(d, &["case", "example", "--kernel", inf.to_str().unwrap()], &[], &["inf.toml", "scalars.eps.range", "not finite"]);
+    let div = rmsnorm(d, "div.toml", &|t| t.replace(eps, "eps = { type = \"f32\", choices = [\"1 / (rows - rows)\"] }"));
+    refused_fast(d, &["case", "example", "--kernel", div.to_str().unwrap()], &[], &["div.toml", "eps"]);
+    let nul = manifest(d, "nul.toml", &|t| t.replace("name = \"silu_and_mul\"", "name = \"silu\\u0000mul\""));
+    refused_fast(d, &["case", "example", "--kernel", nul.to_str().unwrap()], &[], &["nul.toml", "field name"]);
+    std::fs::write(d.join("empty.toml"), "").unwrap();
+    refused_fast(d, &["case", "example", "--kernel", "empty.toml"], &[], &["empty.toml", "empty"]);
+
+    // Reports no run wrote: a negative duration, a start that is not a time.
+    let report = cudafuzz::RunReport::new().to_json();
+    assert!(report.contains("\"duration_secs\": 0.0"), "{report}");
+    std::fs::write(d.join("neg.json"), report.replace("\"duration_secs\": 0.0", "\"duration_secs\": -5.0")).unwrap();
+    refused_fast(d, &["report", "render", "neg.json"], &[], &["neg.json", "duration_secs"]);
+    let at = report.find("\"started\": \"").unwrap() + "\"started\": \"".len();
+    let end = at + report[at..].find('"').unwrap();
+    std::fs::write(d.join("when.json"), format!("{}yesterday{}", &report[..at], &report[end..])).unwrap();
+    refused_fast(d, &["report", "render", "when.json"], &[], &["when.json", "started", "yesterday"]);
 }

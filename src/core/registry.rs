@@ -108,6 +108,10 @@ pub fn resolve(spec: &str) -> Result<Manifest, RegistryError> {
     if p.is_file() {
         return Ok(load(p)?);
     }
+    // A path that exists but is not a file (a directory, a device) is no kernel name either.
+    if p.exists() && (spec.contains('/') || p.extension().is_some()) {
+        return Err(RegistryError::NotAFile { path: p.to_path_buf() });
+    }
     let dir = kernels_dir();
     for path in find_manifests(&dir) {
         if let Ok(m) = Manifest::load(&path) {
