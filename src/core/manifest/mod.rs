@@ -36,6 +36,7 @@ mod error;
 pub mod expr;
 mod load;
 pub mod migrate;
+mod options;
 mod reference;
 mod resolve;
 

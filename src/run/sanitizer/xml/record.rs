@@ -68,7 +68,7 @@ pub struct Frame {
     /// Function name (`oob_read`, `__syncwarp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub func: Option<String>,
-    /// Source file path as compiled (`/home/user/kernels/fa.cu`); absent without line info.
+    /// Source file path as compiled (absolute, the build machine's); absent without line info.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     /// 1-based source line; absent without line info.
