@@ -32,13 +32,7 @@ fn refused_fast(dir: &Path, args: &[&str], env: &[(&str, &Path)], needles: &[&st
 /// A copy of silu_and_mul (manifest, kernel and reference) in `dir` under the name `name`, the
 /// manifest's text changed by `edit`.
 fn manifest(dir: &Path, name: &str, edit: &dyn Fn(String) -> String) -> PathBuf {
-    let src = common::root().join("kernels/activation");
-    for f in ["silu_and_mul.cu", "silu_and_mul_ref.cu"] {
-        std::fs::copy(src.join(f), dir.join(f)).unwrap();
-    }
-    let path = dir.join(name);
-    std::fs::write(&path, edit(std::fs::read_to_string(src.join("silu_and_mul.toml")).unwrap())).unwrap();
-    path
+    common::copy_silu(dir, name, edit)
 }
 
 /// A seed of the shipped simple_attn example with its text changed by `edit`.
@@ -217,13 +211,7 @@ fn options_and_environment_are_checked_before_the_gpu() {
 
 /// A copy of the shipped rmsnorm kernel (it has a scalar, `eps`) in `dir`, its manifest edited.
 fn rmsnorm(dir: &Path, name: &str, edit: &dyn Fn(String) -> String) -> PathBuf {
-    let src = common::root().join("kernels/norm");
-    for f in ["rmsnorm.cu", "row_common.cuh"] {
-        std::fs::copy(src.join(f), dir.join(f)).unwrap();
-    }
-    let path = dir.join(name);
-    std::fs::write(&path, edit(std::fs::read_to_string(src.join("rmsnorm.toml")).unwrap())).unwrap();
-    path
+    common::copy_kernel(dir, "norm/rmsnorm.toml", &["rmsnorm.cu", "row_common.cuh"], name, edit)
 }
 
 #[test]

@@ -31,14 +31,7 @@ fn build_in(dir: &Path, manifest: &Path) -> Output {
 /// The shipped silu_and_mul kernel (which includes "cudafuzz.cuh") copied into `dir`, with no
 /// `kernels/include` anywhere above it; `edit` changes the manifest text.
 fn outside(dir: &Path, edit: &dyn Fn(String) -> String) -> PathBuf {
-    let src = common::root().join("kernels/activation");
-    for f in ["silu_and_mul.cu", "silu_and_mul_ref.cu"] {
-        std::fs::copy(src.join(f), dir.join(f)).unwrap();
-    }
-    let toml = edit(std::fs::read_to_string(src.join("silu_and_mul.toml")).unwrap().replace("name = \"silu_and_mul\"", "name = \"my_silu\""));
-    let path = dir.join("my_silu.toml");
-    std::fs::write(&path, toml).unwrap();
-    path
+    common::copy_silu(dir, "my_silu.toml", &|t| edit(t.replace("name = \"silu_and_mul\"", "name = \"my_silu\"")))
 }
 
 #[test]

@@ -25,16 +25,7 @@ fn text(o: &Output) -> String {
 /// A copy of the shipped silu_and_mul kernel (manifest, source, reference) in `dir/k/`, as a
 /// user's own kernel outside the repository, under the manifest name `name`.
 fn user_kernel(dir: &Path, name: &str) -> PathBuf {
-    let k = dir.join("k");
-    std::fs::create_dir_all(&k).unwrap();
-    let src = common::root().join("kernels/activation");
-    for f in ["silu_and_mul.cu", "silu_and_mul_ref.cu"] {
-        std::fs::copy(src.join(f), k.join(f)).unwrap();
-    }
-    let toml = std::fs::read_to_string(src.join("silu_and_mul.toml")).unwrap().replace("name = \"silu_and_mul\"", &format!("name = \"{name}\""));
-    let path = k.join("mine.toml");
-    std::fs::write(&path, toml).unwrap();
-    path
+    common::copy_silu(&dir.join("k"), "mine.toml", &|t| t.replace("name = \"silu_and_mul\"", &format!("name = \"{name}\"")))
 }
 
 /// `case example` for `kernel`, run in `cwd` and saved as `cwd/name`.

@@ -116,7 +116,8 @@ pub fn resolve(spec: &str) -> Result<Manifest, RegistryError> {
     for path in find_manifests(&dir) {
         if let Ok(m) = Manifest::load(&path) {
             if m.name == spec {
-                return Ok(load(&path)?);
+                crate::core::generate::check_satisfiable(&m)?;
+                return Ok(m);
             }
         }
     }

@@ -53,6 +53,26 @@ pub fn output_text(o: &std::process::Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
+/// A shipped kernel copied out of the repository, as a user's own: the `sources` beside the
+/// manifest `kernels/<manifest>` copied into `dir` (created), and the manifest written there as
+/// `name` with `edit` applied. Returns the new manifest's path.
+pub fn copy_kernel(dir: &std::path::Path, manifest: &str, sources: &[&str], name: &str, edit: &dyn Fn(String) -> String) -> PathBuf {
+    let from = root().join("kernels").join(manifest);
+    let src = from.parent().unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    for f in sources {
+        std::fs::copy(src.join(f), dir.join(f)).unwrap();
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, edit(std::fs::read_to_string(&from).unwrap())).unwrap();
+    path
+}
+
+/// [`copy_kernel`] of the shipped silu_and_mul (kernel and reference kernel).
+pub fn copy_silu(dir: &std::path::Path, name: &str, edit: &dyn Fn(String) -> String) -> PathBuf {
+    copy_kernel(dir, "activation/silu_and_mul.toml", &["silu_and_mul.cu", "silu_and_mul_ref.cu"], name, edit)
+}
+
 /// A manifest under the repository root, loaded (a test bug if it does not load).
 pub fn manifest(rel: &str) -> Manifest {
     Manifest::load(&root().join(rel)).unwrap_or_else(|e| panic!("{e}"))
