@@ -5,7 +5,7 @@
 #   bash ci/gpu-check.sh            # logs go to $OUT (if set) or ./gpu-check-logs
 #   GPU_CHECK_TESTS=0 bash ci/gpu-check.sh   # smoke campaigns only, no test suite
 #   GPU_CHECK_BENCH=0 bash ci/gpu-check.sh   # no bench row (it takes up to 4 minutes)
-#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke away bench)
+#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke away python bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=gpu-check-logs
@@ -18,8 +18,8 @@ export CUDAFUZZ_BIN="$PWD/$bin"
 # (the shipped manifests, reference kernels and sanitizer markers), from any working directory.
 export CUDAFUZZ_KERNELS="$PWD/kernels"
 rows=()
-# GPU_CHECK_STAGES picks stages (default all): tests smoke away bench.
-want() { [[ " ${GPU_CHECK_STAGES:-tests smoke away bench} " == *" $1 "* ]]; }
+# GPU_CHECK_STAGES picks stages (default all): tests smoke away python bench.
+want() { [[ " ${GPU_CHECK_STAGES:-tests smoke away python bench} " == *" $1 "* ]]; }
 row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$logs/gpu.txt" 2>&1
@@ -100,6 +100,43 @@ if [ -n "$shipped" ]; then
   row "shipped kernel's seed replays from another dir" "$([ $st = 1 ] && grep -q 'reproduced' "$logs/away-shipped.log" && echo ok || echo FAIL)" "$(grep -h '"kernel"' "$shipped" | head -n1 | tr -s ' ')"
 fi
 cp -r "$away/out-bug" "$logs/away-out-bug" 2>/dev/null; rm -rf "$away"
+fi
+# 4. Python targets (stage `python`): the wheel (.gpu/wheels, staged by ci/gpu-pack-python.sh,
+#    or target/wheels) pip-installed into a fresh virtualenv that sees the host's torch and CuPy;
+#    a Python worker's start natively and under memcheck (interpreter, imports, CUDA, setup);
+#    the CuPy RawKernel clean natively and under memcheck, its planted bug found; torch.softmax
+#    returning its output, clean.
+if want python; then
+wheel=$(ls .gpu/wheels/cudafuzz-*.whl target/wheels/cudafuzz-*.whl 2>/dev/null | head -n1)
+pyroot=$(mktemp -d); venv="$pyroot/venv"; py="$venv/bin/python"
+if [ -z "$wheel" ]; then
+  row "python: pip install of the wheel" FAIL "no wheel in .gpu/wheels or target/wheels"
+else
+  # The host's torch and CuPy may live in a virtualenv of their own (whose packages
+  # --system-site-packages does not reach): a .pth file makes them visible.
+  host_site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  python3 -m venv "$venv" > "$logs/py-install.log" 2>&1 && echo "$host_site" > "$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/host-packages.pth" \
+    && "$py" -m pip install --no-index --no-deps "$wheel" >> "$logs/py-install.log" 2>&1; st=$?
+  row "python: pip install of the wheel (fresh venv)" "$([ $st = 0 ] && "$py" -m cudafuzz --version >/dev/null 2>&1 && echo ok || echo FAIL)" "$(basename "$wheel"), $("$py" --version 2>&1)"
+  for k in cupy_softmax torch_softmax; do
+    s=$(date +%s.%N); echo | "$py" -m cudafuzz worker --target "kernels/python/$k.toml" > "$logs/start-$k.log" 2>&1; st=$?; e=$(date +%s.%N)
+    s2=$(date +%s.%N); echo | compute-sanitizer --tool memcheck "$py" -m cudafuzz worker --target "kernels/python/$k.toml" > "$logs/start-memcheck-$k.log" 2>&1; st2=$?; e2=$(date +%s.%N)
+    row "  worker start, $k: native / memcheck" "$([ $st = 0 ] && [ $st2 = 0 ] && grep -q '"event":"ready"' "$logs/start-$k.log" && echo ok || echo FAIL)" "$(echo "$s $e $s2 $e2" | awk '{printf "%.2f s / %.2f s (python, imports, cuInit, setup)", $2-$1, $4-$3}')"
+  done
+  "$py" -m cudafuzz fuzz --kernel kernels/python/cupy_softmax.toml --cases 5000 --jobs 4 --seed 1 --out "$logs/out-cupy" > "$logs/py-cupy.log" 2>&1; st=$?
+  row "  cupy_softmax 5000 cases: 0 findings" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^cupy_softmax:' "$logs/py-cupy.log" | tail -n1 | cut -c1-110)"
+  $bin fuzz --python "$py" --kernel kernels/python/cupy_softmax.toml --cases 300 --jobs 4 --seed 2 --sanitize memcheck --out "$logs/out-cupy-mc" > "$logs/py-cupy-memcheck.log" 2>&1; st=$?
+  row "  cupy_softmax 300 cases under memcheck: 0" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^cupy_softmax:' "$logs/py-cupy-memcheck.log" | tail -n1 | cut -c1-110)"
+  $bin fuzz --python "$py" --kernel kernels/python/cupy_softmax_unmasked_tail.toml --cases 2000 --jobs 4 --seed 1 --stop-after 1 --out "$logs/out-cupy-bug" > "$logs/py-cupy-bug.log" 2>&1; st=$?
+  row "  cupy_softmax_unmasked_tail: found (exit 1)" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(grep -m1 -E '^NEW' "$logs/py-cupy-bug.log" | cut -c1-110)"
+  $bin fuzz --python "$py" --kernel kernels/python/cupy_softmax_unmasked_tail.toml --cases 100 --jobs 2 --seed 1 --stop-after 1 --sanitize memcheck --out "$logs/out-cupy-bug-mc" > "$logs/py-cupy-bug-memcheck.log" 2>&1; st=$?
+  row "  ... under memcheck: found (exit 1)" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(grep -m1 -E '^NEW' "$logs/py-cupy-bug-memcheck.log" | cut -c1-110)"
+  "$py" -m cudafuzz fuzz --kernel kernels/python/torch_softmax.toml --cases 2000 --jobs 4 --seed 1 --out "$logs/out-torch" > "$logs/py-torch.log" 2>&1; st=$?
+  row "  torch_softmax 2000 cases: 0 findings" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^torch_softmax:' "$logs/py-torch.log" | tail -n1 | cut -c1-110)"
+  $bin fuzz --python "$py" --kernel kernels/python/torch_softmax.toml --cases 100 --jobs 4 --seed 2 --sanitize memcheck --out "$logs/out-torch-mc" > "$logs/py-torch-memcheck.log" 2>&1; st=$?
+  row "  torch_softmax 100 cases under memcheck: 0" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^torch_softmax:' "$logs/py-torch-memcheck.log" | tail -n1 | cut -c1-110)"
+fi
+rm -rf "$pyroot"
 fi
 if [ "${GPU_CHECK_BENCH:-1}" = 0 ] || ! want bench; then
   echo "bench not run: GPU_CHECK_BENCH=0" > "$logs/bench.log"; row "bench (small cases)" SKIP "GPU_CHECK_BENCH=0"

@@ -14,9 +14,14 @@ step() { echo; echo "== [$(( $(date +%s) - started )) s] $*"; }
 step "1/5 lints: cargo fmt --check, clippy -D warnings, rustdoc -D warnings, rust-version"
 bash ci/lint.sh
 
+step "2/5 the Python wheel (maturin) into target/pyenv, for the Python-target tests"
+CUDAFUZZ_TEST_PYTHON=$(bash ci/python-env.sh | tail -n1)
+export CUDAFUZZ_TEST_PYTHON
+
 step "2/5 unit, integration and property tests (nextest)"
-# Where this script installed NVRTC and python3 is here, tests that need them must run, not skip.
-export CUDAFUZZ_REQUIRE="${CUDAFUZZ_REQUIRE:-nvrtc,python3,g++}"
+# Where this script installed NVRTC, the wheel and python3 is here, tests that need them must
+# run, not skip.
+export CUDAFUZZ_REQUIRE="${CUDAFUZZ_REQUIRE:-nvrtc,python3,g++,cudafuzz-python}"
 export CUDAFUZZ_SKIP_LOG="$PWD/target/test-skips.txt"
 mkdir -p target && : > "$CUDAFUZZ_SKIP_LOG"
 if cargo nextest --version >/dev/null 2>&1; then

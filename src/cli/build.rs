@@ -24,8 +24,9 @@ pub(super) fn kernels() -> Result<i32> {
                 fuzzed += m.fuzz as usize;
                 let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
                 let mark = if m.fuzz { '*' } else { ' ' };
+                let target = m.target.python().map(|p| format!(" python {} ({})", p.callable, p.tensors.name())).unwrap_or_default();
                 outln!(
-                    "{mark} {:<16} {:<40} {} [{}]",
+                    "{mark} {:<16} {:<40} {} [{}]{target}",
                     m.name,
                     m.path.display(),
                     m.dtypes.iter().map(|d| d.name()).collect::<Vec<_>>().join(","),
@@ -60,6 +61,12 @@ pub(super) fn build(b: BuildArgs) -> Result<i32> {
 
 pub(super) fn build_report(manifests: &[Manifest], archs: &[Arch], compiler: &Compiler) -> Result<i32> {
     let started = Instant::now();
+    let (python, compiled_here): (Vec<&Manifest>, Vec<&Manifest>) = manifests.iter().partition(|m| m.target.python().is_some());
+    for m in &python {
+        outln!("note: {} is a Python target ({}): its own code builds it, at setup; nothing to compile here", m.name, m.entry)?;
+    }
+    let manifests: Vec<Manifest> = compiled_here.into_iter().cloned().collect();
+    let manifests = &manifests[..];
     let mut bad_manifests = 0;
     if let Some(&lowest) = archs.iter().min() {
         for m in manifests {

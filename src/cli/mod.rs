@@ -122,6 +122,10 @@ enum Command {
         /// Directory of the built-in ops' GPU reference kernels (`kernels/reference`).
         #[arg(long)]
         reference: Option<PathBuf>,
+        /// A Python target's manifest: its setup runs before the worker is ready (only a
+        /// worker run by `python -m cudafuzz` can call Python).
+        #[arg(long)]
+        target: Option<PathBuf>,
     },
 }
 
@@ -220,6 +224,11 @@ pub(super) struct EngineArgs {
     /// report the kernel paths the cases reached.
     #[arg(long)]
     pub(super) coverage: bool,
+    /// The Python interpreter that runs Python targets (one with cudafuzz and the target's
+    /// packages installed); default: the manifest's `target.interpreter`, the interpreter
+    /// running this command (`python -m cudafuzz`), the active virtualenv's, then `python3`.
+    #[arg(long, value_name = "PATH", env = "CUDAFUZZ_PYTHON")]
+    pub(super) python: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -413,18 +422,31 @@ fn fail(code: i32, msg: impl Into<String>) -> anyhow::Error {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    let args = RawArgs::parse();
+    ExitCode::from(main_with(std::env::args_os()) as u8)
+}
+
+/// The command line `args` (program name first) run to its exit status: the binary's entry, and
+/// the Python package's (`python -m cudafuzz`, whose worker can call Python targets).
+pub fn main_with(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
+    let args = match RawArgs::try_parse_from(args) {
+        Ok(a) => a,
+        Err(e) => {
+            let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
+            let _ = e.print();
+            return code;
+        }
+    };
     let result = run(args);
     // The reader of stdout went away (`| head`): it had what it wanted.
     if out::broken_pipe() {
-        return ExitCode::from(exit::OK as u8);
+        return exit::OK;
     }
     match result {
-        Ok(code) => ExitCode::from(code as u8),
+        Ok(code) => code,
         Err(e) => {
             let code = e.downcast_ref::<Exit>().map(|x| x.0).unwrap_or(if e.is::<out::StdoutClosed>() { exit::SETUP } else { exit::USAGE });
             errln!("cudafuzz: {e:#}");
-            ExitCode::from(code as u8)
+            code
         }
     }
 }
@@ -448,7 +470,7 @@ fn run(args: RawArgs) -> Result<i32> {
         Command::Gate(a) => gate::gate_command(a),
         Command::Report(c) => report_cmd::report_command(c),
         Command::Triage(a) => triage::triage(a),
-        Command::Worker { gpu, reference } => Ok(worker::main(gpu, reference)),
+        Command::Worker { gpu, reference, target } => Ok(worker::main(gpu, reference, target)),
     }
 }
 
@@ -493,6 +515,16 @@ impl EngineArgs {
             ));
         }
         check_environment()?;
+        if let Some(python) = &self.python {
+            if python.components().count() > 1 && !python.is_file() {
+                return Err(fail(
+                    exit::USAGE,
+                    format!("--python {}: no such file; name a Python interpreter (a virtualenv's bin/python, say)", python.display()),
+                ));
+            }
+            // Supervisors read it when they start a Python target's worker.
+            std::env::set_var(crate::run::supervisor::PYTHON_ENV, python);
+        }
         Ok(cfg)
     }
 }
@@ -632,6 +664,7 @@ fn workers_line(gpu: &GpuInfo, pool: &mut Pool) -> String {
 fn no_gpu(e: SupervisorError) -> anyhow::Error {
     match e {
         SupervisorError::NoGpu(msg) => fail(exit::NO_GPU, format!("NO GPU: {msg}")),
+        SupervisorError::Setup(msg) => fail(exit::SETUP, msg),
         SupervisorError::Interrupted => fail(exit::INTERRUPTED, "interrupted"),
         e => fail(exit::SETUP, chain(e)),
     }

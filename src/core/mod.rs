@@ -18,6 +18,7 @@ pub mod manifest;
 pub mod plan;
 pub mod registry;
 pub mod shard;
+pub mod target;
 pub mod tool;
 pub mod triage;
 pub mod userfile;

@@ -6,3 +6,21 @@ pub mod campaign;
 pub mod config;
 pub mod sanitizer;
 pub mod supervisor;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// How this process starts another of itself, when that is not its executable alone.
+static SELF_COMMAND: OnceLock<(PathBuf, Vec<String>)> = OnceLock::new();
+
+/// Says how workers of this process are started: `program` and the arguments that come before
+/// `worker` (the Python package runs as `python -m cudafuzz`, whose executable is the
+/// interpreter). The first call wins.
+pub fn set_self_command(program: PathBuf, lead: Vec<String>) {
+    let _ = SELF_COMMAND.set((program, lead));
+}
+
+/// The program and leading arguments set by [`set_self_command`], if any.
+pub fn self_command() -> Option<&'static (PathBuf, Vec<String>)> {
+    SELF_COMMAND.get()
+}

@@ -30,6 +30,9 @@ pub enum Need {
     Gxx,
     /// The absence of a GPU: tests of what a user without one sees.
     NoGpu,
+    /// A Python interpreter with the cudafuzz package (the wheel) and pytest installed, named
+    /// by `CUDAFUZZ_TEST_PYTHON` (ci/test.sh builds one in target/pyenv).
+    CudafuzzPython,
 }
 
 impl Need {
@@ -42,6 +45,7 @@ impl Need {
             Need::Python3 => "python3",
             Need::Gxx => "g++",
             Need::NoGpu => "no-gpu",
+            Need::CudafuzzPython => "cudafuzz-python",
         }
     }
 
@@ -57,7 +61,27 @@ impl Need {
             Need::Python3 => tool_missing("python3"),
             Need::Gxx => tool_missing("g++"),
             Need::NoGpu => gpu_missing().is_none().then(|| "this machine has a GPU; the no-GPU path is tested on hosts without one".to_string()),
+            Need::CudafuzzPython => cudafuzz_python_missing(),
         }
+    }
+}
+
+/// The variable naming the interpreter of [`Need::CudafuzzPython`].
+pub const TEST_PYTHON: &str = "CUDAFUZZ_TEST_PYTHON";
+
+fn cudafuzz_python_missing() -> Option<String> {
+    let Some(python) = std::env::var_os(TEST_PYTHON).filter(|p| !p.is_empty()) else {
+        return Some(format!("{TEST_PYTHON} is not set (ci/python-env.sh builds the wheel into target/pyenv and prints the interpreter to name)"));
+    };
+    let out = Command::new(&python).args(["-c", "import cudafuzz._native, pytest"]).output();
+    match out {
+        Ok(o) if o.status.success() => None,
+        Ok(o) => Some(format!(
+            "{} cannot import cudafuzz._native and pytest: {}",
+            Path::new(&python).display(),
+            String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("")
+        )),
+        Err(e) => Some(format!("{} does not run: {e}", Path::new(&python).display())),
     }
 }
 
@@ -130,6 +154,12 @@ pub fn compiler(cache: &Path) -> Option<Compiler> {
             None
         }
     }
+}
+
+/// The interpreter with cudafuzz installed ([`Need::CudafuzzPython`]), or `None` after recording
+/// the skip.
+pub fn cudafuzz_python() -> Option<PathBuf> {
+    have(Need::CudafuzzPython).then(|| PathBuf::from(std::env::var_os(TEST_PYTHON).expect("checked")))
 }
 
 /// `python3`, or `None` after recording the skip.

@@ -78,9 +78,15 @@ pub fn manifest(rel: &str) -> Manifest {
     Manifest::load(&root().join(rel)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// Every shipped manifest under `kernels/`, loaded.
+/// Every shipped manifest under `kernels/` that cudafuzz builds (NVRTC targets), loaded. The
+/// Python targets (`kernels/python/`) need their interpreter and packages: python_targets.rs
+/// loads them, ci/gpu-check.sh runs them.
 pub fn shipped() -> Vec<Manifest> {
-    cudafuzz::core::manifest::find_manifests(&root().join("kernels")).iter().map(|p| Manifest::load(p).unwrap_or_else(|e| panic!("{e}"))).collect()
+    cudafuzz::core::manifest::find_manifests(&root().join("kernels"))
+        .iter()
+        .map(|p| Manifest::load(p).unwrap_or_else(|e| panic!("{e}")))
+        .filter(|m| m.target.is_compiled_here())
+        .collect()
 }
 
 /// The small attention case the attention-only model called its example, for a kernel whose

@@ -304,6 +304,11 @@ impl Env {
         node.eval_with_context(&self.ctx).map_err(|e| ExprFailure::new(describe(&e), ""))
     }
 
+    /// Evaluates an expression to whatever value it has (a Python target's argument).
+    pub fn value(&self, expr: &str) -> Result<Value, ExprFailure> {
+        self.eval(expr)
+    }
+
     /// Evaluates a parsed expression (a sub-expression of a relation) to a value.
     pub fn eval_node(&self, node: &Node) -> Result<Value, ExprFailure> {
         node.eval_with_context(&self.ctx).map_err(|e| ExprFailure::new(describe(&e), ""))

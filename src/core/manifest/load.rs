@@ -16,6 +16,7 @@ use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 use serde::Deserialize;
 
 use crate::core::case::{Dtype, Scalar, ValueClass, MAX_DIM, MAX_RANK};
+use crate::core::target::Target;
 
 use super::expr::{self, Env, TensorVars, Vars};
 use super::{
@@ -23,7 +24,7 @@ use super::{
     ScalarType, TensorSpec, MANIFEST_FORMAT,
 };
 
-const TOP_LEVEL_KEYS: [&str; 18] = [
+const TOP_LEVEL_KEYS: [&str; 19] = [
     "format",
     "name",
     "description",
@@ -42,6 +43,7 @@ const TOP_LEVEL_KEYS: [&str; 18] = [
     "contract",
     "reference",
     "launch",
+    "target",
 ];
 
 /// The value classes an input draws from when its manifest does not say: every finite class.
@@ -168,7 +170,11 @@ impl Manifest {
         l.check_top_level_keys(&table)?;
         let t = &mut table;
         let (name, description) = l.identity(t)?;
-        let (source, entry) = l.source_and_entry(t)?;
+        let target_parts = l.target(t)?;
+        let (source, entry) = match &target_parts {
+            Some(p) => (p.source.clone(), p.entry.clone()),
+            None => l.source_and_entry(t)?,
+        };
         let (fuzz, options) = l.fuzz_and_options(t)?;
         let dtypes = l.dtypes(t)?;
         let defines = l.defines(t)?;
@@ -178,7 +184,11 @@ impl Manifest {
         let scalars = l.scalars(t, &dims)?;
         let tensors = l.tensors(t, &dims, &scalars)?;
         let contract = l.contract(t)?;
-        let launch = l.launch(t, &tensors)?;
+        let (target, launch) = match target_parts {
+            Some(p) => (p.target, p.launch),
+            None => (Target::Nvrtc, l.launch(t, &tensors)?),
+        };
+        l.check_target(&target, &tensors)?;
         let mut reference = l.reference(t, &tensors, &scalars, &launch)?;
         if let ReferenceSpec::Kernel(k) = &mut reference {
             // The user's reference kernel sees the same header folders as the kernel.
@@ -206,6 +216,7 @@ impl Manifest {
             contract,
             reference,
             launch,
+            target,
         };
         l.check_names(&manifest)?;
         l.check_sample(&manifest)?;
@@ -747,6 +758,7 @@ impl Loader<'_> {
             }
         }
         m.resolve(&vars)?;
+        m.resolve_call(&vars)?;
         if let ReferenceSpec::Kernel(k) = &m.reference {
             m.resolve_launch(&k.launch, &vars, "reference")?;
         }

@@ -39,6 +39,7 @@ pub mod migrate;
 mod options;
 mod reference;
 mod resolve;
+mod target;
 
 pub use check::{params_text, ArchLimits, LaunchNeeds, DEFAULT_TARGETS};
 pub use error::ManifestError;
@@ -52,6 +53,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::core::case::{Case, Dtype, Scalar, ValueClass};
+use crate::core::target::Target;
 
 /// The manifest format this build reads.
 pub const MANIFEST_FORMAT: u32 = 2;
@@ -627,8 +629,12 @@ pub struct Manifest {
     pub contract: ContractSpec,
     /// What judges the outputs.
     pub reference: ReferenceSpec,
-    /// Launch geometry and arguments.
+    /// Launch geometry and arguments (an NVRTC target's; a Python target's has none).
     pub launch: LaunchSpec,
+    /// How the launch happens ([`crate::core::target`]): an NVRTC build of `source` launched as
+    /// `launch` says, or a Python callable (then `source` is its module's file and `entry` is
+    /// `module:function`).
+    pub target: Target,
 }
 
 impl Manifest {
@@ -726,8 +732,9 @@ pub fn coerce(ty: ScalarType, v: Scalar) -> Scalar {
     }
 }
 
-/// Every `*.toml` under `dir` (recursively) whose top level has both `entry` and `source`
-/// keys, sorted. Unreadable files and directories are skipped.
+/// Every `*.toml` under `dir` (recursively) whose top level has both `entry` and `source` keys
+/// (an NVRTC target) or a `[target]` with `python` (a Python target), sorted. Unreadable files
+/// and directories are skipped.
 pub fn find_manifests(dir: &Path) -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(dir) else { return };
@@ -740,7 +747,7 @@ pub fn find_manifests(dir: &Path) -> Vec<PathBuf> {
                 let is_manifest = crate::core::userfile::read_text(&p)
                     .ok()
                     .and_then(|t| toml::from_str::<toml::Table>(&t).ok())
-                    .is_some_and(|t| t.contains_key("entry") && t.contains_key("source"));
+                    .is_some_and(|t| (t.contains_key("entry") && t.contains_key("source")) || t.get("target").is_some_and(|t| t.get("python").is_some()));
                 if is_manifest {
                     out.push(p);
                 }

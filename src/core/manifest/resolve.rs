@@ -97,6 +97,14 @@ impl Manifest {
         self.resolve_launch(&self.launch, vars, "launch")
     }
 
+    /// The Python target's call for one case (`None` for an NVRTC target).
+    pub fn resolve_call(&self, vars: &Vars) -> Result<Option<crate::core::target::ResolvedCall>, ManifestError> {
+        let Some(p) = self.target.python() else { return Ok(None) };
+        let tensors: Vec<&str> = self.tensors.iter().map(|t| t.name.as_str()).collect();
+        let scalars: Vec<(String, super::ScalarType)> = self.scalars.iter().map(|s| (s.name.clone(), s.ty)).collect();
+        p.resolve(&tensors, &scalars, vars).map(Some).map_err(|(field, expr, f)| self.expr_error(field, &expr, f))
+    }
+
     /// Evaluates a launch (the kernel's, or a reference kernel's under `section`) for one case.
     pub fn resolve_launch(&self, launch: &LaunchSpec, vars: &Vars, section: &str) -> Result<ResolvedLaunch, ManifestError> {
         let env = Env::new(vars);

@@ -6,14 +6,23 @@
 //! allocation), and `cuMemAlloc` returns 256-byte-aligned pointers, so the case's byte offset
 //! alone decides each tensor's alignment residue.
 //!
-//! Outside a sanitizer ([`pooled`]), allocations come from the device's stream-ordered pool
-//! (`cuMemAllocAsync` on the null stream) with its release threshold raised, so a worker reuses
+//! Outside a sanitizer ([`pooled`]), allocations come from a stream-ordered pool of the arena's
+//! own (`cuMemPoolCreate`, `cuMemAllocFromPoolAsync` on the null stream) with its release
+//! threshold raised, so a worker reuses
 //! the memory of its last cases instead of mapping and unmapping it per case: on an H100 that
 //! mapping cost a faulting campaign's passing cases tens of milliseconds each, and stalled
 //! while other workers' contexts were torn down. The allocations stay separate and keep their
-//! exact sizes; a pointer that is not 256-byte aligned is never used.
+//! exact sizes; a pointer that is not 256-byte aligned is never used. The pool is not the
+//! device's default one, which a Python target's own `cudaMallocAsync` shares: memory the
+//! target frees can never come back as an arena allocation, nor the other way round.
+//!
+//! A Python target sees the arena through DLPack views, which may outlive the call (a callable
+//! that keeps a tensor). Each view holds a [`DeviceArena::lease`]; an arena dropped while a
+//! lease is out keeps its memory until the last view's deleter has run, so no arena memory is
+//! handed out again while anything can still reach it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys};
 
@@ -28,6 +37,26 @@ pub struct DeviceArena {
     pub allocs: Vec<(sys::CUdeviceptr, u64)>,
     /// Which allocations came from the stream-ordered pool ([`pooled`]).
     pooled: Vec<bool>,
+    /// Held by every view of the arena's memory handed to a target ([`DeviceArena::lease`]).
+    leases: Arc<()>,
+}
+
+/// Allocations of dropped arenas whose views are still alive, freed once their leases are back.
+static QUARANTINE: Mutex<Vec<Quarantined>> = Mutex::new(Vec::new());
+
+/// One dropped arena's allocations (pointer, pooled) and its lease counter.
+type Quarantined = (Arc<()>, Vec<(sys::CUdeviceptr, bool)>);
+
+/// Frees the quarantined allocations no view holds any more.
+fn sweep_quarantine() {
+    let mut q = QUARANTINE.lock().unwrap_or_else(|e| e.into_inner());
+    q.retain(|(leases, allocs)| {
+        if Arc::strong_count(leases) > 1 {
+            return true;
+        }
+        allocs.iter().for_each(|&(ptr, pooled)| release(ptr, pooled));
+        false
+    });
 }
 
 /// The device pool allocations come from (see the module docs), as an address; 0 when off.
@@ -43,9 +72,9 @@ const BASE_ALIGN: u64 = 256;
 const SLACK_GRANULE: usize = 512;
 
 /// Turns pooled allocation on or off for this process (off under a sanitizer, whose view of an
-/// allocation's bounds must be `cuMemAlloc`'s). Turning it on raises the current device's pool
-/// release threshold so freed memory stays with the process; a pool that cannot be configured
-/// leaves allocation unpooled.
+/// allocation's bounds must be `cuMemAlloc`'s). Turning it on the first time creates the arena's
+/// pool on the current device, its release threshold raised so freed memory stays with the
+/// process; a pool that cannot be created leaves allocation unpooled.
 pub fn pooled(on: bool) {
     if !on {
         POOL.store(0, Ordering::Relaxed);
@@ -58,8 +87,15 @@ pub fn pooled(on: bool) {
         let mut device = 0;
         // SAFETY: writes one device handle; a context is current on this thread.
         unsafe { sys::cuCtxGetDevice(&mut device) }.result().map_err(|e| e.0)?;
-        // SAFETY: a valid device; reads its default pool handle.
-        let pool = unsafe { result::device::get_default_mem_pool(device) }.map_err(|e| e.0)?;
+        // SAFETY: zeroed properties are the documented defaults; the fields set below name a
+        // pinned allocation on this device.
+        let mut props: sys::CUmemPoolProps = unsafe { std::mem::zeroed() };
+        props.allocType = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+        props.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+        props.location.id = device;
+        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+        // SAFETY: writes one pool handle from valid properties.
+        unsafe { sys::cuMemPoolCreate(&mut pool, &props) }.result().map_err(|e| e.0)?;
         let mut threshold = u64::MAX;
         // SAFETY: the release threshold attribute takes a u64.
         unsafe { result::mem_pool::set_attribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, (&mut threshold as *mut u64).cast()) }
@@ -75,11 +111,12 @@ pub fn pooled(on: bool) {
 /// which.
 fn allocate(len: usize, pool: usize) -> Result<(sys::CUdeviceptr, bool), CudaStatus> {
     if pool != 0 {
-        // SAFETY: a positive size on the null stream, which orders it before the copies and
-        // launches that use it.
-        match unsafe { result::malloc_async(std::ptr::null_mut(), len.next_multiple_of(SLACK_GRANULE)) } {
-            Ok(ptr) if ptr % BASE_ALIGN == 0 => return Ok((ptr, true)),
-            Ok(ptr) => {
+        let mut ptr: sys::CUdeviceptr = 0;
+        // SAFETY: a positive size from the arena's pool on the null stream, which orders it
+        // before the copies and launches that use it.
+        match unsafe { sys::cuMemAllocFromPoolAsync(&mut ptr, len.next_multiple_of(SLACK_GRANULE), pool as sys::CUmemoryPool, std::ptr::null_mut()) }.result() {
+            Ok(()) if ptr.is_multiple_of(BASE_ALIGN) => return Ok((ptr, true)),
+            Ok(()) => {
                 // SAFETY: just allocated on the null stream.
                 let _ = unsafe { result::free_async(ptr, std::ptr::null_mut()) };
             }
@@ -112,13 +149,14 @@ impl DeviceArena {
     /// An arena over allocations it does not own (another arena's, viewed by a reference
     /// kernel): empty its list before it drops.
     pub fn view(allocs: Vec<(sys::CUdeviceptr, u64)>) -> DeviceArena {
-        DeviceArena { allocs, pooled: Vec::new() }
+        DeviceArena { allocs, pooled: Vec::new(), leases: Arc::new(()) }
     }
 
     /// Allocates and uploads every allocation of `image`.
     pub fn upload(image: &HostImage) -> Result<DeviceArena, CudaStatus> {
+        sweep_quarantine();
         let pool = POOL.load(Ordering::Relaxed);
-        let mut arena = DeviceArena { allocs: Vec::with_capacity(image.bytes.len()), pooled: Vec::with_capacity(image.bytes.len()) };
+        let mut arena = DeviceArena { allocs: Vec::with_capacity(image.bytes.len()), pooled: Vec::with_capacity(image.bytes.len()), leases: Arc::new(()) };
         for (i, bytes) in image.bytes.iter().enumerate() {
             if bytes.is_empty() {
                 // Left out of the image (it stands for another arena's allocation).
@@ -184,6 +222,12 @@ impl DeviceArena {
         self.allocs[i].0 + image.layout.allocs[i].data_offset
     }
 
+    /// A lease on the arena's memory, for a view handed to a target: while any lease is out,
+    /// dropping the arena keeps its memory (see the module docs).
+    pub fn lease(&self) -> Arc<()> {
+        Arc::clone(&self.leases)
+    }
+
     /// The allocation table for mapping device addresses back to tensors.
     pub fn table(&self, image: &HostImage, plan: &Plan) -> AllocationTable {
         AllocationTable { entries: self.allocs.iter().zip(&image.layout.allocs).map(|(&(p, _), a)| (p, a.clone())).collect(), plans: plan.tensors.clone() }
@@ -192,8 +236,13 @@ impl DeviceArena {
 
 impl Drop for DeviceArena {
     fn drop(&mut self) {
-        for (i, &(ptr, _)) in self.allocs.iter().enumerate().filter(|(_, (p, _))| *p != 0) {
-            release(ptr, self.pooled.get(i).copied().unwrap_or(false));
+        let owned: Vec<(sys::CUdeviceptr, bool)> =
+            self.allocs.iter().enumerate().filter(|(_, (p, _))| *p != 0).map(|(i, &(ptr, _))| (ptr, self.pooled.get(i).copied().unwrap_or(false))).collect();
+        if Arc::strong_count(&self.leases) > 1 {
+            QUARANTINE.lock().unwrap_or_else(|e| e.into_inner()).push((Arc::clone(&self.leases), owned));
+            return;
         }
+        owned.into_iter().for_each(|(ptr, pooled)| release(ptr, pooled));
+        sweep_quarantine();
     }
 }

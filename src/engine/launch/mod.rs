@@ -5,6 +5,9 @@
 //! maps a CUDA status onto a [`FindingKind`]. Synchronisation is the caller's: that is where a
 //! faulting kernel's error surfaces, and where the supervisor's watchdog is armed.
 
+pub mod call;
+pub mod views;
+
 use std::ffi::{c_void, CString};
 
 use cudarc::driver::{result, sys};

@@ -23,6 +23,7 @@ use crate::core::error::chain;
 use crate::core::finding::{Finding, FindingKind, Oracle};
 use crate::core::manifest::{Manifest, ManifestError, ResolvedLaunch};
 use crate::core::plan::{check_contract, ContractVerdict, Plan};
+use crate::core::target::ResolvedCall;
 use crate::core::tool::Tool;
 use crate::engine::arena::HostImage;
 use crate::engine::compile::{request_for, CompileError, Compiler};
@@ -88,6 +89,24 @@ pub enum EngineError {
     /// The case does not fit in the GPU's memory.
     #[error("{0}")]
     OutOfMemory(String),
+    /// A Python target's setup (import, setup callable) failed, or this worker cannot call
+    /// Python.
+    #[error("setting up the Python target of {manifest} failed:\n{log}")]
+    Setup {
+        /// The manifest.
+        manifest: PathBuf,
+        /// What Python said (the traceback).
+        log: String,
+    },
+    /// A Python target refused the case with an exception of its own (a host-side check, not
+    /// a bug).
+    #[error("rejected by the target: {exception}: {message}")]
+    Rejected {
+        /// The exception's type.
+        exception: String,
+        /// Its message.
+        message: String,
+    },
 }
 
 /// Why a cubin may not load, when NVRTC's CUDA major is newer than the driver's (a CUDA 13
@@ -121,6 +140,8 @@ pub struct Engine {
     module_keys: HashMap<ModuleMemo, String>,
     /// Where the built-in ops' GPU reference kernels are (`<op>_f64.toml`).
     pub(super) reference_dir: Option<PathBuf>,
+    /// The Python targets whose setup has run in this process.
+    set_up: std::collections::HashSet<PathBuf>,
 }
 
 /// What a case's verdict holds besides its outcome, filled in as the case moves through the
@@ -169,6 +190,8 @@ pub(super) struct Prepared<'a> {
     pub(super) plan: Plan,
     label: String,
     resolved: ResolvedLaunch,
+    /// A Python target's call for the case.
+    call: Option<ResolvedCall>,
     pub(super) inputs: data::Inputs,
     pub(super) image: HostImage,
     pub(super) case: &'a Case,
@@ -196,6 +219,7 @@ impl Engine {
             modules: HashMap::new(),
             module_keys: HashMap::new(),
             reference_dir,
+            set_up: Default::default(),
         })
     }
 
@@ -240,6 +264,17 @@ impl Engine {
         Ok(self.modules.get_mut(&compiled.key).expect("inserted above"))
     }
 
+    /// Runs a Python target's setup once per process (a no-op for other targets).
+    pub fn set_up(&mut self, manifest: &Manifest) -> Result<(), EngineError> {
+        if manifest.target.python().is_none() || self.set_up.contains(&manifest.path) {
+            return Ok(());
+        }
+        let device = launch::call::ViewDevice::Cuda(self.gpu.info.ordinal as i32);
+        launch::call::with_caller(|c| c.setup(manifest, device)).and_then(|r| r).map_err(|log| EngineError::Setup { manifest: manifest.path.clone(), log })?;
+        self.set_up.insert(manifest.path.clone());
+        Ok(())
+    }
+
     /// Makes `tool` write its marker record: the start of a case in the sanitizer's XML.
     fn mark(&mut self, tool: Tool) -> Result<(), EngineError> {
         if self.marker.as_ref().map(Marker::tool) != Some(tool) {
@@ -279,11 +314,16 @@ impl Engine {
         let judged = prep.judged(p.contract.as_ref().is_some_and(ContractVerdict::is_inside));
 
         let t = Instant::now();
-        let gpu_info = self.gpu.info.clone();
-        let module = self.module(&prep.manifest, case, opts.coverage).map_err(|e| p.error(e, false))?;
-        let reserved = module.reserve_shared(prep.resolved.shared_bytes, &gpu_info);
-        p.times.compile_us = micros(t);
-        reserved.map_err(|rejection| p.failed(vec![rejection_finding(&judged, &rejection)], false))?;
+        let python = prep.manifest.target.python().is_some();
+        if python {
+            self.set_up(&prep.manifest).map_err(|e| p.error(e, false))?;
+        } else {
+            let gpu_info = self.gpu.info.clone();
+            let module = self.module(&prep.manifest, case, opts.coverage).map_err(|e| p.error(e, false))?;
+            let reserved = module.reserve_shared(prep.resolved.shared_bytes, &gpu_info);
+            p.times.compile_us = micros(t);
+            reserved.map_err(|rejection| p.failed(vec![rejection_finding(&judged, &rejection)], false))?;
+        }
 
         let t = Instant::now();
         crate::engine::arena::device::pooled(opts.sanitizer.is_none());
@@ -294,18 +334,26 @@ impl Engine {
         }
 
         let t = Instant::now();
-        let module = self.module(&prep.manifest, case, opts.coverage).expect("compiled above");
-        if opts.coverage {
+        let ordinal = self.gpu.info.ordinal as i32;
+        let module = if python { None } else { Some(&*self.module(&prep.manifest, case, opts.coverage).expect("compiled above")) };
+        if let (true, Some(module)) = (opts.coverage, module) {
             module
                 .reset_coverage()
                 .map_err(|status| p.error(EngineError::Cuda { what: "zeroing the coverage counters", status: status.clone() }, launch::is_sticky(&status)))?;
         }
+        let launcher = match module {
+            Some(module) => Launcher::Kernel(module, &prep.resolved),
+            None => Launcher::Python { manifest: &prep.manifest, call: prep.call.as_ref().expect("resolved for a Python target"), ordinal },
+        };
         on_launch();
-        let first = run_once(module, &prep.resolved, &arena, &prep.image, &judged);
+        let first = run_once(&launcher, &arena, &prep.image, &judged);
         p.times.kernel_us = micros(t);
-        let after = first.map_err(|(f, sticky)| p.failed(vec![f], sticky))?;
+        let after = first.map_err(|stop| stop.verdict(p))?;
         // Read before a determinism run adds its own counts.
-        p.coverage = if opts.coverage { module.coverage().ok().flatten() } else { None };
+        p.coverage = match (opts.coverage, module) {
+            (true, Some(module)) => module.coverage().ok().flatten(),
+            _ => None,
+        };
 
         let t = Instant::now();
         let mut findings = oracle::check_memory(&judged, &prep.image, &after);
@@ -349,9 +397,10 @@ impl Engine {
         p.contract = Some(check_contract(&manifest, case, &plan));
         let label = kernel_label(&manifest, case);
         let resolved = manifest.resolve(&plan.vars).map_err(|e| p.error(e, false))?;
+        let call = manifest.resolve_call(&plan.vars).map_err(|e| p.error(e, false))?;
         let inputs = data::generate(case, &plan, &manifest);
         let image = HostImage::build(case, &plan, &inputs);
-        Ok(Prepared { manifest, plan, label, resolved, inputs, image, case })
+        Ok(Prepared { manifest, plan, label, resolved, call, inputs, image, case })
     }
 
     /// The determinism run: every written tensor rewritten with its initial contents, the
@@ -368,17 +417,23 @@ impl Engine {
         p: &mut Progress,
     ) -> Result<(), Verdict> {
         let t = Instant::now();
-        let again = rerun_outputs(self.module(&prep.manifest, prep.case, opts.coverage).expect("compiled above"), &prep.resolved, arena, &prep.image, judged);
+        let ordinal = self.gpu.info.ordinal as i32;
+        let launcher = match prep.manifest.target.python() {
+            Some(_) => Launcher::Python { manifest: &prep.manifest, call: prep.call.as_ref().expect("resolved for a Python target"), ordinal },
+            None => Launcher::Kernel(self.module(&prep.manifest, prep.case, opts.coverage).expect("compiled above"), &prep.resolved),
+        };
+        let again = rerun_outputs(&launcher, arena, &prep.image, judged);
         p.times.kernel_us += micros(t);
         match again {
             Ok(second) => {
                 findings.extend(oracle::check_determinism(judged, &prep.image, after, &second));
                 Ok(())
             }
-            Err((f, sticky)) => {
+            Err(Stop::Finding(f, sticky)) => {
                 findings.push(f);
                 Err(p.failed(std::mem::take(findings), sticky))
             }
+            Err(stop) => Err(stop.verdict(p)),
         }
     }
 }
@@ -423,33 +478,94 @@ fn output_digest(plan: &Plan, image: &HostImage, after: &[Vec<u8>]) -> String {
 /// A kernel configuration as the engine memoises it: manifest, params, dtype, coverage build.
 type ModuleMemo = (PathBuf, Vec<(String, i64)>, crate::core::case::Dtype, bool);
 
+/// How the code under test is launched for a case (`crate::core::target`).
+enum Launcher<'a> {
+    /// A loaded NVRTC kernel and its resolved launch.
+    Kernel(&'a Module, &'a ResolvedLaunch),
+    /// A Python target's call, through the process's installed caller.
+    Python {
+        /// The manifest.
+        manifest: &'a Manifest,
+        /// The call resolved for the case.
+        call: &'a ResolvedCall,
+        /// The device the views are on.
+        ordinal: i32,
+    },
+}
+
+/// Why a run of the code under test stopped the case.
+enum Stop {
+    /// A finding, and whether it poisoned the context.
+    Finding(Finding, bool),
+    /// The target refused the case (a Python target's own exception).
+    Rejected(EngineError),
+}
+
+impl Stop {
+    fn verdict(self, p: &Progress) -> Verdict {
+        match self {
+            Stop::Finding(f, sticky) => p.failed(vec![f], sticky),
+            Stop::Rejected(e) => p.error(e, false),
+        }
+    }
+}
+
+impl From<(Finding, bool)> for Stop {
+    fn from((f, sticky): (Finding, bool)) -> Stop {
+        Stop::Finding(f, sticky)
+    }
+}
+
 /// Launches once, synchronises and downloads everything; a CUDA error becomes a finding, with
 /// whether it poisoned the context.
-// The error is a finding, built once per faulting case; boxing it would only add an allocation.
-#[allow(clippy::result_large_err)]
-fn run_once(module: &Module, resolved: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<Vec<Vec<u8>>, (Finding, bool)> {
-    launch_and_wait(module, resolved, arena, image, j)?;
-    arena.download(image).map_err(|s| failed_after_launch(j, &s))
+fn run_once(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<Vec<Vec<u8>>, Stop> {
+    launch_and_wait(launcher, arena, image, j)?;
+    Ok(arena.download(image).map_err(|s| failed_after_launch(j, &s))?)
 }
 
 /// The determinism run: launches again and downloads only the judged outputs, the allocations it
 /// compares (the others were judged after the first run, and for a case whose stride gaps span
 /// gigabytes a second whole download would double its cost). The others come back empty.
-#[allow(clippy::result_large_err)]
-fn rerun_outputs(module: &Module, resolved: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<Vec<Vec<u8>>, (Finding, bool)> {
-    launch_and_wait(module, resolved, arena, image, j)?;
-    j.plan
+fn rerun_outputs(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<Vec<Vec<u8>>, Stop> {
+    launch_and_wait(launcher, arena, image, j)?;
+    Ok(j.plan
         .tensors
         .iter()
         .map(|t| if t.role.is_judged() { arena.download_one(image, t.index) } else { Ok(Vec::new()) })
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|s| failed_after_launch(j, &s))
+        .map_err(|s| failed_after_launch(j, &s))?)
 }
 
-#[allow(clippy::result_large_err)]
-fn launch_and_wait(module: &Module, resolved: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<(), (Finding, bool)> {
-    launch::launch(module, resolved, arena, image).map_err(|r| (rejection_finding(j, &r), false))?;
-    crate::engine::gpu::synchronize().map_err(|s| failed_after_launch(j, &s))
+fn launch_and_wait(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<(), Stop> {
+    match launcher {
+        Launcher::Kernel(module, resolved) => {
+            launch::launch(module, resolved, arena, image).map_err(|r| Stop::Finding(rejection_finding(j, &r), false))?;
+            Ok(crate::engine::gpu::synchronize().map_err(|s| failed_after_launch(j, &s))?)
+        }
+        Launcher::Python { manifest, call, ordinal } => call_python(manifest, call, *ordinal, arena, image, j),
+    }
+}
+
+/// Calls a Python target, then synchronises the whole context (the callable may have used
+/// streams of its own). The context's state speaks first: a sticky error is the finding even
+/// when the framework raised it too; then a CUDA error the framework raised; then any other
+/// exception, which is the target refusing the case.
+fn call_python(manifest: &Manifest, call: &ResolvedCall, ordinal: i32, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<(), Stop> {
+    let target = manifest.target.python().expect("a Python target");
+    let views = launch::views::device_views(j.plan, image, |i| arena.data_ptr(image, i), launch::call::ViewDevice::Cuda(ordinal));
+    let frame = launch::call::Call { manifest, target, views, call, lease: arena.lease() };
+    let outcome = launch::call::with_caller(|c| c.call(&frame)).map_err(|log| Stop::Rejected(EngineError::Setup { manifest: manifest.path.clone(), log }))?;
+    drop(frame);
+    crate::engine::gpu::synchronize().map_err(|s| failed_after_launch(j, &s))?;
+    if let Some((kind, words, status)) = outcome.finding() {
+        let mut f = j.finding(kind, Oracle::CudaStatus, words);
+        f.cuda_error = status.map(|s| s.to_string());
+        return Err(Stop::Finding(f, false));
+    }
+    match outcome {
+        launch::call::CallOutcome::Rejected { exception, message } => Err(Stop::Rejected(EngineError::Rejected { exception, message })),
+        _ => Ok(()),
+    }
 }
 
 /// A CUDA error after the launch as the run functions return it: the finding, and whether the

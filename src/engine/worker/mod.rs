@@ -50,6 +50,10 @@ pub enum WorkerEvent {
     StartFailed {
         /// Why.
         message: String,
+        /// Whether it was the target's setup that failed (a Python target's import or setup
+        /// callable), not the GPU.
+        #[serde(default)]
+        setup: bool,
     },
     /// The kernel under test is about to be launched: arm the watchdog.
     Launched {
@@ -71,17 +75,46 @@ fn emit(out: &mut impl Write, event: &WorkerEvent) {
     let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
+/// Exit status of a worker whose target's setup failed.
+pub const EXIT_SETUP: i32 = 88;
+
+/// Where events go: the process's stdout, or (in a Python worker, where the target's own
+/// prints must not reach the supervisor as protocol) a copy of it taken before stdout was
+/// pointed at stderr.
+fn event_channel(python: bool) -> std::fs::File {
+    use std::os::fd::FromRawFd;
+    // SAFETY: duplicating and redirecting the process's own standard descriptors; the new
+    // descriptor is owned by the returned file alone.
+    unsafe {
+        let fd = libc::dup(1);
+        if python && fd >= 0 {
+            libc::dup2(2, 1);
+        }
+        std::fs::File::from_raw_fd(if fd >= 0 { fd } else { 1 })
+    }
+}
+
 /// Runs the worker loop on stdin/stdout until stdin closes; returns the process exit status.
-pub fn main(gpu: usize, reference_dir: Option<PathBuf>) -> i32 {
-    // Unlocked: the launch callback writes to stdout too.
-    let mut out = std::io::stdout();
+///
+/// `target` is a Python target's manifest, given to a worker started for one: its setup runs
+/// before the worker says it is ready, and a setup that fails ends the worker with
+/// [`EXIT_SETUP`].
+pub fn main(gpu: usize, reference_dir: Option<PathBuf>, target: Option<PathBuf>) -> i32 {
+    let mut out = event_channel(target.is_some());
     let mut engine = match Engine::new(gpu, reference_dir) {
         Ok(e) => e,
         Err(e) => {
-            emit(&mut out, &WorkerEvent::StartFailed { message: crate::core::error::chain(&e) });
+            emit(&mut out, &WorkerEvent::StartFailed { message: crate::core::error::chain(&e), setup: false });
             return EXIT_NO_GPU;
         }
     };
+    if let Some(path) = &target {
+        let set_up = engine.manifest(path).and_then(|m| engine.set_up(&m));
+        if let Err(e) = set_up {
+            emit(&mut out, &WorkerEvent::StartFailed { message: crate::core::error::chain(&e), setup: true });
+            return EXIT_SETUP;
+        }
+    }
     emit(&mut out, &WorkerEvent::Ready { gpu: engine.gpu().clone() });
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
@@ -92,13 +125,14 @@ pub fn main(gpu: usize, reference_dir: Option<PathBuf>) -> i32 {
         let req: WorkerRequest = match serde_json::from_str(&line) {
             Ok(r) => r,
             Err(e) => {
-                emit(&mut out, &WorkerEvent::StartFailed { message: format!("bad request from supervisor: {e}") });
+                emit(&mut out, &WorkerEvent::StartFailed { message: format!("bad request from supervisor: {e}"), setup: false });
                 return 2;
             }
         };
         let id = req.id;
         let verdict = {
-            let mut on_launch = || emit(&mut std::io::stdout(), &WorkerEvent::Launched { id });
+            let mut launch_out = out.try_clone().expect("the event channel can be shared");
+            let mut on_launch = || emit(&mut launch_out, &WorkerEvent::Launched { id });
             let mut v = engine.run_case(&req.case, &req.manifest, &req.options, &mut on_launch);
             v.allocations = engine.take_allocations();
             v

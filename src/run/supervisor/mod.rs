@@ -26,6 +26,9 @@ use thiserror::Error;
 mod batch;
 mod pool;
 mod process;
+mod python;
+
+pub use python::PYTHON_ENV;
 
 pub use batch::{chunk_size, BatchCosts, FIRST_CHUNK, TARGET_BATCH};
 pub use pool::{Pool, Slot, DEADLINE_GRACE};
@@ -119,6 +122,10 @@ pub enum SupervisorError {
     /// pool drops the case, so callers of [`Pool::run_indexed`] never see this.
     #[error("the run ended before this case finished")]
     Cancelled,
+    /// A Python target's worker could not start: no interpreter, cudafuzz or a package missing
+    /// from it, or the target's setup failed (its log follows).
+    #[error("{0}")]
+    Setup(String),
     /// A finding's seed could not be saved: the run must stop rather than lose it.
     #[error("cannot save a seed")]
     Seed(#[from] crate::core::error::SeedError),
@@ -189,6 +196,8 @@ pub struct Supervisor {
     limits: RunLimits,
     /// Measured sanitizer batch costs, for sizing the next batch.
     costs: Option<BatchCosts>,
+    /// The Python target the worker is started for (`None`: the native worker).
+    python: Option<python::PythonWorker>,
     /// Time spent starting and ending workers (spawn to ready, stdin closed to exit).
     overhead: Duration,
 }
@@ -219,6 +228,7 @@ impl Supervisor {
             spares_used: 0,
             limits: RunLimits::default(),
             costs: None,
+            python: None,
             overhead: Duration::ZERO,
         })
     }
@@ -276,6 +286,21 @@ impl Supervisor {
         Ok(self.worker.as_ref().expect("started").gpu.clone())
     }
 
+    /// Makes the next worker the one `manifest`'s target needs: the native worker, or the
+    /// target's Python interpreter running cudafuzz's extension. A worker of the other kind is
+    /// ended first.
+    fn fit(&mut self, manifest: &Manifest) {
+        let wanted = python::PythonWorker::for_manifest(manifest);
+        if wanted == self.python {
+            return;
+        }
+        if let Some(w) = self.worker.take() {
+            kill_now(w.child);
+        }
+        self.spares.drain(..).for_each(Starting::discard);
+        self.python = wanted;
+    }
+
     fn ensure_worker(&mut self) -> Result<(), SupervisorError> {
         if self.worker.is_some() {
             return Ok(());
@@ -329,17 +354,28 @@ impl Supervisor {
 
     /// The command line of a new worker (under the pass's current tool, with a fresh XML path).
     fn worker_command(&mut self) -> Command {
+        let (program, lead): (PathBuf, Vec<String>) = match &self.python {
+            Some(p) => (p.interpreter.clone(), ["-m", "cudafuzz"].map(String::from).to_vec()),
+            None => match crate::run::self_command() {
+                Some((program, lead)) => (program.clone(), lead.clone()),
+                None => (self.cfg.exe.clone(), Vec::new()),
+            },
+        };
         let mut cmd = match (&self.cfg.sanitizer, self.tool) {
             (Some(pass), Some((tool, padding))) => {
                 let xml = next_xml_path(&pass.dir, tool);
                 let limit = if pass.batch <= 1 { crate::run::sanitizer::SINGLE_CASE_PRINT_LIMIT } else { crate::run::sanitizer::PRINT_LIMIT };
-                let cmd = pass.sanitizer.command(tool, &xml, padding, limit, &self.cfg.exe);
+                let cmd = pass.sanitizer.command(tool, &xml, padding, limit, &program);
                 self.xml = Some(xml);
                 cmd
             }
-            _ => Command::new(&self.cfg.exe),
+            _ => Command::new(&program),
         };
+        cmd.args(lead);
         cmd.arg("worker").arg("--gpu").arg(self.cfg.gpu.to_string());
+        if let Some(p) = &self.python {
+            p.configure(&mut cmd, self.tool.is_some());
+        }
         // A worker runs everything on the null stream, so one hardware queue serves it; the
         // default eight make each context dearer to create and to tear down, and a kernel that
         // faults often pays for one of each per fault, serialised by the driver across all
@@ -355,7 +391,10 @@ impl Supervisor {
 
     fn start_worker(&mut self) -> Result<(), SupervisorError> {
         let cmd = self.worker_command();
-        let starting = spawn(cmd).map_err(|source| SupervisorError::Spawn { exe: self.cfg.exe.clone(), source })?;
+        let starting = spawn(cmd).map_err(|source| match &self.python {
+            Some(p) => SupervisorError::Setup(p.cannot_start(&source)),
+            None => SupervisorError::Spawn { exe: self.cfg.exe.clone(), source },
+        })?;
         self.starts += 1;
         self.worker = Some(self.ready(starting)?);
         Ok(())
@@ -371,7 +410,12 @@ impl Supervisor {
         match result {
             Ok(w) => Ok(w),
             Err(StartFailure::NoGpu(message)) => Err(SupervisorError::NoGpu(message)),
+            Err(StartFailure::Setup(message)) => Err(SupervisorError::Setup(message)),
             Err(StartFailure::GaveUp) => Err(self.give_up().err().unwrap_or(SupervisorError::Cancelled)),
+            Err(StartFailure::Died(status)) if self.python.is_some() => {
+                let log = self.xml.as_ref().map(|x| sanitizer_log_tail(x)).unwrap_or_default();
+                Err(SupervisorError::Setup(self.python.as_ref().expect("checked").died(status, &log)))
+            }
             Err(StartFailure::Died(status)) => {
                 let status = status.map(|s| format!(" (status {s})")).unwrap_or_default();
                 let log = self.xml.as_ref().map(|x| sanitizer_log_tail(x)).unwrap_or_default();
@@ -423,6 +467,7 @@ impl Supervisor {
     fn run_once(&mut self, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<(Verdict, bool), SupervisorError> {
         self.give_up()?;
         let began = Instant::now();
+        self.fit(manifest);
         self.ensure_worker()?;
         let start_us = began.elapsed().as_micros() as u64;
         let id = self.next_id;

@@ -37,6 +37,8 @@ pub(super) struct Starting {
 pub(super) enum StartFailure {
     /// The worker said it could not open the GPU.
     NoGpu(String),
+    /// The worker said its target's setup failed (a Python target's import or setup callable).
+    Setup(String),
     /// The process ended, or said nothing within its time, before opening the GPU.
     Died(Option<std::process::ExitStatus>),
     /// `give_up` answered true: the process was killed.
@@ -75,9 +77,9 @@ impl Starting {
             match self.events.recv_timeout(slice) {
                 Ok(line) => match serde_json::from_str::<WorkerEvent>(&line) {
                     Ok(WorkerEvent::Ready { gpu }) => return Ok(WorkerHandle { child: self.child, stdin: self.stdin, events: self.events, gpu }),
-                    Ok(WorkerEvent::StartFailed { message }) => {
+                    Ok(WorkerEvent::StartFailed { message, setup }) => {
                         let _ = self.child.wait();
-                        return Err(StartFailure::NoGpu(message));
+                        return Err(if setup { StartFailure::Setup(message) } else { StartFailure::NoGpu(message) });
                     }
                     _ => {}
                 },

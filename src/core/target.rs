@@ -1,0 +1,224 @@
+//! Targets: *how the launch happens*.
+//!
+//! Everything a case goes through is the same whatever the target: the case is drawn from the
+//! manifest's roster, planned, laid out in a guarded arena (redzones, canaries, sentinels),
+//! judged by the same oracles against the same references, run under the same sanitizers, and
+//! its findings are triaged and saved as the same seeds. A target only decides the one step in
+//! the middle: given the arena's tensors and the case's dims and scalars, make the GPU run the
+//! code under test. That is the whole interface, so a new kind of target touches the launch
+//! stage of the worker and nothing else.
+//!
+//! The kinds:
+//!
+//! * [`Target::Nvrtc`], a `__global__` function NVRTC builds from the manifest's `source` and
+//!   `entry`, launched with the grid, block, shared memory and argument list of `[launch]`. Its
+//!   fields stay where format 2 put them (`Manifest::source`, `entry`, `launch`).
+//! * [`Target::Python`], a Python callable (a PyTorch extension's entry, a Triton kernel's
+//!   wrapper, a CuPy `RawKernel` call) that picks its own grid and launches however it likes.
+//!   The worker for such a target is the user's own interpreter running cudafuzz's extension
+//!   module (`python -m cudafuzz worker`): the callable gets the arena's tensors as DLPack
+//!   views (the exact base, strides and dtype the plan chose, inside the redzones), the dims and
+//!   scalars as Python numbers, positionally or by keyword; what it returns is copied onto the
+//!   roster's outputs; then the whole context is synchronised (a callable may use side streams)
+//!   and the case is judged like any other.
+//!
+//! Kinds still to come ("Real CUDA code as it ships"): a C++ template instantiation, a prebuilt
+//! module, a sequence of launches. Each is another variant here and another arm of the launch
+//! stage; none changes the arena, the oracles or the seeds.
+//!
+//! This module holds the plain data (what the manifest declares, and the call resolved for one
+//! case); the engine's launch stage (`crate::engine::launch`) performs it.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::case::Scalar;
+use crate::core::manifest::expr::{Env, ExprFailure, Vars};
+use crate::core::manifest::ScalarType;
+
+/// How the code under test is launched.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Target {
+    /// A `__global__` function built by NVRTC and launched as `[launch]` says.
+    #[default]
+    Nvrtc,
+    /// A Python callable.
+    Python(Box<PythonTarget>),
+}
+
+impl Target {
+    /// The Python callable, when the target is one.
+    pub fn python(&self) -> Option<&PythonTarget> {
+        match self {
+            Target::Python(p) => Some(p),
+            Target::Nvrtc => None,
+        }
+    }
+
+    /// Whether the code under test is built by cudafuzz (NVRTC): what `build`, `--emit cu` and
+    /// coverage builds need.
+    pub fn is_compiled_here(&self) -> bool {
+        matches!(self, Target::Nvrtc)
+    }
+}
+
+/// The array type a Python callable is given for each tensor.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TensorApi {
+    /// `torch.Tensor` (`torch.from_dlpack`).
+    #[default]
+    Torch,
+    /// `cupy.ndarray` (`cupy.from_dlpack`).
+    Cupy,
+    /// `numpy.ndarray` (host memory only: the plumbing tests).
+    Numpy,
+    /// The DLPack producer itself (an object with `__dlpack__` and `__dlpack_device__`).
+    Dlpack,
+}
+
+impl TensorApi {
+    /// The name used in manifests.
+    pub fn name(self) -> &'static str {
+        match self {
+            TensorApi::Torch => "torch",
+            TensorApi::Cupy => "cupy",
+            TensorApi::Numpy => "numpy",
+            TensorApi::Dlpack => "dlpack",
+        }
+    }
+
+    /// The Python package it needs, if any.
+    pub fn package(self) -> Option<&'static str> {
+        match self {
+            TensorApi::Torch => Some("torch"),
+            TensorApi::Cupy => Some("cupy"),
+            TensorApi::Numpy => Some("numpy"),
+            TensorApi::Dlpack => None,
+        }
+    }
+}
+
+/// A callable named as `module:function` (the function may be dotted: `ops:Softmax.apply`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallableName {
+    /// The module to import (dotted).
+    pub module: String,
+    /// The attribute path inside it.
+    pub function: String,
+}
+
+impl CallableName {
+    /// Parses `module:function`; the error says what is wrong.
+    pub fn parse(text: &str) -> Result<CallableName, String> {
+        let Some((module, function)) = text.split_once(':') else {
+            return Err(format!("{text:?} is not `module:function`; name the module to import and the callable in it, e.g. \"my_ops:softmax\""));
+        };
+        let dotted = |s: &str| !s.is_empty() && s.split('.').all(crate::core::manifest::expr::is_identifier);
+        if !dotted(module) || !dotted(function) {
+            return Err(format!("{text:?} is not `module:function` with dotted Python identifiers on both sides"));
+        }
+        Ok(CallableName { module: module.to_string(), function: function.to_string() })
+    }
+}
+
+impl std::fmt::Display for CallableName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.module, self.function)
+    }
+}
+
+/// A Python callable as a manifest's `[target]` declares it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PythonTarget {
+    /// The callable under test.
+    pub callable: CallableName,
+    /// Run once per worker before it takes cases (builds or loads an extension); its failure is
+    /// a setup error, never a finding.
+    pub setup: Option<CallableName>,
+    /// The folder put first on `sys.path`, joined to the manifest's folder.
+    pub path: PathBuf,
+    /// The array type tensors are passed as.
+    pub tensors: TensorApi,
+    /// Positional arguments: a tensor's name, or an expression over dims, scalars and params.
+    pub args: Vec<String>,
+    /// Keyword arguments, in declaration order.
+    pub kwargs: Vec<(String, String)>,
+    /// The outputs the callable returns, in the order it returns them (empty: it writes its
+    /// outputs in place and its return value is ignored).
+    pub returns: Vec<String>,
+    /// The interpreter named by the manifest (`--python` overrides it), joined to the manifest's
+    /// folder when it is a path.
+    pub interpreter: Option<PathBuf>,
+}
+
+/// One argument of a call, resolved for a case.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallValue {
+    /// The view of the tensor at this roster position.
+    Tensor(usize),
+    /// A Python `int`.
+    Int(i64),
+    /// A Python `float`.
+    Float(f64),
+    /// A Python `bool`.
+    Bool(bool),
+}
+
+/// A call resolved for one case: plain values, no expressions.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResolvedCall {
+    /// Positional arguments.
+    pub args: Vec<CallValue>,
+    /// Keyword arguments.
+    pub kwargs: Vec<(String, CallValue)>,
+    /// Roster positions of the returned outputs, in return order.
+    pub returns: Vec<usize>,
+}
+
+impl PythonTarget {
+    /// Resolves the call for a case: `tensors` is the roster's names in order, `scalar_types`
+    /// the scalars' declared types (a bare flag's name is passed as `bool`); the error is the
+    /// field and what is wrong.
+    pub fn resolve(&self, tensors: &[&str], scalar_types: &[(String, ScalarType)], vars: &Vars) -> Result<ResolvedCall, (String, String, ExprFailure)> {
+        let env = Env::new(vars);
+        let value = |field: String, text: &str| -> Result<CallValue, (String, String, ExprFailure)> {
+            let text = text.trim();
+            if let Some(i) = tensors.iter().position(|t| *t == text) {
+                return Ok(CallValue::Tensor(i));
+            }
+            if scalar_types.iter().any(|(n, ty)| n == text && *ty == ScalarType::Bool) {
+                if let Some(Scalar::Bool(b)) = vars.scalars.get(text) {
+                    return Ok(CallValue::Bool(*b));
+                }
+            }
+            match env.value(text).map_err(|f| (field.clone(), text.to_string(), f))? {
+                evalexpr::Value::Int(i) => Ok(CallValue::Int(i)),
+                evalexpr::Value::Float(x) => Ok(CallValue::Float(x)),
+                evalexpr::Value::Boolean(b) => Ok(CallValue::Bool(b)),
+                other => Err((field, text.to_string(), ExprFailure { problem: format!("evaluates to {other}, not a number or a flag"), hint: String::new() })),
+            }
+        };
+        let args = self.args.iter().enumerate().map(|(i, a)| value(format!("target.args[{i}]"), a)).collect::<Result<_, _>>()?;
+        let kwargs = self.kwargs.iter().map(|(k, a)| Ok((k.clone(), value(format!("target.kwargs.{k}"), a)?))).collect::<Result<_, _>>()?;
+        let returns = self.returns.iter().map(|r| tensors.iter().position(|t| t == r).expect("checked at load")).collect();
+        Ok(ResolvedCall { args, kwargs, returns })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn callables_are_module_colon_dotted_name() {
+        let c = CallableName::parse("pkg.ops:Softmax.apply").unwrap();
+        assert_eq!((c.module.as_str(), c.function.as_str()), ("pkg.ops", "Softmax.apply"));
+        assert_eq!(c.to_string(), "pkg.ops:Softmax.apply");
+        for bad in ["ops", "ops:", ":f", "ops:1f", "a b:f", "ops:f.", "ops::f"] {
+            assert!(CallableName::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
