@@ -5,7 +5,7 @@
 #   bash ci/gpu-check.sh            # logs go to $OUT (if set) or ./gpu-check-logs
 #   GPU_CHECK_TESTS=0 bash ci/gpu-check.sh   # smoke campaigns only, no test suite
 #   GPU_CHECK_BENCH=0 bash ci/gpu-check.sh   # no bench row (it takes up to 4 minutes)
-#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke away python bench)
+#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke away python pyext bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=gpu-check-logs
@@ -18,8 +18,8 @@ export CUDAFUZZ_BIN="$PWD/$bin"
 # (the shipped manifests, reference kernels and sanitizer markers), from any working directory.
 export CUDAFUZZ_KERNELS="$PWD/kernels"
 rows=()
-# GPU_CHECK_STAGES picks stages (default all): tests smoke away python bench.
-want() { [[ " ${GPU_CHECK_STAGES:-tests smoke away python bench} " == *" $1 "* ]]; }
+# GPU_CHECK_STAGES picks stages (default all): tests smoke away python pyext bench.
+want() { [[ " ${GPU_CHECK_STAGES:-tests smoke away python pyext bench} " == *" $1 "* ]]; }
 row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$logs/gpu.txt" 2>&1
@@ -106,7 +106,7 @@ fi
 #    a Python worker's start natively and under memcheck (interpreter, imports, CUDA, setup);
 #    the CuPy RawKernel clean natively and under memcheck, its planted bug found; torch.softmax
 #    returning its output, clean.
-if want python; then
+if want python || want pyext; then
 wheel=$(ls .gpu/wheels/cudafuzz-*.whl target/wheels/cudafuzz-*.whl 2>/dev/null | head -n1)
 pyroot=$(mktemp -d); venv="$pyroot/venv"; py="$venv/bin/python"
 if [ -z "$wheel" ]; then
@@ -118,6 +118,7 @@ else
   python3 -m venv "$venv" > "$logs/py-install.log" 2>&1 && echo "$host_site" > "$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/host-packages.pth" \
     && "$py" -m pip install --no-index --no-deps "$wheel" >> "$logs/py-install.log" 2>&1; st=$?
   row "python: pip install of the wheel (fresh venv)" "$([ $st = 0 ] && "$py" -m cudafuzz --version >/dev/null 2>&1 && echo ok || echo FAIL)" "$(basename "$wheel"), $("$py" --version 2>&1)"
+  if want python; then
   for k in cupy_softmax torch_softmax; do
     s=$(date +%s.%N); echo | "$py" -m cudafuzz worker --target "kernels/python/$k.toml" > "$logs/start-$k.log" 2>&1; st=$?; e=$(date +%s.%N)
     s2=$(date +%s.%N); echo | compute-sanitizer --tool memcheck "$py" -m cudafuzz worker --target "kernels/python/$k.toml" > "$logs/start-memcheck-$k.log" 2>&1; st2=$?; e2=$(date +%s.%N)
@@ -135,6 +136,31 @@ else
   row "  torch_softmax 2000 cases: 0 findings" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^torch_softmax:' "$logs/py-torch.log" | tail -n1 | cut -c1-110)"
   $bin fuzz --python "$py" --kernel kernels/python/torch_softmax.toml --cases 100 --jobs 4 --seed 2 --sanitize memcheck --out "$logs/out-torch-mc" > "$logs/py-torch-memcheck.log" 2>&1; st=$?
   row "  torch_softmax 100 cases under memcheck: 0" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^torch_softmax:' "$logs/py-torch-memcheck.log" | tail -n1 | cut -c1-110)"
+  seed=$(ls "$logs"/out-cupy-bug/seeds/*.json 2>/dev/null | head -n1)
+  if [ -n "$seed" ]; then
+    n=0; for i in 1 2 3 4 5; do $bin repro "$seed" --python "$py" --out "$logs/out-cupy-repro" > "$logs/py-repro-$i.log" 2>&1; [ $? = 1 ] && grep -q reproduced "$logs/py-repro-$i.log" && n=$((n+1)); done
+    row "  its seed replays" "$([ $n = 5 ] && echo ok || echo FAIL)" "$n/5 reproduced ($(basename "$seed"))"
+    $bin repro "$seed" --emit python -o "$logs/py-repro-cupy.py" > "$logs/py-emit.log" 2>&1
+    "$py" "$logs/py-repro-cupy.py" > "$logs/py-emitted-run.log" 2>&1; st=$?
+    row "  repro --emit python: the script reproduces" "$([ $st = 1 ] && echo ok || echo FAIL)" "exit $st: $(grep -m1 -iE 'FAIL|finding' "$logs/py-emitted-run.log" | cut -c1-90)"
+  fi
+  fi
+  # 5. The seed's kernel through its PyTorch extension (stage `pyext`): built once (the setup),
+  #    then timed; a host-code bug planted in its wrapper.
+  if want pyext; then
+  s=$(date +%s.%N); echo | "$py" -m cudafuzz worker --target kernels/python/fa_s512_torch.toml > "$logs/py-fa-build.log" 2>&1; st=$?; e=$(date +%s.%N)
+  row "  fa_s512 extension built (setup)" "$([ $st = 0 ] && grep -q '"event":"ready"' "$logs/py-fa-build.log" && echo ok || echo FAIL)" "$(echo "$s $e" | awk '{printf "%.1f s (nvcc through torch.utils.cpp_extension.load)", $2-$1}'); $(command -v ninja >/dev/null && echo ninja || echo 'no ninja on PATH')"
+  s=$(date +%s.%N); $bin fuzz --python "$py" --kernel kernels/python/fa_s512_torch.toml --jobs 4 --seed 1 --stop-after 1 --time 120s --out "$logs/out-fa" > "$logs/py-fa.log" 2>&1; st=$?; e=$(date +%s.%N)
+  row "  fa_s512_torch: 716 found and named" "$([ $st = 1 ] && grep -q 'misaligned' "$logs/py-fa.log" && echo ok || echo FAIL)" "$(grep -m1 -E '^NEW' "$logs/py-fa.log" | cut -c1-40); $(grep -m1 -A1 -E '^NEW' "$logs/py-fa.log" | tail -n1 | sed 's/^ *//' | cut -c1-60); site $(grep -m1 -oE 'fa_s512.cu:[0-9]+' "$logs/py-fa.log"); campaign $(echo "$s $e" | awk '{printf "%.1f s", $2-$1}')"
+  seed=$(ls "$logs"/out-fa/seeds/*.json 2>/dev/null | head -n1)
+  if [ -n "$seed" ]; then
+    $bin repro "$seed" --emit python -o "$logs/py-repro-fa.py" > "$logs/py-emit-fa.log" 2>&1
+    "$py" "$logs/py-repro-fa.py" > "$logs/py-emitted-fa.log" 2>&1; st=$?
+    row "  fa_s512_torch --emit python reproduces" "$([ $st = 1 ] && echo ok || echo FAIL)" "exit $st: $(grep -m1 -iE 'FAIL|finding' "$logs/py-emitted-fa.log" | cut -c1-90)"
+  fi
+  $bin fuzz --python "$py" --kernel kernels/python/fa_s512_torch_smem_from_seq.toml --jobs 4 --seed 1 --stop-after 1 --cases 300 --escalate none --out "$logs/out-fa-smem" > "$logs/py-fa-smem.log" 2>&1; st=$?
+  row "  host-code bug (smem from seq_k): finding" "$([ $st = 1 ] && grep -q 'launch_rejected' "$logs/py-fa-smem.log" && echo ok || echo FAIL)" "$(grep -m1 -A1 -E '^NEW' "$logs/py-fa-smem.log" | tail -n1 | sed 's/^ *//' | cut -c1-100)"
+  fi
 fi
 rm -rf "$pyroot"
 fi

@@ -16,12 +16,12 @@ fn root() -> &'static Path {
 }
 
 #[test]
-fn views_land_where_the_plan_says_for_every_offset_stride_and_dtype() {
+fn the_python_side_tests_pass_plumbing_and_outcomes() {
     let Some(python) = cudafuzz_python() else { return };
     let out = Command::new(&python).args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/python"]).current_dir(root()).output().expect("pytest runs");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("5 passed") && !text.contains("skipped"), "every plumbing test runs: {text}");
+    assert!(text.contains("10 passed") && !text.contains("skipped"), "every Python-side test runs: {text}");
 }
 
 #[test]
@@ -210,4 +210,32 @@ fn the_shipped_python_targets_load() {
         let m = Manifest::load(&path).unwrap_or_else(|e| panic!("{e}"));
         assert!(m.target.python().is_some() && !m.fuzz, "{}: a Python target, out of the default run", m.name);
     }
+}
+
+#[test]
+fn a_python_targets_repro_is_a_script_that_calls_it_and_never_a_cu_file() {
+    let Some(python3) = common::env::python3() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_cudafuzz");
+    let manifest = root().join("kernels/python/torch_softmax.toml");
+    let example = Command::new(bin).args(["case", "example", "--kernel"]).arg(&manifest).output().unwrap();
+    assert!(example.status.success(), "{}", String::from_utf8_lossy(&example.stderr));
+    let seed = dir.path().join("seed.json");
+    std::fs::write(&seed, &example.stdout).unwrap();
+    let script = dir.path().join("repro.py");
+    let emit = Command::new(bin).args(["repro"]).arg(&seed).args(["--emit", "python", "-o"]).arg(&script).current_dir(root()).output().unwrap();
+    assert!(emit.status.success(), "{}", String::from_utf8_lossy(&emit.stderr));
+    let text = std::fs::read_to_string(&script).unwrap();
+    assert!(text.contains("TARGET = dict(path=\"kernels/python\", module=\"softmax_torch\", function=\"softmax\", setup=None, tensors=\"torch\""), "{text}");
+    assert!(text.contains("args=[(\"tensor\", 0)]") && text.contains("returns=[1]"), "the call as the manifest resolves it");
+    let compiled = Command::new(&python3).args(["-m", "py_compile"]).arg(&script).output().unwrap();
+    assert!(compiled.status.success(), "{}", String::from_utf8_lossy(&compiled.stderr));
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    let wrote = Command::new(&python3).arg(&script).arg("--write-image").arg(&images).output().unwrap();
+    assert!(wrote.status.success() && std::fs::read_dir(&images).unwrap().count() == 2, "{}", String::from_utf8_lossy(&wrote.stderr));
+    let cu = Command::new(bin).args(["repro"]).arg(&seed).args(["--emit", "cu", "-o"]).arg(dir.path().join("repro.cu")).current_dir(root()).output().unwrap();
+    let err = String::from_utf8_lossy(&cu.stderr);
+    assert!(!cu.status.success() && err.contains("is a Python target") && err.contains("--emit python"), "{err}");
+    assert!(!dir.path().join("repro.cu").exists());
 }

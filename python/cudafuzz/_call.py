@@ -114,10 +114,22 @@ class Target:
     def __init__(self, fn, convert):
         self.fn = fn
         self.convert = convert
+        # What the last call made (arrays, its result, an exception and its frames): kept until
+        # the worker has seen the context healthy (release). Freeing a framework's tensor
+        # after a sticky error makes its allocator raise in a destructor, which aborts the
+        # interpreter before the worker can report the error; a poisoned worker exits without
+        # freeing anything.
+        self.held = None
+
+    def release(self):
+        """Drops what the last call made (the context is known to be healthy)."""
+        self.held = None
+        gc.collect()
 
     def call(self, views, args, kwargs, returns):
         """Calls the target once; returns the report as JSON."""
         arrays = {}
+        result = raised = None
 
         def array(i):
             if i not in arrays:
@@ -129,18 +141,12 @@ class Target:
             return array(x) if kind == "tensor" else x
 
         try:
-            positional = [value(a) for a in args]
-            keywords = {k: value(a) for k, a in kwargs}
-            result = self.fn(*positional, **keywords)
-            del positional, keywords
+            result = self.fn(*[value(a) for a in args], **{k: value(a) for k, a in kwargs})
             report = self._returned(result, returns, array) if returns else {"outcome": "returned"}
-            del result
         except Exception as e:  # noqa: BLE001 - every exception is the target's, and classified
             report = classify(e)
-            # The traceback holds the call's frames, and with them the views.
-            e.__traceback__ = None
-            del e
-        arrays.clear()
+            raised = e
+        self.held = (arrays, result, raised)
         return json.dumps(report)
 
     def _returned(self, result, returns, array):

@@ -17,6 +17,8 @@ use crate::dlpack::View;
 #[derive(Default)]
 pub struct PyCaller {
     targets: HashMap<PathBuf, Py<PyAny>>,
+    /// The target of the last call, whose results are held until released.
+    last: Option<PathBuf>,
 }
 
 /// A Python error with its traceback, as text.
@@ -74,17 +76,17 @@ pub(crate) fn invoke(py: Python<'_>, handle: &Py<PyAny>, views: &[TensorView], l
         let kwargs: Vec<(String, (&str, Py<PyAny>))> = call.kwargs.iter().map(|(k, a)| Ok((k.clone(), value(py, a)?))).collect::<PyResult<_>>()?;
         handle.call_method1(py, "call", (views, args, kwargs, call.returns.clone()))?.extract(py)
     };
-    let outcome = match run() {
+    match run() {
         Ok(json) => serde_json::from_str(&json)
             .unwrap_or_else(|e| CallOutcome::Rejected { exception: "cudafuzz".into(), message: format!("the call's report {json:?} does not read: {e}") }),
         Err(e) => CallOutcome::Rejected { exception: "cudafuzz".into(), message: format!("calling the target failed inside cudafuzz: {}", traceback(py, e)) },
-    };
-    // Views the callable dropped but a reference cycle still holds would keep the arena in
-    // quarantine: collect them now, while the case's memory is still the newest.
-    if Arc::strong_count(lease) > 2 {
-        let _ = py.import("gc").and_then(|gc| gc.getattr("collect")?.call0());
     }
-    outcome
+}
+
+/// Drops what the last call of a prepared target made (see `Caller::release`); the Python side
+/// collects reference cycles that may still hold views, so the arena leaves quarantine.
+pub(crate) fn release(py: Python<'_>, handle: &Py<PyAny>) {
+    let _ = handle.call_method0(py, "release");
 }
 
 impl Caller for PyCaller {
@@ -99,6 +101,13 @@ impl Caller for PyCaller {
         let Some(handle) = self.targets.get(&call.manifest.path) else {
             return CallOutcome::Rejected { exception: "cudafuzz".into(), message: format!("the target of {} was never set up", call.manifest.path.display()) };
         };
+        self.last = Some(call.manifest.path.clone());
         Python::attach(|py| invoke(py, handle, &call.views, &call.lease, call.call))
+    }
+
+    fn release(&mut self) {
+        if let Some(handle) = self.last.take().and_then(|p| self.targets.get(&p)) {
+            Python::attach(|py| release(py, handle));
+        }
     }
 }

@@ -75,13 +75,14 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
         bar.finish();
         let (t, secs) = (&summary.tally, summary.elapsed.as_secs_f64());
         outln!(
-            "{}: {} cases in {secs:.1} s ({:.0}/s): {} passed, {} failed, {} errors; {} new bugs ({} new signatures); {} steered past known bugs; {}; {} worker starts so far ({} warm spares used)",
+            "{}: {} cases in {secs:.1} s ({:.0}/s): {} passed, {} failed, {} errors{}; {} new bugs ({} new signatures); {} steered past known bugs; {}; {} worker starts so far ({} warm spares used)",
             m.name,
             t.total(),
             t.total() as f64 / secs.max(1e-9),
             t.pass,
             t.fail,
             t.error,
+            rejected_text(t.rejected),
             summary.progress.new_bugs,
             summary.progress.new_findings,
             summary.steered,
@@ -142,6 +143,16 @@ fn render_event(e: &CampaignEvent<'_>, bar: &indicatif::ProgressBar, coverage: b
         EventKind::EscalationSilent { note } => bar.suspend(|| outln!("      ({note})")),
         EventKind::HarnessError { case, message } => {
             bar.suspend(|| errln!("ERROR {}: {message}", case.summary()));
+            Ok(())
+        }
+        EventKind::Rejected { case, exception, message } => {
+            bar.suspend(|| {
+                errln!(
+                    "REJECTED by the target ({exception}: {}) on {}; cases it refuses are counted, not judged (the first of each exception is shown)",
+                    first_line(message),
+                    case.summary()
+                )
+            });
             Ok(())
         }
         EventKind::CaseDone { progress, .. } => {
@@ -208,4 +219,17 @@ fn contract_rate(ran: u64, skipped: u64, outside_contract: bool) -> String {
     let generated = ran + skipped;
     let share = if generated == 0 { 100.0 } else { 100.0 * ran as f64 / generated as f64 };
     format!("inside the contract: {share:.1}% of {generated} generated ({skipped} outside, skipped)")
+}
+
+/// `, N rejected by the target` when a Python target refused cases, else nothing.
+pub(super) fn rejected_text(n: u64) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!(", {n} rejected by the target")
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
 }

@@ -52,12 +52,13 @@ pub(super) fn run_cases(r: RunArgs) -> Result<i32> {
         }
     }
     errln!(
-        "{} cases in {:.2} s: {} passed, {} failed, {} errors; {} worker start(s)",
+        "{} cases in {:.2} s: {} passed, {} failed, {} errors{}; {} worker start(s)",
         r.cases.len(),
         started.elapsed().as_secs_f64(),
         tally.pass,
         tally.fail,
         tally.error,
+        super::fuzz::rejected_text(tally.rejected),
         sup.starts
     );
     Ok(tally.exit_code())

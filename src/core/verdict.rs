@@ -93,6 +93,15 @@ pub enum Outcome {
         /// What went wrong and how to fix it.
         message: String,
     },
+    /// A Python target refused the case with an exception of its own (a host-side check of its
+    /// arguments): not a finding of the kernel's and not the harness's problem, but a
+    /// precondition the manifest's contract does not state.
+    Rejected {
+        /// The exception's type (`builtins.ValueError`, `builtins.RuntimeError`).
+        exception: String,
+        /// Its message.
+        message: String,
+    },
 }
 
 /// Wall time spent in each stage, in microseconds.

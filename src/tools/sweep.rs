@@ -347,6 +347,12 @@ pub fn run_cell(pool: &mut Pool, c: &CellSpec<'_>, opts: &RunOptions, timeout: D
                     cell.error += 1;
                     *cell.signatures.entry(format!("error: {message}")).or_default() += 1;
                 }
+                Outcome::Rejected { exception, .. } => {
+                    cell.error += 1;
+                    *cell.signatures.entry(format!("rejected by the target: {exception}")).or_default() += 1;
+                }
+                #[allow(unreachable_patterns)]
+                _ => cell.error += 1,
             },
         }
         Ok(ControlFlow::Continue(()))

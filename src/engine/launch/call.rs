@@ -177,7 +177,12 @@ pub trait Caller: Send {
     fn setup(&mut self, manifest: &Manifest, device: ViewDevice) -> Result<(), String>;
 
     /// Calls the target for one case and waits for the call to return (not for the GPU).
+    /// Everything the call made stays alive until [`Caller::release`].
     fn call(&mut self, call: &Call<'_>) -> CallOutcome;
+
+    /// Drops what the last call made; called only once the context is known to be healthy
+    /// (a framework's tensor freed after a sticky error can abort the process).
+    fn release(&mut self);
 }
 
 static CALLER: Mutex<Option<Box<dyn Caller>>> = Mutex::new(None);

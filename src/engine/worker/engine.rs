@@ -98,15 +98,6 @@ pub enum EngineError {
         /// What Python said (the traceback).
         log: String,
     },
-    /// A Python target refused the case with an exception of its own (a host-side check, not
-    /// a bug).
-    #[error("rejected by the target: {exception}: {message}")]
-    Rejected {
-        /// The exception's type.
-        exception: String,
-        /// Its message.
-        message: String,
-    },
 }
 
 /// Why a cubin may not load, when NVRTC's CUDA major is newer than the driver's (a CUDA 13
@@ -497,15 +488,18 @@ enum Launcher<'a> {
 enum Stop {
     /// A finding, and whether it poisoned the context.
     Finding(Finding, bool),
-    /// The target refused the case (a Python target's own exception).
-    Rejected(EngineError),
+    /// The harness could not call the target.
+    Error(EngineError),
+    /// The target refused the case (a Python target's own exception): its type and message.
+    Rejected(String, String),
 }
 
 impl Stop {
     fn verdict(self, p: &Progress) -> Verdict {
         match self {
             Stop::Finding(f, sticky) => p.failed(vec![f], sticky),
-            Stop::Rejected(e) => p.error(e, false),
+            Stop::Error(e) => p.error(e, false),
+            Stop::Rejected(exception, message) => p.verdict(Outcome::Rejected { exception, message }, false),
         }
     }
 }
@@ -554,16 +548,17 @@ fn call_python(manifest: &Manifest, call: &ResolvedCall, ordinal: i32, arena: &D
     let target = manifest.target.python().expect("a Python target");
     let views = launch::views::device_views(j.plan, image, |i| arena.data_ptr(image, i), launch::call::ViewDevice::Cuda(ordinal));
     let frame = launch::call::Call { manifest, target, views, call, lease: arena.lease() };
-    let outcome = launch::call::with_caller(|c| c.call(&frame)).map_err(|log| Stop::Rejected(EngineError::Setup { manifest: manifest.path.clone(), log }))?;
+    let outcome = launch::call::with_caller(|c| c.call(&frame)).map_err(|log| Stop::Error(EngineError::Setup { manifest: manifest.path.clone(), log }))?;
     drop(frame);
     crate::engine::gpu::synchronize().map_err(|s| failed_after_launch(j, &s))?;
+    let _ = launch::call::with_caller(|c| c.release());
     if let Some((kind, words, status)) = outcome.finding() {
         let mut f = j.finding(kind, Oracle::CudaStatus, words);
         f.cuda_error = status.map(|s| s.to_string());
         return Err(Stop::Finding(f, false));
     }
     match outcome {
-        launch::call::CallOutcome::Rejected { exception, message } => Err(Stop::Rejected(EngineError::Rejected { exception, message })),
+        launch::call::CallOutcome::Rejected { exception, message } => Err(Stop::Rejected(exception, message)),
         _ => Ok(()),
     }
 }

@@ -30,13 +30,15 @@ pub(super) struct Desk<'k> {
     awaiting: BTreeMap<u64, (String, usize)>,
     /// The first case each bug was filed from.
     first_seen: BTreeMap<BugId, u64>,
+    /// The exception types a Python target has refused cases with.
+    rejections: std::collections::BTreeSet<String>,
 }
 
 impl<'k> Desk<'k> {
     /// A desk that keeps seeds with `keeper` and sends new native findings to `requests`
     /// (none: findings are not named).
     pub(super) fn new(keeper: &'k mut SeedKeeper, requests: Option<Sender<Request>>) -> Desk<'k> {
-        Desk { keeper, requests, awaiting: BTreeMap::new(), first_seen: BTreeMap::new() }
+        Desk { keeper, requests, awaiting: BTreeMap::new(), first_seen: BTreeMap::new(), rejections: Default::default() }
     }
 
     /// Whether re-runs are still out.
@@ -106,6 +108,10 @@ impl<'k> Desk<'k> {
                 self.announce(i, summary, emit);
             }
             Outcome::Error { message } => emit(EventKind::HarnessError { case: &case, message }),
+            // Only the first case of each exception type is shown; the tally counts them all.
+            Outcome::Rejected { exception, message } if self.rejections.insert(exception.clone()) => {
+                emit(EventKind::Rejected { case: &case, exception, message })
+            }
             _ => {}
         }
         emit(EventKind::CaseDone { index: i, verdict: Some(&verdict), progress: &summary.progress });

@@ -115,11 +115,19 @@ impl Escalator {
         for sup in &mut self.sups {
             sup.cancel_on(Some(cancel.clone()));
         }
+        // The first tool's worker starts now, not when the first finding arrives: a sanitizer
+        // process takes seconds to start, a Python target's worker many more.
+        if let Some(first) = self.sups.first_mut() {
+            first.prewarm(m);
+        }
         for request in requests {
             if cancel.load(Ordering::SeqCst) {
                 break;
             }
             let escalation = self.name(&request.finding, &request.case, m, timeout, request.global);
+            if let Some(first) = self.sups.first_mut() {
+                first.prewarm(m);
+            }
             if cancel.load(Ordering::SeqCst) || done.send(Done { request, escalation }).is_err() {
                 break;
             }

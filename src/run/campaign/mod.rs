@@ -44,6 +44,8 @@ pub struct Tally {
     pub fail: u64,
     /// Cases the harness could not run.
     pub error: u64,
+    /// Cases a Python target refused with an exception of its own.
+    pub rejected: u64,
 }
 
 impl Tally {
@@ -52,6 +54,7 @@ impl Tally {
         match v.outcome {
             Outcome::Pass => self.pass += 1,
             Outcome::Fail { .. } => self.fail += 1,
+            Outcome::Rejected { .. } => self.rejected += 1,
             _ => self.error += 1,
         }
     }
@@ -61,11 +64,12 @@ impl Tally {
         self.pass += other.pass;
         self.fail += other.fail;
         self.error += other.error;
+        self.rejected += other.rejected;
     }
 
     /// Cases counted.
     pub fn total(&self) -> u64 {
-        self.pass + self.fail + self.error
+        self.pass + self.fail + self.error + self.rejected
     }
 
     /// The exit status these counts call for: findings first, then harness errors.
@@ -175,6 +179,16 @@ pub enum EventKind<'a> {
     EscalationSilent {
         /// Why, as one sentence.
         note: &'a str,
+    },
+    /// A Python target refused a case with an exception of a type it had not raised before in
+    /// this campaign (later ones are only counted).
+    Rejected {
+        /// The case.
+        case: &'a Case,
+        /// The exception's type.
+        exception: &'a str,
+        /// Its message.
+        message: &'a str,
     },
     /// The harness could not run a case.
     HarnessError {
@@ -317,6 +331,7 @@ impl Trace {
                 let outcome = match v.outcome {
                     Outcome::Pass => "pass",
                     Outcome::Fail { .. } => "fail",
+                    Outcome::Rejected { .. } => "rejected",
                     _ => "error",
                 };
                 (outcome, Some(v.times.clone()))

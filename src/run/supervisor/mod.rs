@@ -198,8 +198,21 @@ pub struct Supervisor {
     costs: Option<BatchCosts>,
     /// The Python target the worker is started for (`None`: the native worker).
     python: Option<python::PythonWorker>,
+    /// A sanitizer worker started ahead of its first case ([`Supervisor::prewarm`]).
+    prewarmed: Option<Prewarmed>,
     /// Time spent starting and ending workers (spawn to ready, stdin closed to exit).
     overhead: Duration,
+}
+
+/// A sanitizer worker started before its case ([`Supervisor::prewarm`]).
+struct Prewarmed {
+    starting: Starting,
+    tool: Tool,
+    /// The memcheck padding it was started with.
+    padding: u64,
+    python: Option<python::PythonWorker>,
+    /// Its sanitizer's XML file.
+    xml: PathBuf,
 }
 
 #[derive(Serialize)]
@@ -229,6 +242,7 @@ impl Supervisor {
             limits: RunLimits::default(),
             costs: None,
             python: None,
+            prewarmed: None,
             overhead: Duration::ZERO,
         })
     }
@@ -238,6 +252,9 @@ impl Supervisor {
     pub fn set_sanitizer(&mut self, pass: Option<SanitizerPass>) {
         self.end_process();
         self.spares.drain(..).for_each(Starting::discard);
+        if let Some(p) = self.prewarmed.take() {
+            p.starting.discard();
+        }
         self.costs = None;
         self.cfg.sanitizer = pass;
     }
@@ -301,8 +318,56 @@ impl Supervisor {
         self.python = wanted;
     }
 
+    /// Starts the worker of `manifest`'s next sanitizer case now, under the pass's first tool
+    /// and the largest padding, so that the case does not wait for it (a sanitizer process takes
+    /// seconds to start, a Python target's tens: its interpreter, imports and setup). The
+    /// escalator calls this while the campaign runs; a case it cannot serve (another tool, more
+    /// padding, another target) discards it. Nothing happens without a sanitizer pass or when a
+    /// worker is already running or prewarmed.
+    pub fn prewarm(&mut self, manifest: &Manifest) {
+        let Some(tool) = self.cfg.sanitizer.as_ref().and_then(|p| p.tools.first().copied()) else { return };
+        if self.worker.is_some() || self.prewarmed.is_some() {
+            return;
+        }
+        self.fit(manifest);
+        let padding = crate::run::sanitizer::padding_for(u64::MAX);
+        let (saved_tool, saved_xml) = (self.tool.replace((tool, padding)), self.xml.take());
+        let cmd = self.worker_command();
+        let xml = std::mem::replace(&mut self.xml, saved_xml);
+        self.tool = saved_tool;
+        if let (Ok(starting), Some(xml)) = (spawn(cmd), xml) {
+            self.starts += 1;
+            self.prewarmed = Some(Prewarmed { starting, tool, padding, python: self.python.clone(), xml });
+        }
+    }
+
+    /// Takes the prewarmed worker when it serves the tool, padding and target the next case
+    /// needs; discards it otherwise. Says whether a worker is now running.
+    fn take_prewarmed(&mut self) -> Result<bool, SupervisorError> {
+        let Some(p) = self.prewarmed.take() else { return Ok(false) };
+        let fits = self.tool.is_some_and(|(tool, padding)| tool == p.tool && padding <= p.padding) && self.python == p.python;
+        if !fits {
+            p.starting.discard();
+            return Ok(false);
+        }
+        self.tool = Some((p.tool, p.padding));
+        self.xml = Some(p.xml);
+        match self.ready(p.starting) {
+            Ok(w) => {
+                self.worker = Some(w);
+                Ok(true)
+            }
+            Err(e @ (SupervisorError::Interrupted | SupervisorError::Cancelled)) => Err(e),
+            // The usual start below says why, if it fails too.
+            Err(_) => Ok(false),
+        }
+    }
+
     fn ensure_worker(&mut self) -> Result<(), SupervisorError> {
         if self.worker.is_some() {
+            return Ok(());
+        }
+        if self.take_prewarmed()? {
             return Ok(());
         }
         if let Some(spare) = self.spares.pop_front() {
@@ -607,6 +672,9 @@ impl Drop for Supervisor {
     fn drop(&mut self) {
         if let Some(w) = self.worker.take() {
             kill_now(w.child);
+        }
+        if let Some(p) = self.prewarmed.take() {
+            p.starting.discard();
         }
         self.spares.drain(..).for_each(Starting::discard);
     }

@@ -184,6 +184,7 @@ fn signatures(o: &Outcome) -> BTreeSet<String> {
         Outcome::Pass => BTreeSet::new(),
         Outcome::Fail { findings } => findings.iter().map(|f| f.signature().to_string()).collect(),
         Outcome::Error { message } => [format!("error: {}", first_line(message))].into(),
+        Outcome::Rejected { exception, .. } => [format!("rejected by the target: {exception}")].into(),
         #[allow(unreachable_patterns)]
         _ => ["error: unknown outcome".to_string()].into(),
     }
@@ -195,6 +196,7 @@ fn causes(o: &Outcome) -> Vec<String> {
         Outcome::Pass => Vec::new(),
         Outcome::Fail { findings } => findings.iter().map(cause).collect(),
         Outcome::Error { message } => vec![format!("harness error: {}", first_line(message))],
+        Outcome::Rejected { exception, message } => vec![format!("rejected by the target ({exception}: {})", first_line(message))],
         #[allow(unreachable_patterns)]
         _ => vec!["unknown outcome".into()],
     }

@@ -74,6 +74,12 @@ pub const MAX_EMBED_BYTES: u64 = 8 << 20;
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum EmitError {
+    /// A `.cu` repro of a Python target (its launch is Python code).
+    #[error("{} is a Python target: its repro is a Python script that calls it (--emit python)", manifest.display())]
+    PythonTarget {
+        /// The manifest.
+        manifest: PathBuf,
+    },
     /// The case cannot be resolved against the manifest (params, expressions, i32 overflow).
     #[error("the case does not resolve against manifest {manifest}")]
     Manifest {
@@ -160,6 +166,9 @@ pub struct Emitted {
 
 /// Writes a repro of `kind` (the text [`emit_cu`] or [`emit_python`] returns) with its commands.
 pub fn emit(kind: EmitKind, case: &Case, manifest: &Manifest, seed: &SeedInfo) -> Result<Emitted, EmitError> {
+    if kind == EmitKind::Cu && manifest.target.python().is_some() {
+        return Err(EmitError::PythonTarget { manifest: manifest.path.clone() });
+    }
     let p = prepare(case, manifest, seed.tool())?;
     let file_name = if seed.file_name.is_empty() { format!("repro.{}", kind.extension()) } else { seed.file_name.clone() };
     Ok(match kind {

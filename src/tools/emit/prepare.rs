@@ -83,6 +83,23 @@ impl Program {
         let launch = m.resolve(&plan.vars).map_err(|source| EmitError::Manifest { manifest: m.path.clone(), source: Box::new(source) })?;
         let image = HostImage::build(&case, &plan, inputs).held_whole();
         let encoded = image.bytes.iter().map(|b| encode(b)).collect();
+        if role == ProgramRole::Kernel && m.target.python().is_some() {
+            // A Python target: nothing to compile, its call is the repro's TARGET.
+            let module = InlinedSource { text: String::new(), files: vec![relative_display(&m.source)], guards: Vec::new(), kept_includes: Vec::new() };
+            return Ok(Program {
+                role,
+                entry: m.entry.clone(),
+                source: module,
+                defines: BTreeMap::new(),
+                options: Vec::new(),
+                arg_specs: Vec::new(),
+                case,
+                plan,
+                image,
+                encoded,
+                launch,
+            });
+        }
         // The arch is irrelevant here: only the defines and options are used.
         let req = request_for(m, &case.params, case.dtype, Arch::new(9, 0), &BTreeMap::new());
         Ok(Program {
@@ -150,6 +167,8 @@ pub struct Prepared {
     pub tool: Option<Tool>,
     /// memcheck's `--padding`, sized as the harness sizes it.
     pub padding: u64,
+    /// A Python target's call: the target and its arguments resolved for the case.
+    pub call: Option<(crate::core::target::PythonTarget, crate::core::target::ResolvedCall)>,
 }
 
 impl Prepared {
@@ -319,6 +338,10 @@ pub fn prepare(case: &Case, manifest: &Manifest, tool: Option<Tool>) -> Result<P
     let judge = judge(manifest, &plan, &inputs)?;
     let largest = plan.tensors.iter().map(|t| t.span_bytes).max().unwrap_or(0);
     let kernel_label = crate::core::verdict::kernel_label(manifest, &case);
+    let call = match manifest.target.python() {
+        Some(t) => Some((t.clone(), manifest.resolve_call(&plan.vars).map_err(mf)?.expect("a Python target resolves a call"))),
+        None => None,
+    };
     let mut programs = vec![Program::new(ProgramRole::Kernel, manifest, case, plan, &inputs)?];
     if let ReferenceSpec::Kernel(k) = &manifest.reference {
         for role in [ProgramRole::Gold, ProgramRole::Baseline] {
@@ -335,6 +358,7 @@ pub fn prepare(case: &Case, manifest: &Manifest, tool: Option<Tool>) -> Result<P
         timeout_ms: kernel_timeout(manifest, None).as_millis() as u64,
         tool,
         padding: padding_for(largest),
+        call,
     };
     let bytes = prepared.embedded_bytes();
     if bytes > MAX_EMBED_BYTES {

@@ -126,6 +126,7 @@ pub(super) fn render(p: &Prepared, seed: &SeedInfo) -> String {
     blob(&mut o, p);
     args(&mut o, p);
     expects(&mut o, p);
+    target(&mut o, p);
     let _ = writeln!(o, "TIMEOUT_MS = {}", p.timeout_ms);
     let _ = writeln!(o, "CASE = {}", py_str(&p.kernel().case.summary()));
     let _ = writeln!(o, "KERNEL = {}", py_str(&p.kernel_label));
@@ -134,6 +135,47 @@ pub(super) fn render(p: &Prepared, seed: &SeedInfo) -> String {
     let _ = writeln!(o, "SIGNATURE = {}\n", py_str(seed.signature.as_ref().map(|s| s.as_str()).unwrap_or("")));
     o.push_str(super::python_program::PY_PROGRAM);
     o
+}
+
+/// A Python float literal of `x` that reads back the same bits.
+fn py_float(x: f64) -> String {
+    if x.is_nan() {
+        "float(\"nan\")".into()
+    } else if x.is_infinite() {
+        format!("float(\"{}inf\")", if x < 0.0 { "-" } else { "" })
+    } else {
+        format!("{x:?}")
+    }
+}
+
+/// `TARGET`: a Python target's module, callable, setup and arguments (`None` for a kernel the
+/// repro compiles itself).
+fn target(o: &mut String, p: &Prepared) {
+    use crate::core::target::CallValue;
+    let Some((t, call)) = &p.call else {
+        o.push_str("TARGET = None\n");
+        return;
+    };
+    let value = |v: &CallValue| match v {
+        CallValue::Tensor(i) => format!("(\"tensor\", {i})"),
+        CallValue::Int(i) => format!("(\"value\", {i})"),
+        CallValue::Float(x) => format!("(\"value\", {})", py_float(*x)),
+        CallValue::Bool(b) => format!("(\"value\", {})", py_bool(*b)),
+    };
+    let setup = t.setup.as_ref().map(|s| format!("({}, {})", py_str(&s.module), py_str(&s.function))).unwrap_or_else(|| "None".into());
+    let _ = writeln!(o, "# The Python target: imported from PATH (relative to the working directory or to this file; --target-path overrides),");
+    let _ = writeln!(o, "# its setup run once, then called with views of the allocations above (tensor i: the roster's i-th tensor).");
+    let _ = writeln!(
+        o,
+        "TARGET = dict(path={}, module={}, function={}, setup={setup}, tensors={},\n              args=[{}],\n              kwargs=[{}],\n              returns={:?})",
+        py_str(&super::relative_display(&t.path)),
+        py_str(&t.callable.module),
+        py_str(&t.callable.function),
+        py_str(t.tensors.name()),
+        call.args.iter().map(value).collect::<Vec<_>>().join(", "),
+        call.kwargs.iter().map(|(k, v)| format!("({}, {})", py_str(k), value(v))).collect::<Vec<_>>().join(", "),
+        call.returns
+    );
 }
 
 /// `SOURCES` (the kernel's, then the reference kernel's, each once) and `PROGRAMS` (entry,

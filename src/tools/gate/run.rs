@@ -278,6 +278,9 @@ impl GateRun<'_> {
                     (Observed::Fail { signatures: sigs }, findings)
                 }
                 Ok(Outcome::Error { message }) => (Observed::Error { message }, Vec::new()),
+                Ok(Outcome::Rejected { exception, message }) => {
+                    (Observed::Error { message: format!("rejected by the target: {exception}: {message}") }, Vec::new())
+                }
                 Err(e) => {
                     let observed = Observed::Error { message: e.to_string() };
                     self.fail_step(&format!("replay {shown}"), e);

@@ -26,6 +26,7 @@ pub fn one_line(case: &Case, verdict: &Verdict) -> String {
             s
         }
         Outcome::Error { message } => format!("ERROR {}: {message}", case.summary()),
+        Outcome::Rejected { exception, message } => format!("REJECTED by the target {}{contract}: {exception}: {message}", case.summary()),
         #[allow(unreachable_patterns)]
         _ => format!("????  {}", case.summary()),
     }
