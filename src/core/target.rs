@@ -27,15 +27,12 @@
 //! stage; none changes the arena, the oracles or the seeds.
 //!
 //! This module holds the plain data (what the manifest declares, and the call resolved for one
-//! case); the engine's launch stage (`crate::engine::launch`) performs it.
+//! case); the manifest resolves a call for a case (`Manifest::resolve_call`, beside its
+//! launch's resolution) and the engine's launch stage (`crate::engine::launch`) performs it.
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-
-use crate::core::case::Scalar;
-use crate::core::manifest::expr::{Env, ExprFailure, Vars};
-use crate::core::manifest::ScalarType;
 
 /// How the code under test is launched.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -115,7 +112,8 @@ impl CallableName {
         let Some((module, function)) = text.split_once(':') else {
             return Err(format!("{text:?} is not `module:function`; name the module to import and the callable in it, e.g. \"my_ops:softmax\""));
         };
-        let dotted = |s: &str| !s.is_empty() && s.split('.').all(crate::core::manifest::expr::is_identifier);
+        let identifier = |s: &str| s.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_') && s.chars().all(|c| c.is_alphanumeric() || c == '_');
+        let dotted = |s: &str| !s.is_empty() && s.split('.').all(identifier);
         if !dotted(module) || !dotted(function) {
             return Err(format!("{text:?} is not `module:function` with dotted Python identifiers on both sides"));
         }
@@ -176,36 +174,6 @@ pub struct ResolvedCall {
     pub kwargs: Vec<(String, CallValue)>,
     /// Roster positions of the returned outputs, in return order.
     pub returns: Vec<usize>,
-}
-
-impl PythonTarget {
-    /// Resolves the call for a case: `tensors` is the roster's names in order, `scalar_types`
-    /// the scalars' declared types (a bare flag's name is passed as `bool`); the error is the
-    /// field and what is wrong.
-    pub fn resolve(&self, tensors: &[&str], scalar_types: &[(String, ScalarType)], vars: &Vars) -> Result<ResolvedCall, (String, String, ExprFailure)> {
-        let env = Env::new(vars);
-        let value = |field: String, text: &str| -> Result<CallValue, (String, String, ExprFailure)> {
-            let text = text.trim();
-            if let Some(i) = tensors.iter().position(|t| *t == text) {
-                return Ok(CallValue::Tensor(i));
-            }
-            if scalar_types.iter().any(|(n, ty)| n == text && *ty == ScalarType::Bool) {
-                if let Some(Scalar::Bool(b)) = vars.scalars.get(text) {
-                    return Ok(CallValue::Bool(*b));
-                }
-            }
-            match env.value(text).map_err(|f| (field.clone(), text.to_string(), f))? {
-                evalexpr::Value::Int(i) => Ok(CallValue::Int(i)),
-                evalexpr::Value::Float(x) => Ok(CallValue::Float(x)),
-                evalexpr::Value::Boolean(b) => Ok(CallValue::Bool(b)),
-                other => Err((field, text.to_string(), ExprFailure { problem: format!("evaluates to {other}, not a number or a flag"), hint: String::new() })),
-            }
-        };
-        let args = self.args.iter().enumerate().map(|(i, a)| value(format!("target.args[{i}]"), a)).collect::<Result<_, _>>()?;
-        let kwargs = self.kwargs.iter().map(|(k, a)| Ok((k.clone(), value(format!("target.kwargs.{k}"), a)?))).collect::<Result<_, _>>()?;
-        let returns = self.returns.iter().map(|r| tensors.iter().position(|t| t == r).expect("checked at load")).collect();
-        Ok(ResolvedCall { args, kwargs, returns })
-    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use super::expr::{Env, ExprFailure, Vars};
 use super::load::Loader;
 use super::{ArgSpec, LaunchSpec, Manifest, ManifestError};
+use crate::core::case::Scalar;
+use crate::core::target::{CallValue, ResolvedCall};
 
 /// One kernel argument with its value for a concrete case.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -97,12 +99,35 @@ impl Manifest {
         self.resolve_launch(&self.launch, vars, "launch")
     }
 
-    /// The Python target's call for one case (`None` for an NVRTC target).
-    pub fn resolve_call(&self, vars: &Vars) -> Result<Option<crate::core::target::ResolvedCall>, ManifestError> {
+    /// The Python target's call for one case (`None` for an NVRTC target): each argument a
+    /// tensor's roster position when it names a tensor, a `bool` when it names a flag scalar,
+    /// else its expression's value (an `int`, a `float` or a `bool`).
+    pub fn resolve_call(&self, vars: &Vars) -> Result<Option<ResolvedCall>, ManifestError> {
         let Some(p) = self.target.python() else { return Ok(None) };
-        let tensors: Vec<&str> = self.tensors.iter().map(|t| t.name.as_str()).collect();
-        let scalars: Vec<(String, super::ScalarType)> = self.scalars.iter().map(|s| (s.name.clone(), s.ty)).collect();
-        p.resolve(&tensors, &scalars, vars).map(Some).map_err(|(field, expr, f)| self.expr_error(field, &expr, f))
+        let env = Env::new(vars);
+        let value = |field: String, text: &str| -> Result<CallValue, ManifestError> {
+            let text = text.trim();
+            if let Some(i) = self.tensor_index(text) {
+                return Ok(CallValue::Tensor(i));
+            }
+            if let (Some(s), Some(Scalar::Bool(b))) = (self.scalar(text), vars.scalars.get(text)) {
+                if s.ty == super::ScalarType::Bool {
+                    return Ok(CallValue::Bool(*b));
+                }
+            }
+            match env.value(text).map_err(|f| self.expr_error(field.clone(), text, f))? {
+                evalexpr::Value::Int(i) => Ok(CallValue::Int(i)),
+                evalexpr::Value::Float(x) => Ok(CallValue::Float(x)),
+                evalexpr::Value::Boolean(b) => Ok(CallValue::Bool(b)),
+                other => {
+                    Err(self.expr_error(field, text, ExprFailure { problem: format!("evaluates to {other}, not a number or a flag"), hint: String::new() }))
+                }
+            }
+        };
+        let args = p.args.iter().enumerate().map(|(i, a)| value(format!("target.args[{i}]"), a)).collect::<Result<_, _>>()?;
+        let kwargs = p.kwargs.iter().map(|(k, a)| value(format!("target.kwargs.{k}"), a).map(|v| (k.clone(), v))).collect::<Result<_, _>>()?;
+        let returns = p.returns.iter().map(|r| self.tensor_index(r).expect("checked at load")).collect();
+        Ok(Some(ResolvedCall { args, kwargs, returns }))
     }
 
     /// Evaluates a launch (the kernel's, or a reference kernel's under `section`) for one case.
