@@ -17,8 +17,9 @@ use crate::dlpack::View;
 #[derive(Default)]
 pub struct PyCaller {
     targets: HashMap<PathBuf, Py<PyAny>>,
-    /// The target of the last call, whose results are held until released.
-    last: Option<PathBuf>,
+    /// The target of the last call, whose results are held until released, and its arena's
+    /// lease.
+    last: Option<(PathBuf, Arc<()>)>,
 }
 
 /// A Python error with its traceback, as text.
@@ -83,10 +84,14 @@ pub(crate) fn invoke(py: Python<'_>, handle: &Py<PyAny>, views: &[TensorView], l
     }
 }
 
-/// Drops what the last call of a prepared target made (see `Caller::release`); the Python side
-/// collects reference cycles that may still hold views, so the arena leaves quarantine.
-pub(crate) fn release(py: Python<'_>, handle: &Py<PyAny>) {
-    let _ = handle.call_method0(py, "release");
+/// Drops what the last call of a prepared target made (see `Caller::release`). When views of
+/// the case's memory are still alive afterwards (`lease` counts them beside its `owners`), a
+/// reference cycle holds them: the garbage collector runs, so the arena leaves quarantine.
+pub(crate) fn release(py: Python<'_>, handle: &Py<PyAny>, lease: &Arc<()>, owners: usize) {
+    let _ = handle.call_method1(py, "release", (false,));
+    if Arc::strong_count(lease) > owners {
+        let _ = handle.call_method1(py, "release", (true,));
+    }
 }
 
 impl Caller for PyCaller {
@@ -101,13 +106,16 @@ impl Caller for PyCaller {
         let Some(handle) = self.targets.get(&call.manifest.path) else {
             return CallOutcome::Rejected { exception: "cudafuzz".into(), message: format!("the target of {} was never set up", call.manifest.path.display()) };
         };
-        self.last = Some(call.manifest.path.clone());
+        self.last = Some((call.manifest.path.clone(), Arc::clone(&call.lease)));
         Python::attach(|py| invoke(py, handle, &call.views, &call.lease, call.call))
     }
 
     fn release(&mut self) {
-        if let Some(handle) = self.last.take().and_then(|p| self.targets.get(&p)) {
-            Python::attach(|py| release(py, handle));
+        if let Some((path, lease)) = self.last.take() {
+            if let Some(handle) = self.targets.get(&path) {
+                // The arena's own lease and this clone.
+                Python::attach(|py| release(py, handle, &lease, 2));
+            }
         }
     }
 }

@@ -49,7 +49,7 @@ pub fn plumbing(py: Python<'_>, manifest: PathBuf, count: usize, seed: u64) -> P
         let call = m.resolve_call(&plan.vars).map_err(|e| PyRuntimeError::new_err(cudafuzz::core::error::chain(&e)))?.expect("a Python target resolves a call");
         let lease = Arc::new(());
         let outcome = invoke(py, &handle, &views, &lease, &call);
-        crate::caller::release(py, &handle);
+        crate::caller::release(py, &handle, &lease, 1);
         if Arc::strong_count(&lease) > 1 {
             return Err(PyRuntimeError::new_err(format!(
                 "the callable kept a view of {} past its call; host images are freed after each case",
