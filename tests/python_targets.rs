@@ -167,38 +167,33 @@ fn a_python_targets_worker_is_its_interpreter_running_cudafuzz() {
     }
 }
 
-#[test]
-fn a_missing_interpreter_is_a_setup_error_naming_it() {
+/// The setup error a supervisor reports for a Python target whose interpreter is `interpreter`.
+fn setup_error(interpreter: &str) -> String {
     use cudafuzz::run::supervisor::SupervisorError;
     let dir = tempfile::tempdir().unwrap();
-    let (m, mut sup) = supervised(dir.path(), "./no-such-python");
+    let (m, mut sup) = supervised(dir.path(), interpreter);
     match run_one(&m, &mut sup) {
-        Err(e @ SupervisorError::Setup(_)) => {
-            let msg = e.to_string();
-            assert!(msg.contains("no-such-python") && msg.contains("--python"), "{msg}");
-        }
+        Err(e @ SupervisorError::Setup(_)) => e.to_string(),
         other => panic!("expected a setup error, got {other:?}"),
     }
 }
 
 #[test]
+fn a_missing_interpreter_is_a_setup_error_naming_it() {
+    let msg = setup_error("./no-such-python");
+    assert!(msg.contains("no-such-python") && msg.contains("--python"), "{msg}");
+}
+
+#[test]
 fn an_interpreter_without_cudafuzz_is_a_setup_error_naming_what_to_install() {
-    use cudafuzz::run::supervisor::SupervisorError;
     let Some(python3) = common::env::python3() else { return };
     let has_it = Command::new(&python3).args(["-c", "import cudafuzz"]).status().map(|s| s.success()).unwrap_or(false);
     if has_it {
         common::env::skip("this machine's python3 has cudafuzz installed");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let (m, mut sup) = supervised(dir.path(), "python3");
-    match run_one(&m, &mut sup) {
-        Err(e @ SupervisorError::Setup(_)) => {
-            let msg = e.to_string();
-            assert!(msg.contains("python3 -m cudafuzz worker") && msg.contains("pip install cudafuzz"), "{msg}");
-        }
-        other => panic!("expected a setup error, got {other:?}"),
-    }
+    let msg = setup_error("python3");
+    assert!(msg.contains("python3 -m cudafuzz worker") && msg.contains("pip install cudafuzz"), "{msg}");
 }
 
 #[test]

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::case::Dtype;
 use crate::core::finding::FindingKind;
 use crate::core::manifest::Manifest;
-use crate::core::target::{PythonTarget, ResolvedCall};
+use crate::core::target::ResolvedCall;
 use crate::engine::gpu::CudaStatus;
 
 /// Where a view's memory is.
@@ -46,8 +46,6 @@ pub struct TensorView {
 pub struct Call<'a> {
     /// The manifest (its target is a Python one).
     pub manifest: &'a Manifest,
-    /// What the manifest declares.
-    pub target: &'a PythonTarget,
     /// The roster's views, in roster order.
     pub views: Vec<TensorView>,
     /// The arguments, resolved for the case.

@@ -189,6 +189,15 @@ pub(super) struct Prepared<'a> {
 }
 
 impl Prepared<'_> {
+    /// How the case's code under test is launched: the loaded kernel `module`, or (`None`) the
+    /// Python target's call on GPU `ordinal`.
+    fn launcher<'a>(&'a self, module: Option<&'a Module>, ordinal: i32) -> Launcher<'a> {
+        match module {
+            Some(module) => Launcher::Kernel(module, &self.resolved),
+            None => Launcher::Python { manifest: &self.manifest, call: self.call.as_ref().expect("resolved for a Python target"), ordinal },
+        }
+    }
+
     fn judged(&self, inside_contract: bool) -> Judged<'_> {
         Judged { case: self.case, plan: &self.plan, kernel: &self.label, inside_contract }
     }
@@ -332,10 +341,7 @@ impl Engine {
                 .reset_coverage()
                 .map_err(|status| p.error(EngineError::Cuda { what: "zeroing the coverage counters", status: status.clone() }, launch::is_sticky(&status)))?;
         }
-        let launcher = match module {
-            Some(module) => Launcher::Kernel(module, &prep.resolved),
-            None => Launcher::Python { manifest: &prep.manifest, call: prep.call.as_ref().expect("resolved for a Python target"), ordinal },
-        };
+        let launcher = prep.launcher(module, ordinal);
         on_launch();
         let first = run_once(&launcher, &arena, &prep.image, &judged);
         p.times.kernel_us = micros(t);
@@ -409,11 +415,11 @@ impl Engine {
     ) -> Result<(), Verdict> {
         let t = Instant::now();
         let ordinal = self.gpu.info.ordinal as i32;
-        let launcher = match prep.manifest.target.python() {
-            Some(_) => Launcher::Python { manifest: &prep.manifest, call: prep.call.as_ref().expect("resolved for a Python target"), ordinal },
-            None => Launcher::Kernel(self.module(&prep.manifest, prep.case, opts.coverage).expect("compiled above"), &prep.resolved),
+        let module = match prep.call {
+            Some(_) => None,
+            None => Some(&*self.module(&prep.manifest, prep.case, opts.coverage).expect("compiled above")),
         };
-        let again = rerun_outputs(&launcher, arena, &prep.image, judged);
+        let again = rerun_outputs(&prep.launcher(module, ordinal), arena, &prep.image, judged);
         p.times.kernel_us += micros(t);
         match again {
             Ok(second) => {
@@ -545,9 +551,8 @@ fn launch_and_wait(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostIma
 /// when the framework raised it too; then a CUDA error the framework raised; then any other
 /// exception, which is the target refusing the case.
 fn call_python(manifest: &Manifest, call: &ResolvedCall, ordinal: i32, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<(), Stop> {
-    let target = manifest.target.python().expect("a Python target");
     let views = launch::views::device_views(j.plan, image, |i| arena.data_ptr(image, i), launch::call::ViewDevice::Cuda(ordinal));
-    let frame = launch::call::Call { manifest, target, views, call, lease: arena.lease() };
+    let frame = launch::call::Call { manifest, views, call, lease: arena.lease() };
     let outcome = launch::call::with_caller(|c| c.call(&frame)).map_err(|log| Stop::Error(EngineError::Setup { manifest: manifest.path.clone(), log }))?;
     drop(frame);
     crate::engine::gpu::synchronize().map_err(|s| failed_after_launch(j, &s))?;

@@ -45,6 +45,7 @@ mod inline;
 mod prepare;
 pub mod python;
 mod python_program;
+mod python_target;
 
 pub use cu::emit_cu;
 pub use encode::{decode, encode, fnv1a64, Encoded, Run};

@@ -11,8 +11,9 @@
 //! (one `torch.uint8` tensor per allocation, with `PYTORCH_NO_CUDA_MEMORY_CACHING=1` so each is
 //! its own `cudaMalloc`, as in the harness); `--backend driver` uses `cuMemAlloc` instead and
 //! needs no PyTorch. Then it applies the same oracles as the `.cu` program
-//! (`python_program::PY_PROGRAM`). `--compile-only --arch sm_90` and
-//! `--write-image DIR` need no GPU.
+//! (`python_program::PY_PROGRAM`; a Python target is called instead of launched:
+//! `python_target::PY_TARGET`). `--compile-only --arch sm_90` and `--write-image DIR` need no
+//! GPU.
 
 use std::fmt::Write as _;
 
@@ -133,6 +134,7 @@ pub(super) fn render(p: &Prepared, seed: &SeedInfo) -> String {
     let expected = seed.finding.as_ref().map(|f| one_line(&f.to_string())).unwrap_or_default();
     let _ = writeln!(o, "EXPECTED = {}", py_str(&expected));
     let _ = writeln!(o, "SIGNATURE = {}\n", py_str(seed.signature.as_ref().map(|s| s.as_str()).unwrap_or("")));
+    o.push_str(super::python_target::PY_TARGET);
     o.push_str(super::python_program::PY_PROGRAM);
     o
 }
