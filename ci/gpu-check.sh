@@ -5,7 +5,7 @@
 #   bash ci/gpu-check.sh            # logs go to $OUT (if set) or ./gpu-check-logs
 #   GPU_CHECK_TESTS=0 bash ci/gpu-check.sh   # smoke campaigns only, no test suite
 #   GPU_CHECK_BENCH=0 bash ci/gpu-check.sh   # no bench row (it takes up to 4 minutes)
-#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke away python pyext bench)
+#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke away python pyext triton bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=gpu-check-logs
@@ -18,8 +18,8 @@ export CUDAFUZZ_BIN="$PWD/$bin"
 # (the shipped manifests, reference kernels and sanitizer markers), from any working directory.
 export CUDAFUZZ_KERNELS="$PWD/kernels"
 rows=()
-# GPU_CHECK_STAGES picks stages (default all): tests smoke away python pyext bench.
-want() { [[ " ${GPU_CHECK_STAGES:-tests smoke away python pyext bench} " == *" $1 "* ]]; }
+# GPU_CHECK_STAGES picks stages (default all): tests smoke away python pyext triton bench.
+want() { [[ " ${GPU_CHECK_STAGES:-tests smoke away python pyext triton bench} " == *" $1 "* ]]; }
 row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$logs/gpu.txt" 2>&1
@@ -106,7 +106,7 @@ fi
 #    a Python worker's start natively and under memcheck (interpreter, imports, CUDA, setup);
 #    the CuPy RawKernel clean natively and under memcheck, its planted bug found; torch.softmax
 #    returning its output, clean.
-if want python || want pyext; then
+if want python || want pyext || want triton; then
 wheel=$(ls .gpu/wheels/cudafuzz-*.whl target/wheels/cudafuzz-*.whl 2>/dev/null | head -n1)
 pyroot=$(mktemp -d); venv="$pyroot/venv"; py="$venv/bin/python"
 if [ -z "$wheel" ]; then
@@ -136,6 +136,10 @@ else
   row "  torch_softmax 2000 cases: 0 findings" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^torch_softmax:' "$logs/py-torch.log" | tail -n1 | cut -c1-110)"
   $bin fuzz --python "$py" --kernel kernels/python/torch_softmax.toml --cases 100 --jobs 4 --seed 2 --sanitize memcheck --out "$logs/out-torch-mc" > "$logs/py-torch-memcheck.log" 2>&1; st=$?
   row "  torch_softmax 100 cases under memcheck: 0" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^torch_softmax:' "$logs/py-torch-memcheck.log" | tail -n1 | cut -c1-110)"
+  $bin fuzz --python "$py" --kernel kernels/python/simple_attn_sdpa.toml --cases 1000 --jobs 4 --seed 1 --out "$logs/out-sdpa" > "$logs/py-sdpa.log" 2>&1; st=$?
+  row "  simple_attn judged by SDPA (Python ref): 0" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^simple_attn_sdpa:' "$logs/py-sdpa.log" | tail -n1 | cut -c1-110)"
+  $bin contract --python "$py" --kernel kernels/python/cupy_softmax.toml --cases-per-probe 2 --out "$logs/out-cupy-contract" > "$logs/py-contract.log" 2>&1; st=$?
+  row "  contract cupy_softmax: rejection = precondition" "$(grep -q 'rejected by the target' "$logs/py-contract.log" && echo ok || echo FAIL)" "exit $st: $(grep -m1 'rejected by the target' "$logs/py-contract.log" | sed 's/^ *//' | cut -c1-100)"
   seed=$(ls "$logs"/out-cupy-bug/seeds/*.json 2>/dev/null | head -n1)
   if [ -n "$seed" ]; then
     n=0; for i in 1 2 3 4 5; do $bin repro "$seed" --python "$py" --out "$logs/out-cupy-repro" > "$logs/py-repro-$i.log" 2>&1; [ $? = 1 ] && grep -q reproduced "$logs/py-repro-$i.log" && n=$((n+1)); done
@@ -160,6 +164,33 @@ else
   fi
   $bin fuzz --python "$py" --kernel kernels/python/fa_s512_torch_smem_from_seq.toml --jobs 4 --seed 1 --stop-after 1 --cases 300 --escalate none --out "$logs/out-fa-smem" > "$logs/py-fa-smem.log" 2>&1; st=$?
   row "  host-code bug (smem from seq_k): finding" "$([ $st = 1 ] && grep -q 'launch_rejected' "$logs/py-fa-smem.log" && echo ok || echo FAIL)" "$(grep -m1 -A1 -E '^NEW' "$logs/py-fa-smem.log" | tail -n1 | sed 's/^ *//' | cut -c1-100)"
+  # The same cases through the extension and through the native manifest, one worker each way.
+  timeout 300 $bin bench --python "$py" --kernel kernels/python/fa_s512_torch.toml --against kernels/attention/fa_s512.toml --align 16 --cases 300 --json "$logs/bench-fa.json" > "$logs/bench-fa.log" 2>&1; st=$?
+  row "  bench: a case through Python vs native" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -m1 'cost of the same case' "$logs/bench-fa.log" | sed 's/cost of the same case: //' | cut -c1-100)"
+  row "  bench: misaligned case (fault + restart)" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep 'misaligned: fault' "$logs/bench-fa.log" | awk '{printf "%s %s cases/s; ", $3, $(NF-10)}' | cut -c1-100)"
+  fi
+  # 6. Triton (stage `triton`): the tutorial's fused softmax clean, natively and under memcheck;
+  #    each planted bug found within 60 s of the campaign's start; a seed's replays and its
+  #    emitted script.
+  if want triton; then
+  "$py" -m cudafuzz fuzz --kernel kernels/python/triton_softmax.toml --cases 5000 --jobs 4 --seed 1 --out "$logs/out-triton" > "$logs/triton.log" 2>&1; st=$?
+  row "  triton_softmax 5000 cases: 0 findings" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^triton_softmax:' "$logs/triton.log" | tail -n1 | cut -c1-110)"
+  $bin fuzz --python "$py" --kernel kernels/python/triton_softmax.toml --cases ${TRITON_MEMCHECK_CASES:-300} --jobs 4 --seed 2 --sanitize memcheck --out "$logs/out-triton-mc" > "$logs/triton-memcheck.log" 2>&1; st=$?
+  row "  triton_softmax under memcheck: 0" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^triton_softmax:' "$logs/triton-memcheck.log" | tail -n1 | cut -c1-110)"
+  for bug in unmasked_store input_stride offsets32; do
+    s=$(date +%s.%N); $bin fuzz --python "$py" --kernel kernels/python/triton_softmax_$bug.toml --jobs 4 --seed 1 --stop-after 1 --time 60s --out "$logs/out-triton-$bug" > "$logs/triton-$bug.log" 2>&1; st=$?; e=$(date +%s.%N)
+    row "  triton $bug: found within 60 s" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(echo "$s $e" | awk '{printf "%.1f s; ", $2-$1}')$(grep -m1 -E '^NEW' "$logs/triton-$bug.log" | cut -c1-80)"
+  done
+  "$py" -m pytest -q -p no:cacheprovider examples/pytest > "$logs/pytest-example.log" 2>&1; st=$?
+  row "  pytest example: 1 passes, 1 fails with table" "$([ $st = 1 ] && grep -q '1 failed, 1 passed' "$logs/pytest-example.log" && grep -q 'BugsFound' "$logs/pytest-example.log" && echo ok || echo FAIL)" "$(tail -n1 "$logs/pytest-example.log" | cut -c1-100)"
+  seed=$(ls "$logs"/out-triton-unmasked_store/seeds/*.json 2>/dev/null | head -n1)
+  if [ -n "$seed" ]; then
+    n=0; for i in $(seq 1 20); do $bin repro "$seed" --python "$py" --out "$logs/out-triton-repro" > "$logs/triton-repro-$i.log" 2>&1; [ $? = 1 ] && grep -q reproduced "$logs/triton-repro-$i.log" && n=$((n+1)); done
+    row "  its seed replays" "$([ $n = 20 ] && echo ok || echo FAIL)" "$n/20 reproduced ($(basename "$seed"))"
+    $bin repro "$seed" --emit python -o "$logs/triton-repro.py" > "$logs/triton-emit.log" 2>&1
+    "$py" "$logs/triton-repro.py" > "$logs/triton-emitted-run.log" 2>&1; st=$?
+    row "  repro --emit python: the script reproduces" "$([ $st = 1 ] && echo ok || echo FAIL)" "exit $st: $(grep -m1 -iE 'FAIL|finding' "$logs/triton-emitted-run.log" | cut -c1-90)"
+  fi
   fi
 fi
 rm -rf "$pyroot"

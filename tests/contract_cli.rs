@@ -27,7 +27,7 @@ fn without_a_gpu_contract_prints_the_probe_plan_and_exits_3() {
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert_eq!(o.status.code(), Some(exit::NO_GPU), "{out}{err}");
     assert!(err.contains("NO GPU") && err.contains("no probe was run"), "{err}");
-    assert!(out.contains("probe plan for fa_s512: 110 probes in 39 families, 2 base cases, 222 cases in all"), "{out}");
+    assert!(out.contains("probe plan for fa_s512: 114 probes in 39 families, 2 base cases, 230 cases in all"), "{out}");
     assert!(out.contains("base case: f16 batch=1 head_dim=64 heads_kv=1 heads_q=1 seq_k=1 seq_q=1 scale=0.125"), "{out}");
     // Per tensor (offset, pitch, padding, strides, orders, broadcast, 2^31) and per dim.
     for family in [

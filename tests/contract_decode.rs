@@ -89,19 +89,34 @@ fn flash_fwd_cases_still_span_every_parameter_dtype_layout_and_offset() {
 #[test]
 fn campaigns_schedule_cases_past_int32_early_and_rarely() {
     use cudafuzz::core::generate::reaches_past_int32;
-    use cudafuzz::run::campaign::{campaign_case, PAST_INT32_AT, PAST_INT32_EVERY};
-    for rel in ["kernels/attention/flash_fwd.toml", "kernels/mutants/int32_offset.toml", "kernels/attention/fa_s512.toml"] {
+    use cudafuzz::core::generate::PastInt32;
+    use cudafuzz::run::campaign::{campaign_case, PAST_INT32_AT, PAST_INT32_EVERY, PAST_INT32_NARROW_AT};
+    for rel in [
+        "kernels/attention/flash_fwd.toml",
+        "kernels/mutants/int32_offset.toml",
+        "kernels/attention/fa_s512.toml",
+        "kernels/python/triton_softmax_offsets32.toml",
+    ] {
         let m = manifest(rel);
         let ctx = DecodeContext::new(&m);
         let n = 2 * PAST_INT32_EVERY;
         let past: Vec<u64> = (0..n).filter(|&i| reaches_past_int32(&m.bind(campaign_case(&ctx, 0, i)), &m)).collect();
         eprintln!("{}: cases past 2^31 among the first {n}: {past:?}", m.name);
-        for at in [PAST_INT32_AT, PAST_INT32_AT + PAST_INT32_EVERY] {
+        for (at, form) in [
+            (PAST_INT32_AT, PastInt32::WideStride),
+            (PAST_INT32_AT + PAST_INT32_EVERY, PastInt32::WideStride),
+            (PAST_INT32_NARROW_AT, PastInt32::NarrowStride),
+            (PAST_INT32_NARROW_AT + PAST_INT32_EVERY, PastInt32::NarrowStride),
+        ] {
             assert!(past.contains(&at), "{}: case #{at} is not past 2^31", m.name);
             let case = m.bind(campaign_case(&ctx, 0, at));
             assert!(admits(&m, &case), "{}: {}", m.name, case.summary());
+            // The form scheduled there: a stride of 2^31 or more, or one that fits 32 bits.
+            let plan = cudafuzz::core::plan::Plan::new(&case, &m).unwrap();
+            let pushed = plan.tensors.iter().find(|t| t.reaches_past_int32()).unwrap();
+            assert_eq!(PastInt32::of(pushed.strides.iter().copied().max().unwrap()), form, "{}: case #{at}: {}", m.name, case.summary());
         }
-        assert!(past.len() <= 8, "{}: {} cases past 2^31 in {n}", m.name, past.len());
+        assert!(past.len() <= 12, "{}: {} cases past 2^31 in {n}", m.name, past.len());
     }
     // A kernel that declares 32-bit indexing is never given one.
     let mut m = manifest("kernels/attention/flash_fwd.toml");

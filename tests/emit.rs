@@ -444,7 +444,7 @@ fn emit_reference_kernel_runs_set_the_bound_the_library_computes() {
     // The library reads the baseline run's outputs as their type holds them.
     let held = |i: usize, v: &[f64]| v.iter().map(|&x| cudafuzz::engine::data::round_to(x, e.programs[2].plan.tensors[i].dtype)).collect::<Vec<f64>>();
     let runs: Vec<(usize, Vec<f64>, Vec<f64>)> = gold.iter().zip(&baseline).map(|((i, g), (_, b))| (*i, g.clone(), held(*i, b))).collect();
-    let refs = cudafuzz::engine::reference::kernel_expected(k, &e.kernel().plan, runs);
+    let refs = cudafuzz::engine::reference::kernel_expected(k.factor, k.floor, &e.kernel().plan, runs);
     let Rule::Bound(y) = refs.expected[0].rule else { unreachable!() };
     assert!((y.bound - 2e-3).abs() < 1e-5, "{y:?}");
     for r in repros_of(dir.path(), &s) {

@@ -9,7 +9,7 @@ use arbitrary::Unstructured;
 use cudafuzz::core::case::{Case, Placement};
 use cudafuzz::core::finding::Location;
 use cudafuzz::core::generate::strategy::CASE_BYTES;
-use cudafuzz::core::generate::{decode_case, example, past_int32_tensors, past_int32_variant, DecodeContext};
+use cudafuzz::core::generate::{decode_case, example, past_int32_tensors, past_int32_variant, DecodeContext, PastInt32};
 use cudafuzz::core::manifest::{Hint, Manifest};
 use cudafuzz::core::plan::for_each_offset;
 use cudafuzz::core::plan::{admits, check_contract, Plan};
@@ -144,13 +144,15 @@ proptest! {
     fn past_int32_cases_hold_every_element_and_little_else(k in 0..SHIPPED.len(), bytes in proptest::collection::vec(any::<u8>(), CASE_BYTES)) {
         let m = &SHIPPED[k];
         let case = small(m, decode(k, false, &bytes), &|_| 40);
-        for t in past_int32_tensors(m, false) {
-            let Some(pushed) = past_int32_variant(&case, m, &t) else { continue };
+        for (form, t) in PastInt32::ALL.iter().flat_map(|&f| past_int32_tensors(m, false, f).into_iter().map(move |t| (f, t))) {
+            let Some(pushed) = past_int32_variant(&case, m, &t, form) else { continue };
             let plan = plan_of(k, &pushed);
             let arena = ArenaLayout::new(&pushed, &plan);
             let tp = plan.tensor(&t).unwrap();
             prop_assert!(tp.reaches_past_int32(), "{}: {}", t, pushed.summary());
-            prop_assert!(tp.numel <= 2 * plan_of(k, &case).tensor(&t).unwrap().numel);
+            prop_assert!(tp.numel <= form.rows() * plan_of(k, &case).tensor(&t).unwrap().numel);
+            // The form is the one asked for: a narrow push's strides all fit in 32 bits.
+            prop_assert_eq!(PastInt32::of(tp.strides.iter().copied().max().unwrap_or(0)), form, "{}: {:?}", t, tp.strides);
             for (tp, a) in plan.tensors.iter().zip(&arena.allocs) {
                 let ranges = held_ranges(a, tp);
                 prop_assert_eq!(ranges.first().map(|r| r.start), Some(0));

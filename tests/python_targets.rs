@@ -21,7 +21,7 @@ fn the_python_side_tests_pass_plumbing_and_outcomes() {
     let out = Command::new(&python).args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/python"]).current_dir(root()).output().expect("pytest runs");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("10 passed") && !text.contains("skipped"), "every Python-side test runs: {text}");
+    assert!(text.contains("13 passed") && !text.contains("skipped"), "every Python-side test runs: {text}");
 }
 
 #[test]
@@ -203,8 +203,43 @@ fn the_shipped_python_targets_load() {
     assert!(found.len() >= 3, "{found:?}");
     for path in found {
         let m = Manifest::load(&path).unwrap_or_else(|e| panic!("{e}"));
-        assert!(m.target.python().is_some() && !m.fuzz, "{}: a Python target, out of the default run", m.name);
+        assert!(m.python_calls().next().is_some() && !m.fuzz, "{}: a Python target or reference, out of the default run", m.name);
     }
+}
+
+#[test]
+fn a_python_reference_is_checked_at_load_and_its_repro_is_not_emitted() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ops.py"), "def f(x, y):\n    pass\ndef ref(x):\n    return x\n").unwrap();
+    let roster = ROSTER.replace("[reference]\nop = \"none\"\n", "");
+    let target = "[target]\npython = \"ops:f\"\nargs = [\"x\", \"y\"]\n";
+    let with = |reference: &str| load(&format!("{roster}{target}[reference]\n{reference}\n"), dir.path());
+    let m = with("python = \"ops:ref\"\nargs = [\"x\"]\nreturns = [\"y\"]\nfactor = 3").unwrap();
+    let cudafuzz::core::manifest::ReferenceSpec::Python(r) = &m.reference else { panic!("{:?}", m.reference) };
+    assert_eq!((r.call.callable.to_string(), r.factor, r.floor), ("ops:ref".to_string(), 3.0, None));
+    assert_eq!(m.python_calls().count(), 2, "the target's call and the reference's");
+    let call = m.resolve_python(&r.call, &cudafuzz::core::plan::Plan::new(&cudafuzz::core::generate::example(&m), &m).unwrap().vars, "reference").unwrap();
+    assert_eq!(call.returns, vec![1]);
+    let e = with("python = \"ops:ref\"\nargs = [\"x\"]").unwrap_err();
+    assert!(e.contains("reference.args") && e.contains("tensor `y` is neither passed nor returned"), "{e}");
+    let e = with("python = \"ops:ref\"\nargs = [\"x\"]\nreturns = [\"y\"]\nentry = \"k\"").unwrap_err();
+    assert!(e.contains("reference.entry") && e.contains("unknown key"), "{e}");
+    let e = with("python = \"ops:ref\"\nargs = [\"x\"]\nreturns = [\"y\"]\nfactor = 0.5").unwrap_err();
+    assert!(e.contains("reference.factor"), "{e}");
+    let e = with("python = \"nope:ref\"\nargs = [\"x\"]\nreturns = [\"y\"]").unwrap_err();
+    assert!(e.contains("reference.python") && e.contains("nope.py"), "{e}");
+    // The shipped example: an NVRTC kernel judged by a Python reference; its repro cannot be
+    // emitted (the reference is Python), and says what to run instead.
+    let shipped = root().join("kernels/python/simple_attn_sdpa.toml");
+    let m = Manifest::load(&shipped).unwrap();
+    assert!(m.target.is_compiled_here() && m.python_calls().count() == 1);
+    let bin = env!("CARGO_BIN_EXE_cudafuzz");
+    let example = Command::new(bin).args(["case", "example", "--kernel"]).arg(&shipped).output().unwrap();
+    let seed = dir.path().join("seed.json");
+    std::fs::write(&seed, &example.stdout).unwrap();
+    let emit = Command::new(bin).args(["repro"]).arg(&seed).args(["--emit", "python", "-o"]).arg(dir.path().join("r.py")).current_dir(root()).output().unwrap();
+    let err = String::from_utf8_lossy(&emit.stderr);
+    assert!(!emit.status.success() && err.contains("Python reference sdpa_reference:attention") && err.contains("cudafuzz repro SEED"), "{err}");
 }
 
 #[test]

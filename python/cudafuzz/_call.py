@@ -53,6 +53,34 @@ def _use_device(tensors, ordinal):
         cupy.cuda.Device(ordinal).use()
 
 
+_watched = False
+
+
+def _watch_compiles():
+    """Reports each Triton JIT compile to the worker (``_native.compiling``), so that the
+    watchdog gives compiling its own budget: Triton compiles every new specialisation (a pointer
+    offset of 2, 4 or 8 bytes is one) and autotunes inside the call. Installed once Triton is
+    loaded; a Triton without these hooks keeps the kernel's limit for its compiles."""
+    global _watched
+    if _watched or "triton" not in sys.modules:
+        return
+    _watched = True
+    runtime = getattr(getattr(sys.modules["triton"], "knobs", None), "runtime", None)
+    if runtime is None or not hasattr(runtime, "jit_cache_hook") or not hasattr(runtime, "jit_post_compile_hook"):
+        return
+    from cudafuzz import _native
+
+    def chained(previous, started):
+        def hook(*args, **kwargs):
+            _native.compiling(started)
+            return previous(*args, **kwargs) if previous is not None else False
+
+        return hook
+
+    runtime.jit_cache_hook = chained(runtime.jit_cache_hook, True)
+    runtime.jit_post_compile_hook = chained(runtime.jit_post_compile_hook, False)
+
+
 def setup(path, module, function, setup_callable, tensors, ordinal):
     """Imports the target and runs its setup; returns ``(Target, None)``, or ``(None, the
     traceback)`` when anything fails."""
@@ -65,6 +93,7 @@ def setup(path, module, function, setup_callable, tensors, ordinal):
             _attribute(*setup_callable)()
         fn = _attribute(module, function)
         _use_device(tensors, ordinal)
+        _watch_compiles()
         if not callable(fn):
             raise TypeError(f"{module}:{function} is a {type(fn).__name__}, not a callable")
         return Target(fn, convert), None
@@ -143,6 +172,7 @@ class Target:
             kind, x = arg
             return array(x) if kind == "tensor" else x
 
+        _watch_compiles()
         try:
             result = self.fn(*[value(a) for a in args], **{k: value(a) for k, a in kwargs})
             report = self._returned(result, returns, array) if returns else {"outcome": "returned"}

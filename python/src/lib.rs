@@ -32,10 +32,19 @@ fn main(py: Python<'_>, argv: Vec<String>) -> PyResult<i32> {
     Ok(cudafuzz::cli::main_with(argv.into_iter().map(Into::into)))
 }
 
+/// Tells the supervisor that the running case's target starts (`true`) or stops compiling
+/// (`_call.py` calls it from Triton's compile hooks), so the watchdog gives compiling its own
+/// budget.
+#[pyfunction]
+fn compiling(started: bool) {
+    cudafuzz::engine::worker::compiling(started);
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add_function(wrap_pyfunction!(plumbing::plumbing, m)?)?;
+    m.add_function(wrap_pyfunction!(compiling, m)?)?;
     m.add_class::<dlpack::View>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -4,6 +4,7 @@ use anyhow::{Context, Result};
 
 use super::{manifest_inputs, no_gpu, refuse_clobber, resolve_kernel, setup, BenchArgs};
 use crate::core::exit;
+use crate::core::manifest::Manifest;
 use crate::core::verdict::{ReferenceChoice, RunOptions};
 use crate::run::config::{EngineConfig, GpuSelection};
 use crate::run::supervisor::Pool;
@@ -11,6 +12,8 @@ use crate::tools::bench;
 
 pub(super) fn bench(b: BenchArgs) -> Result<i32> {
     let m = resolve_kernel(&b.kernel)?;
+    let against = b.against.as_deref().map(resolve_kernel).transpose()?;
+    let alignment = b.align.map_or(bench::Alignment::Any, bench::Alignment::Aligned);
     if let Some(json) = &b.json {
         refuse_clobber(json, manifest_inputs(&m))?;
     }
@@ -45,9 +48,34 @@ pub(super) fn bench(b: BenchArgs) -> Result<i32> {
                 Some(tools) => format!("{}, {label}, {tools}, at most {} cases/process", size.name(), cfg.sanitize_batch),
                 None => format!("{}, {label}", size.name()),
             };
-            rows.push(bench::measure_pool(one, &m, opts, size, cases, &label).map_err(no_gpu)?);
+            let work = bench::Workload { run: &m, drawn: &m, size, alignment };
+            rows.push(bench::measure_pool(one, work, opts, cases, &label).map_err(no_gpu)?);
             // Progress while the next configuration runs: the row without the header.
             errln!("{}", bench::table(&rows[rows.len() - 1..]).lines().nth(1).unwrap_or_default());
+        }
+    }
+    // The same cases another way, and (with --align) the cases that fault, each way.
+    let mut costs = Vec::new();
+    let ways: Vec<&Manifest> = std::iter::once(&m).chain(against.as_ref()).collect();
+    if against.is_some() || b.align.is_some() {
+        let size = sizes[0];
+        for run in &ways {
+            let work = bench::Workload { run, drawn: &m, size, alignment };
+            let label = format!("{}, {}, gpu fp64 ref", size.name(), run.name);
+            let row = bench::measure_pool(&mut gpu_one, work, &plain, b.cases, &label).map_err(no_gpu)?;
+            errln!("{}", bench::table(std::slice::from_ref(&row)).lines().nth(1).unwrap_or_default());
+            costs.push((run.name.clone(), 1e6 / row.cases_per_sec.max(1e-9)));
+            rows.push(row);
+        }
+        if let Some(bytes) = b.align {
+            for run in &ways {
+                let work = bench::Workload { run, drawn: &m, size, alignment: bench::Alignment::Misaligned(bytes) };
+                let label = format!("{}, {}, misaligned: fault + restart", size.name(), run.name);
+                // Each case ends its worker: a few show the restart's cost.
+                let row = bench::measure_pool(&mut gpu_one, work, &plain, (b.cases / 20).clamp(1, 50), &label).map_err(no_gpu)?;
+                errln!("{}", bench::table(std::slice::from_ref(&row)).lines().nth(1).unwrap_or_default());
+                rows.push(row);
+            }
         }
     }
     drop((gpu_one, cpu_one));
@@ -56,13 +84,17 @@ pub(super) fn bench(b: BenchArgs) -> Result<i32> {
         let gpus = pool.gpus();
         let label = format!("{}, gpu fp64 ref, {} workers on {} GPU(s)", sizes[0].name(), pool.slots.len(), gpus.len());
         let cases = b.cases * pool.slots.len() as u64;
-        rows.push(bench::measure_pool(&mut pool, &m, &plain, sizes[0], cases, &label).map_err(no_gpu)?);
+        let work = bench::Workload { run: &m, drawn: &m, size: sizes[0], alignment };
+        rows.push(bench::measure_pool(&mut pool, work, &plain, cases, &label).map_err(no_gpu)?);
     }
     outln!(
         "cudafuzz bench: kernel {} on {} ({}), driver {}; sizes: small = batch*heads <= 8, seq <= 256; medium = seq 256..1024; large = seq 2048..4096, batch 1; past-int32 = small with one tensor's stride_b past 2^31 elements",
         m.name, gpu.name, gpu.arch, gpu.driver_version
     )?;
     out!("{}", bench::table(&rows))?;
+    if let [(a, a_us), (b_name, b_us)] = costs.as_slice() {
+        outln!("cost of the same case: {a_us:.0} us through {a}, {b_us:.0} us through {b_name} ({:.2}x)", b_us / a_us)?;
+    }
     if let Some(path) = &b.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)?).with_context(|| format!("cannot write {}", path.display()))?;
     }

@@ -298,6 +298,15 @@ pub(super) struct BenchArgs {
     /// Also write the rows as JSON here.
     #[arg(long)]
     pub(super) json: Option<PathBuf>,
+    /// Also run the same cases through this manifest, the same kernel called another way (a
+    /// Python target against its native manifest), and print what a case costs each way.
+    #[arg(long)]
+    pub(super) against: Option<String>,
+    /// Only cases whose every tensor's base and strides are multiples of this many bytes, for
+    /// a kernel that faults on the others (fa_s512: 16); adds a row of the others, each of
+    /// which faults and costs a worker restart.
+    #[arg(long, value_parser = positive::<u64>)]
+    pub(super) align: Option<u64>,
     #[command(flatten)]
     pub(super) engine: EngineArgs,
 }

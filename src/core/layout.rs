@@ -284,7 +284,7 @@ mod tests {
     fn held_ranges_skip_only_gigabyte_gaps() {
         let m = testing::attention();
         let mut case = testing::example();
-        assert!(crate::core::generate::offsets_past_int32(&mut case, &m, "v"));
+        assert!(crate::core::generate::offsets_past_int32(&mut case, &m, "v", crate::core::generate::PastInt32::WideStride));
         let plan = Plan::new(&case, &m).unwrap();
         let layout = ArenaLayout::new(&case, &plan);
         for tp in &plan.tensors {

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::core::case::Case;
-use crate::core::generate::{past_int32_variant, reaches_past_int32, DecodeContext};
+use crate::core::generate::{past_int32_variant, reaches_past_int32, DecodeContext, PastInt32};
 use crate::core::manifest::Manifest;
+use crate::core::plan::Plan;
 use crate::core::verdict::{Outcome, RunOptions, StageTimes};
 use crate::run::supervisor::{Pool, Slot, SupervisorError};
 
@@ -77,29 +78,54 @@ impl CaseSize {
     }
 }
 
+/// Which of the kernel's cases a benchmark runs, beyond its contract and size class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alignment {
+    /// Any case.
+    Any,
+    /// Only cases whose every tensor has its base and strides at multiples of this many bytes:
+    /// the cases a kernel that faults on the others (fa_s512) passes.
+    Aligned(u64),
+    /// Only cases with some tensor not so aligned: on such a kernel every case faults, so the
+    /// row measures a worker's restart.
+    Misaligned(u64),
+}
+
+impl Alignment {
+    fn keeps(self, m: &Manifest, c: &Case) -> bool {
+        let aligned = |bytes: u64| Plan::new(c, m).is_ok_and(|p| p.tensors.iter().all(|t| t.aligned_to(bytes)));
+        match self {
+            Alignment::Any => true,
+            Alignment::Aligned(bytes) => aligned(bytes),
+            Alignment::Misaligned(bytes) => !aligned(bytes),
+        }
+    }
+}
+
 /// The `index`-th small case inside the kernel's contract (see [`sized_case`]).
 pub fn small_case(m: &Manifest, ctx: &DecodeContext, seed: u64, index: u64) -> Case {
-    sized_case(m, ctx, CaseSize::Small, seed, index)
+    sized_case(m, ctx, CaseSize::Small, Alignment::Any, seed, index)
 }
 
 /// The `index`-th case of a size class inside the kernel's contract: generated cases brought
 /// into the class's bounds, with the manifest's default parameters; cases outside the contract
-/// are passed over (a sticky fault would measure worker restarts, not the engine).
-pub fn sized_case(m: &Manifest, ctx: &DecodeContext, size: CaseSize, seed: u64, index: u64) -> Case {
+/// or not of the `alignment` asked for are passed over (a sticky fault would measure worker
+/// restarts, not the engine).
+pub fn sized_case(m: &Manifest, ctx: &DecodeContext, size: CaseSize, alignment: Alignment, seed: u64, index: u64) -> Case {
     let inside = |c: &Case| crate::core::plan::admits(m, c);
     let case = (0u64..)
         .map(|k| clamp(m, size, crate::run::campaign::generated_case(ctx, seed, index.wrapping_mul(1 << 20).wrapping_add(k))))
         .take(1 << 16)
-        .find(|c| inside(c) && !reaches_past_int32(c, m))
+        .find(|c| inside(c) && !reaches_past_int32(c, m) && alignment.keeps(m, c))
         .unwrap_or_else(|| clamp(m, CaseSize::Small, crate::run::campaign::generated_case(ctx, seed, index)));
     if size != CaseSize::PastInt32 {
         return case;
     }
-    let eligible = ctx.past_int32_tensors();
+    let eligible = ctx.past_int32_tensors(PastInt32::WideStride);
     if eligible.is_empty() {
         return case;
     }
-    past_int32_variant(&case, m, &eligible[(index % eligible.len() as u64) as usize]).filter(inside).unwrap_or(case)
+    past_int32_variant(&case, m, &eligible[(index % eligible.len() as u64) as usize], PastInt32::WideStride).filter(inside).unwrap_or(case)
 }
 
 /// A generated case brought into a size class's bounds (see [`CaseSize`]); relations between
@@ -186,19 +212,35 @@ pub fn table(rows: &[BenchRow]) -> String {
     s
 }
 
-/// Runs `cases` cases of `size` with `opts` over every worker of `pool` and measures them; a
+/// What a benchmark row runs: the kernel of `run` on cases drawn from `drawn` (the same
+/// manifest, or another way of calling the same kernel, so that two rows run the same cases),
+/// of one size and alignment.
+#[derive(Clone, Copy, Debug)]
+pub struct Workload<'a> {
+    /// The manifest whose kernel runs.
+    pub run: &'a Manifest,
+    /// The manifest the cases are drawn from.
+    pub drawn: &'a Manifest,
+    /// Their size class.
+    pub size: CaseSize,
+    /// Their alignment.
+    pub alignment: Alignment,
+}
+
+/// Runs `cases` cases of `work` with `opts` over every worker of `pool` and measures them; a
 /// warm-up of 16 cases per worker (compiling and loading each configuration) is excluded.
-pub fn measure_pool(pool: &mut Pool, m: &Manifest, opts: &RunOptions, size: CaseSize, cases: u64, label: &str) -> Result<BenchRow, SupervisorError> {
-    let ctx = DecodeContext::new(m);
+pub fn measure_pool(pool: &mut Pool, work: Workload<'_>, opts: &RunOptions, cases: u64, label: &str) -> Result<BenchRow, SupervisorError> {
+    let Workload { run: m, drawn, size, alignment } = work;
+    let ctx = DecodeContext::new(drawn);
     let timeout = Duration::from_secs(30);
-    let warm = |i: u64, _: &AtomicBool| Some(sized_case(m, &ctx, size, 99, i));
+    let warm = |i: u64, _: &AtomicBool| Some(sized_case(drawn, &ctx, size, alignment, 99, i));
     // Under a sanitizer one warm-up case per worker loads the caches; more would only measure
     // sanitizer start-ups.
     let per_worker = if pool.slots[0].sanitized() { 1 } else { 16 };
     pool.run_indexed(per_worker * pool.slots.len() as u64, None, m, opts, timeout, &warm, &mut |_, _| Ok(ControlFlow::Continue(())))?;
     let mut sum = StageTimes::default();
     let mut not_passed = 0;
-    let make = |i: u64, _: &AtomicBool| Some(sized_case(m, &ctx, size, 1, i));
+    let make = |i: u64, _: &AtomicBool| Some(sized_case(drawn, &ctx, size, alignment, 1, i));
     let started = Instant::now();
     pool.run_indexed(cases, None, m, opts, timeout, &make, &mut |_, slot| {
         if let Slot::Ran(_, v) = slot {

@@ -10,7 +10,7 @@
 //! (the contract).
 
 use crate::core::case::{Case, Scalar, TensorLayout};
-use crate::core::generate::{offsets_past_int32, relations::repair};
+use crate::core::generate::{offsets_past_int32, relations::repair, PastInt32};
 use crate::core::manifest::{Manifest, ScalarType};
 use crate::core::plan::Plan;
 use crate::run::campaign::case_size;
@@ -33,9 +33,10 @@ pub struct Minimized {
 /// keep a 32-bit overflow), and a first candidate drops it, for bugs that never needed it.
 pub fn candidates(c: &Case, m: &Manifest) -> Vec<Case> {
     let Ok(plan) = Plan::new(c, m) else { return Vec::new() };
-    let past: Vec<String> = plan.tensors.iter().filter(|t| t.reaches_past_int32()).map(|t| t.name.clone()).collect();
+    let past: Vec<(String, PastInt32)> =
+        plan.tensors.iter().filter(|t| t.reaches_past_int32()).map(|t| (t.name.clone(), PastInt32::of(t.strides.iter().copied().max().unwrap_or(0)))).collect();
     let mut out = Vec::new();
-    for t in &past {
+    for (t, _) in &past {
         let mut n = c.clone();
         n.layout_mut(t).pad.clear();
         out.push(n);
@@ -48,9 +49,9 @@ pub fn candidates(c: &Case, m: &Manifest) -> Vec<Case> {
         let mut n = c.clone();
         f(&mut n);
         if let Ok(now) = Plan::new(&n, m) {
-            for t in &past {
+            for (t, form) in &past {
                 if !now.tensor(t).is_some_and(|tp| tp.reaches_past_int32()) {
-                    offsets_past_int32(&mut n, m, t);
+                    offsets_past_int32(&mut n, m, t, *form);
                 }
             }
         }
@@ -185,7 +186,7 @@ mod tests {
         let m = attention();
         let past = |c: &Case| crate::core::generate::reaches_past_int32(c, &m);
         let mut start = big_case();
-        assert!(offsets_past_int32(&mut start, &m, "q"));
+        assert!(offsets_past_int32(&mut start, &m, "q", PastInt32::WideStride));
         assert!(past(&start));
         let r = minimize(&start, &m, 2000, &|_| true, &mut |c| past(c));
         let c = &r.case;

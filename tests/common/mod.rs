@@ -78,14 +78,14 @@ pub fn manifest(rel: &str) -> Manifest {
     Manifest::load(&root().join(rel)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// Every shipped manifest under `kernels/` that cudafuzz builds (NVRTC targets), loaded. The
-/// Python targets (`kernels/python/`) need their interpreter and packages: python_targets.rs
-/// loads them, ci/gpu-check.sh runs them.
+/// Every shipped manifest under `kernels/` that cudafuzz builds (NVRTC targets) and judges
+/// without Python, loaded. The Python targets and references (`kernels/python/`) need their
+/// interpreter and packages: python_targets.rs loads them, ci/gpu-check.sh runs them.
 pub fn shipped() -> Vec<Manifest> {
     cudafuzz::core::manifest::find_manifests(&root().join("kernels"))
         .iter()
         .map(|p| Manifest::load(p).unwrap_or_else(|e| panic!("{e}")))
-        .filter(|m| m.target.is_compiled_here())
+        .filter(|m| m.target.is_compiled_here() && m.python_calls().next().is_none())
         .collect()
 }
 

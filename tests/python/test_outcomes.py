@@ -73,3 +73,23 @@ def test_a_call_reports_returns_and_bad_returns_as_json():
     assert bad["outcome"] == "bad_return" and "shape [2, 4]" in bad["detail"]
     raised = json.loads(call.Target(lambda: (_ for _ in ()).throw(KeyError("k")), convert=lambda v: v).call([], [], [], []))
     assert raised["outcome"] == "rejected" and raised["exception"] == "builtins.KeyError"
+
+
+def test_triton_compiles_are_reported_to_the_watchdog_and_earlier_hooks_still_run(monkeypatch):
+    """Triton compiles each new specialisation inside the call: its compile hooks tell the
+    worker (``_native.compiling``) so that the watchdog gives compiling its own budget."""
+    runtime = types.SimpleNamespace(jit_cache_hook=None, jit_post_compile_hook=None)
+    seen = []
+    runtime.jit_cache_hook = lambda *a, **k: seen.append("user cache hook") or False
+    triton = types.ModuleType("triton")
+    triton.knobs = types.SimpleNamespace(runtime=runtime)
+    monkeypatch.setitem(sys.modules, "triton", triton)
+    monkeypatch.setattr(call, "_watched", False)
+    from cudafuzz import _native
+
+    monkeypatch.setattr(_native, "compiling", lambda started: seen.append(("compiling", started)), raising=False)
+    call._watch_compiles()
+    call._watch_compiles()  # once only: hooks are not stacked per call
+    assert runtime.jit_cache_hook(key="k", repr="r", fn=None, compile={}, is_manual_warmup=False, already_compiled=False) is False
+    runtime.jit_post_compile_hook(key="k")
+    assert seen == [("compiling", True), "user cache hook", ("compiling", False)]

@@ -88,12 +88,12 @@ impl DecodeContext {
     /// (constrained) the contract's `max_element_offset` does not forbid it.
     pub fn allows_int32_overflow(&self) -> bool {
         let limit_ok = !self.constrained || self.manifest.contract.max_element_offset.is_none_or(|m| m >= INT32_OFFSET_LIMIT);
-        limit_ok && !self.past_int32_tensors().is_empty()
+        limit_ok && PastInt32::ALL.iter().any(|&f| !self.past_int32_tensors(f).is_empty())
     }
 
-    /// The tensors a case past 2³¹ elements can be built on ([`offsets_past_int32`]).
-    pub fn past_int32_tensors(&self) -> Vec<String> {
-        past_int32_tensors(&self.manifest, self.constrained)
+    /// The tensors a case past 2³¹ elements in `form` can be built on ([`offsets_past_int32`]).
+    pub fn past_int32_tensors(&self, form: PastInt32) -> Vec<String> {
+        past_int32_tensors(&self.manifest, self.constrained, form)
     }
 
     fn relations_of(&self, dim: &str) -> Vec<&Relation> {
@@ -133,9 +133,9 @@ pub fn decode_case(u: &mut Unstructured<'_>, ctx: &DecodeContext) -> Result<Case
     // Drawn last, so an input that has run out (each later draw at its low end) never asks for
     // it.
     if ctx.allows_int32_overflow() && u.int_in_range(1..=PAST_INT32_ONE_IN)? == PAST_INT32_ONE_IN {
-        let eligible = ctx.past_int32_tensors();
+        let eligible = ctx.past_int32_tensors(PastInt32::WideStride);
         let t = u.choose(&eligible)?.clone();
-        if let Some(pushed) = past_int32_variant(&case, m, &t) {
+        if let Some(pushed) = past_int32_variant(&case, m, &t, PastInt32::WideStride) {
             case = pushed;
         }
     }
@@ -503,32 +503,76 @@ fn shrink_to_valid(case: &mut Case, m: &Manifest) {
     case.dims = sample.dims;
 }
 
-/// The tensors a case past 2³¹ elements can be built on: rank ≥ 2, a layout with free strides,
-/// and an outermost dimension that is a dim able to take the value 2.
-pub fn past_int32_tensors(m: &Manifest, constrained: bool) -> Vec<String> {
+/// How a case passes 2³¹ elements ([`offsets_past_int32`]). Both keep a few logical elements in a
+/// 4–8 GiB span; they differ in where 32-bit arithmetic wraps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PastInt32 {
+    /// Two rows whose stride is itself 2³¹ or more: a stride held in 32 bits (an `int stride`
+    /// parameter) wraps, as does `row * stride`.
+    WideStride,
+    /// Three rows whose stride is 2³⁰ or more but below 2³¹: the stride fits in 32 bits and only
+    /// `row * stride` wraps, at row 2. This is how Triton wraps: it passes an integer argument
+    /// below 2³¹ as a 32-bit value, so a `pid * stride` of the tutorials is 32-bit unless the
+    /// stride itself is large.
+    NarrowStride,
+}
+
+impl PastInt32 {
+    /// Both forms, in the order campaigns schedule them.
+    pub const ALL: [PastInt32; 2] = [PastInt32::WideStride, PastInt32::NarrowStride];
+
+    /// The outermost dimension's extent.
+    pub fn rows(self) -> u64 {
+        match self {
+            PastInt32::WideStride => 2,
+            PastInt32::NarrowStride => 3,
+        }
+    }
+
+    /// The outermost stride is the first multiple of the next stride at or past this.
+    fn min_stride(self) -> u64 {
+        INT32_OFFSET_LIMIT / (self.rows() - 1)
+    }
+
+    /// The form a tensor already past 2³¹ elements has: its outermost stride says.
+    pub fn of(outer_stride: u64) -> PastInt32 {
+        if outer_stride >= INT32_OFFSET_LIMIT {
+            PastInt32::WideStride
+        } else {
+            PastInt32::NarrowStride
+        }
+    }
+}
+
+/// The tensors a case past 2³¹ elements in `form` can be built on: rank ≥ 2, a layout with free
+/// strides, and an outermost dimension that is a dim able to take [`PastInt32::rows`].
+pub fn past_int32_tensors(m: &Manifest, constrained: bool, form: PastInt32) -> Vec<String> {
+    let rows = form.rows();
     m.tensors
         .iter()
         .filter(|t| t.rank() >= 2 && matches!(t.layout, LayoutFreedom::Inner | LayoutFreedom::Strided))
         .filter(|t| {
-            t.dim_name(0).and_then(|d| m.dim(d)).is_some_and(|d| d.max >= 2 && (!constrained || (d.range[0] <= 2 && d.range[1] >= 2 && 2 % d.multiple == 0)))
+            t.dim_name(0)
+                .and_then(|d| m.dim(d))
+                .is_some_and(|d| d.max >= rows && (!constrained || (d.range[0] <= rows && d.range[1] >= rows && rows.is_multiple_of(d.multiple))))
         })
         .map(|t| t.name.clone())
         .collect()
 }
 
 /// Makes tensor `t`'s element offsets pass 2³¹ while it keeps its few logical elements: its
-/// outermost dim becomes 2, that dimension moves to the front of its order (the others keep
+/// outermost dim becomes [`PastInt32::rows`], that dimension moves to the front of its order (the others keep
 /// their order and padding, so an aligned row pitch stays aligned), and the next dimension is
 /// padded until the outermost stride is the first multiple of that dimension's stride at or past
-/// 2³¹. Index 1 of the outermost dimension then starts at the first offset a signed 32-bit index
-/// wraps on; every stride stays a multiple of the ones it was built from, so a contract's
+/// 2³¹ (`form`'s 2³⁰ for three rows). The last index of the outermost dimension then starts at
+/// the first offset a signed 32-bit index wraps on; every stride stays a multiple of the ones it was built from, so a contract's
 /// alignment still holds. A broadcast dimension has no stride to scale: the outermost one stops
 /// being broadcast, and the padding goes to the next dimension that is not. Returns `false` when
 /// the tensor cannot take it.
-pub fn offsets_past_int32(case: &mut Case, m: &Manifest, t: &str) -> bool {
+pub fn offsets_past_int32(case: &mut Case, m: &Manifest, t: &str, form: PastInt32) -> bool {
     let Some(spec) = m.tensor(t) else { return false };
     let Some(dim) = spec.dim_name(0) else { return false };
-    case.dims.insert(dim.to_string(), 2);
+    case.dims.insert(dim.to_string(), form.rows());
     let Ok(plan) = Plan::new(case, m) else { return false };
     let tp = plan.tensor(t).expect("planned above");
     let rank = tp.rank();
@@ -548,16 +592,16 @@ pub fn offsets_past_int32(case: &mut Case, m: &Manifest, t: &str) -> bool {
     let Some(pos) = (1..rank).find(|&i| !layout.broadcast.contains(&layout.order[i])) else { return false };
     let next = layout.order[pos];
     let Some(st) = crate::core::case::strides(&tp.shape, layout) else { return false };
-    let extent = INT32_OFFSET_LIMIT.div_ceil(st[next].max(1));
+    let extent = form.min_stride().div_ceil(st[next].max(1));
     layout.pad[pos] = extent.saturating_sub(tp.shape[next]);
     true
 }
 
-/// A copy of `case` with [`offsets_past_int32`] applied to `t`, if that copy is a valid case
+/// A copy of `case` with [`offsets_past_int32`] in `form` applied to `t`, if that copy is a valid case
 /// (it may not be: a tensor already near the span limit would pass it).
-pub fn past_int32_variant(case: &Case, m: &Manifest, t: &str) -> Option<Case> {
+pub fn past_int32_variant(case: &Case, m: &Manifest, t: &str, form: PastInt32) -> Option<Case> {
     let mut pushed = case.clone();
-    (offsets_past_int32(&mut pushed, m, t) && Plan::new(&pushed, m).is_ok()).then_some(pushed)
+    (offsets_past_int32(&mut pushed, m, t, form) && Plan::new(&pushed, m).is_ok()).then_some(pushed)
 }
 
 /// Whether some tensor of `case` reaches an element offset of 2³¹ or more.

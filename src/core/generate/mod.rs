@@ -11,8 +11,8 @@ pub mod relations;
 pub mod strategy;
 
 pub use decode::{
-    decode_case, offsets_past_int32, orders, past_int32_tensors, past_int32_variant, reaches_past_int32, DecodeContext, OFFSETS_ALIGNED, OFFSETS_MISALIGNED,
-    OFFSETS_ODD, PADS, PAST_INT32_ONE_IN,
+    decode_case, offsets_past_int32, orders, past_int32_tensors, past_int32_variant, reaches_past_int32, DecodeContext, PastInt32, OFFSETS_ALIGNED,
+    OFFSETS_MISALIGNED, OFFSETS_ODD, PADS, PAST_INT32_ONE_IN,
 };
 
 use crate::core::case::Case;

@@ -190,6 +190,9 @@ impl Manifest {
         };
         l.check_target(&target, &tensors)?;
         let mut reference = l.reference(t, &tensors, &scalars, &launch)?;
+        if let ReferenceSpec::Python(r) = &reference {
+            l.check_call(&r.call, &tensors, "reference")?;
+        }
         if let ReferenceSpec::Kernel(k) = &mut reference {
             // The user's reference kernel sees the same header folders as the kernel.
             k.options.extend(options.iter().filter(|o| o.starts_with("--include-path=")).cloned());

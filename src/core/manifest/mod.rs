@@ -501,6 +501,20 @@ pub struct ReferenceKernel {
     pub floor: Option<f64>,
 }
 
+/// A `[reference] python = "module:callable"`: called like a Python target (the same keys), on
+/// dense copies of the case's inputs, once with every floating tensor float64 and once in the
+/// case's types; judged by the rule of a reference kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PythonReference {
+    /// The callable and how it is called.
+    pub call: crate::core::target::PythonTarget,
+    /// An output passes when its error against the gold is at most `factor` times the
+    /// baseline's error plus the floor.
+    pub factor: f64,
+    /// An absolute floor for that bound; `None`: `4 · u · max(1, max |gold|)`.
+    pub floor: Option<f64>,
+}
+
 /// What judges a kernel's outputs.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ReferenceSpec {
@@ -513,6 +527,9 @@ pub enum ReferenceSpec {
     },
     /// The user's reference kernel.
     Kernel(Box<ReferenceKernel>),
+    /// The user's Python reference: a callable run on float64 copies (the gold) and on copies
+    /// in the case's types (the same-precision baseline).
+    Python(Box<PythonReference>),
     /// None: only the memory oracles judge (a reference kernel's own manifest).
     None,
 }

@@ -8,7 +8,8 @@ use serde::Deserialize;
 
 use super::expr;
 use super::load::{Expression, Loader};
-use super::{BuiltinOp, LaunchSpec, ManifestError, ReferenceKernel, ReferenceSpec, ScalarSpec, TensorSpec};
+use super::target::RawCall;
+use super::{BuiltinOp, LaunchSpec, ManifestError, PythonReference, ReferenceKernel, ReferenceSpec, ScalarSpec, TensorSpec};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -28,6 +29,17 @@ struct RawReference {
     args: Option<Vec<toml::Value>>,
 }
 
+#[derive(Deserialize)]
+struct RawPythonReference {
+    #[serde(flatten)]
+    call: RawCall,
+    factor: Option<f64>,
+    floor: Option<f64>,
+}
+
+/// The keys of a Python `[reference]`.
+const PYTHON_REFERENCE_KEYS: &[&str] = &["python", "setup", "path", "tensors", "args", "kwargs", "returns", "factor", "floor"];
+
 impl Loader<'_> {
     /// `[reference]`: an op with its binding, the user's kernel, or `op = "none"`.
     pub(super) fn reference(
@@ -37,10 +49,15 @@ impl Loader<'_> {
         scalars: &[ScalarSpec],
         launch: &LaunchSpec,
     ) -> Result<ReferenceSpec, ManifestError> {
+        if let Some(v) = t.get("reference").filter(|v| v.get("python").is_some()) {
+            let v = v.clone();
+            t.remove("reference");
+            return self.python_reference(v);
+        }
         let raw: RawReference = self.required(
             t.remove("reference"),
             "reference",
-            "a [reference] section: op = \"attention_fwd\", or source and entry of your reference kernel, or op = \"none\"",
+            "a [reference] section: op = \"attention_fwd\", source and entry of your reference kernel, python = \"module:callable\", or op = \"none\"",
         )?;
         match (raw.op.as_deref(), raw.source) {
             (Some("none"), None) => Ok(ReferenceSpec::None),
@@ -63,13 +80,7 @@ impl Loader<'_> {
                     return Err(self.invalid("reference.entry", format!("{entry:?} is not a C identifier")));
                 }
                 self.check_options(&raw.options, "reference.options")?;
-                let factor = raw.factor.unwrap_or(2.0);
-                if !(factor.is_finite() && factor >= 1.0) {
-                    return Err(self.invalid("reference.factor", format!("{factor} must be a finite number >= 1 (2 is FlashAttention's rule)")));
-                }
-                if raw.floor.is_some_and(|f| !(f.is_finite() && f >= 0.0)) {
-                    return Err(self.invalid("reference.floor", "must be a finite number >= 0".into()));
-                }
+                let (factor, floor) = self.rule(raw.factor, raw.floor)?;
                 let launch = LaunchSpec {
                     grid: match raw.grid {
                         Some(g) => self.three(g, "reference.grid")?,
@@ -86,7 +97,7 @@ impl Loader<'_> {
                         None => launch.args.clone(),
                     },
                 };
-                Ok(ReferenceSpec::Kernel(Box::new(ReferenceKernel { source, entry, options: raw.options, launch, factor, floor: raw.floor })))
+                Ok(ReferenceSpec::Kernel(Box::new(ReferenceKernel { source, entry, options: raw.options, launch, factor, floor })))
             }
             (Some(_), Some(_)) => Err(self.invalid("reference", "give either op or source/entry, not both".into())),
             (None, None) => Err(self.invalid(
@@ -94,6 +105,28 @@ impl Loader<'_> {
                 "give op = \"attention_fwd\" or another built-in op, source and entry of your reference kernel, or op = \"none\"".into(),
             )),
         }
+    }
+
+    /// `[reference] python = "module:callable"`, with the keys of a Python `[target]` and the
+    /// rule's `factor` and `floor`.
+    fn python_reference(&self, v: toml::Value) -> Result<ReferenceSpec, ManifestError> {
+        self.known_keys(&v, "reference", PYTHON_REFERENCE_KEYS)?;
+        let raw: RawPythonReference = self.required(Some(v), "reference", "")?;
+        let (factor, floor) = self.rule(raw.factor, raw.floor)?;
+        let (call, _) = self.python_call(raw.call, "reference")?;
+        Ok(ReferenceSpec::Python(Box::new(PythonReference { call, factor, floor })))
+    }
+
+    /// A reference's rule: `factor` (default 2) and an optional `floor`, checked.
+    fn rule(&self, factor: Option<f64>, floor: Option<f64>) -> Result<(f64, Option<f64>), ManifestError> {
+        let factor = factor.unwrap_or(2.0);
+        if !(factor.is_finite() && factor >= 1.0) {
+            return Err(self.invalid("reference.factor", format!("{factor} must be a finite number >= 1 (2 is FlashAttention's rule)")));
+        }
+        if floor.is_some_and(|f| !(f.is_finite() && f >= 0.0)) {
+            return Err(self.invalid("reference.floor", "must be a finite number >= 0".into()));
+        }
+        Ok((factor, floor))
     }
 
     /// An op's binding: every role names a tensor (or scalar) of this manifest, of the rank the

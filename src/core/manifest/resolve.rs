@@ -13,7 +13,7 @@ use super::expr::{Env, ExprFailure, Vars};
 use super::load::Loader;
 use super::{ArgSpec, LaunchSpec, Manifest, ManifestError};
 use crate::core::case::Scalar;
-use crate::core::target::{CallValue, ResolvedCall};
+use crate::core::target::{CallValue, PythonTarget, ResolvedCall};
 
 /// One kernel argument with its value for a concrete case.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -99,11 +99,26 @@ impl Manifest {
         self.resolve_launch(&self.launch, vars, "launch")
     }
 
+    /// The Python calls a case of this manifest makes: its target's, then its reference's.
+    pub fn python_calls(&self) -> impl Iterator<Item = &PythonTarget> {
+        let reference = match &self.reference {
+            super::ReferenceSpec::Python(r) => Some(&r.call),
+            _ => None,
+        };
+        self.target.python().into_iter().chain(reference)
+    }
+
     /// The Python target's call for one case (`None` for an NVRTC target): each argument a
     /// tensor's roster position when it names a tensor, a `bool` when it names a flag scalar,
     /// else its expression's value (an `int`, a `float` or a `bool`).
     pub fn resolve_call(&self, vars: &Vars) -> Result<Option<ResolvedCall>, ManifestError> {
         let Some(p) = self.target.python() else { return Ok(None) };
+        self.resolve_python(p, vars, "target").map(Some)
+    }
+
+    /// [`Manifest::resolve_call`] for any Python call of this manifest (its target, or a Python
+    /// reference under `section`).
+    pub fn resolve_python(&self, p: &PythonTarget, vars: &Vars, section: &str) -> Result<ResolvedCall, ManifestError> {
         let env = Env::new(vars);
         let value = |field: String, text: &str| -> Result<CallValue, ManifestError> {
             let text = text.trim();
@@ -124,10 +139,10 @@ impl Manifest {
                 }
             }
         };
-        let args = p.args.iter().enumerate().map(|(i, a)| value(format!("target.args[{i}]"), a)).collect::<Result<_, _>>()?;
-        let kwargs = p.kwargs.iter().map(|(k, a)| value(format!("target.kwargs.{k}"), a).map(|v| (k.clone(), v))).collect::<Result<_, _>>()?;
+        let args = p.args.iter().enumerate().map(|(i, a)| value(format!("{section}.args[{i}]"), a)).collect::<Result<_, _>>()?;
+        let kwargs = p.kwargs.iter().map(|(k, a)| value(format!("{section}.kwargs.{k}"), a).map(|v| (k.clone(), v))).collect::<Result<_, _>>()?;
         let returns = p.returns.iter().map(|r| self.tensor_index(r).expect("checked at load")).collect();
-        Ok(Some(ResolvedCall { args, kwargs, returns }))
+        Ok(ResolvedCall { args, kwargs, returns })
     }
 
     /// Evaluates a launch (the kernel's, or a reference kernel's under `section`) for one case.

@@ -10,9 +10,9 @@ use super::load::Loader;
 use super::{LaunchSpec, ManifestError, TensorSpec};
 use crate::core::target::{CallableName, PythonTarget, Target, TensorApi};
 
+/// The keys of a Python call, shared by `[target]` and a Python `[reference]`.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawTarget {
+pub(super) struct RawCall {
     python: String,
     setup: Option<String>,
     path: Option<String>,
@@ -24,9 +24,20 @@ struct RawTarget {
     kwargs: toml::Table,
     #[serde(default)]
     returns: Vec<String>,
+}
+
+// serde's deny_unknown_fields does not reach through a flattened struct: the keys are checked
+// against TARGET_KEYS first.
+#[derive(Deserialize)]
+struct RawTarget {
+    #[serde(flatten)]
+    call: RawCall,
     interpreter: Option<String>,
     timeout_ms: Option<u64>,
 }
+
+/// The keys of `[target]`.
+const TARGET_KEYS: &[&str] = &["python", "setup", "path", "tensors", "args", "kwargs", "returns", "interpreter", "timeout_ms"];
 
 /// What a `[target]` stands in for: the source file shown in reports (the callable's module),
 /// the entry (`module:function`), and a launch with no geometry of its own.
@@ -52,22 +63,48 @@ impl Loader<'_> {
                 ));
             }
         }
+        self.known_keys(&raw, "target", TARGET_KEYS)?;
         let raw: RawTarget = self.required(Some(raw), "target", EXAMPLE)?;
-        let callable = CallableName::parse(&raw.python).map_err(|p| self.invalid("target.python", p))?;
-        let setup = raw.setup.as_deref().map(CallableName::parse).transpose().map_err(|p| self.invalid("target.setup", p))?;
+        if raw.timeout_ms == Some(0) {
+            return Err(self.invalid("target.timeout_ms", "0 ms would time out every call; remove it or give a positive value".into()));
+        }
+        let base = self.path.parent().unwrap_or(Path::new(""));
+        let interpreter = raw.interpreter.map(|i| if i.contains('/') { base.join(i) } else { PathBuf::from(i) });
+        let (target, source) = self.python_call(raw.call, "target")?;
+        let target = PythonTarget { interpreter, ..target };
+        let callable = target.callable.clone();
+        let one = || ["1".to_string(), "1".to_string(), "1".to_string()];
+        let launch = LaunchSpec { grid: one(), block: one(), shared_bytes: "0".into(), timeout_ms: raw.timeout_ms, args: Vec::new() };
+        Ok(Some(TargetParts { target: Target::Python(Box::new(target)), source, entry: callable.to_string(), launch }))
+    }
+
+    /// Refuses a key of table `v` (the section `section`) that is not one of `keys`.
+    pub(super) fn known_keys(&self, v: &toml::Value, section: &str, keys: &[&str]) -> Result<(), ManifestError> {
+        let Some(t) = v.as_table() else { return Ok(()) };
+        match t.keys().find(|k| !keys.contains(&k.as_str())) {
+            Some(k) => Err(self.invalid(&format!("{section}.{k}"), format!("unknown key; [{section}] takes {}", keys.join(", ")))),
+            None => Ok(()),
+        }
+    }
+
+    /// A Python callable and how it is called (`[target]`, or a `[reference]` under `section`);
+    /// with the file its module is imported from.
+    pub(super) fn python_call(&self, raw: RawCall, section: &str) -> Result<(PythonTarget, PathBuf), ManifestError> {
+        let callable = CallableName::parse(&raw.python).map_err(|p| self.invalid(&format!("{section}.python"), p))?;
+        let setup = raw.setup.as_deref().map(CallableName::parse).transpose().map_err(|p| self.invalid(&format!("{section}.setup"), p))?;
         let base = self.path.parent().unwrap_or(Path::new(""));
         let path = base.join(raw.path.as_deref().unwrap_or("."));
         if !path.is_dir() {
             return Err(self.invalid(
-                "target.path",
+                &format!("{section}.path"),
                 format!("{} is not a directory; give the folder the callable's module is imported from, relative to the manifest", path.display()),
             ));
         }
         let source = module_file(&path, &callable.module).ok_or_else(|| {
             self.invalid(
-                "target.python",
+                &format!("{section}.python"),
                 format!(
-                    "module `{}` is not a file under {} ({}.py or {}/__init__.py); set target.path to the folder it is imported from",
+                    "module `{}` is not a file under {} ({}.py or {}/__init__.py); set {section}.path to the folder it is imported from",
                     callable.module,
                     path.display(),
                     callable.module.replace('.', "/"),
@@ -78,38 +115,37 @@ impl Loader<'_> {
         let mut kwargs = Vec::new();
         for (k, v) in raw.kwargs {
             if !super::expr::is_identifier(&k) {
-                return Err(self.invalid(&format!("target.kwargs.{k}"), "is not a Python identifier".into()));
+                return Err(self.invalid(&format!("{section}.kwargs.{k}"), "is not a Python identifier".into()));
             }
             let toml::Value::String(v) = v else {
-                return Err(self.invalid(&format!("target.kwargs.{k}"), "give a tensor's name or an expression, as a string".into()));
+                return Err(self.invalid(&format!("{section}.kwargs.{k}"), "give a tensor's name or an expression, as a string".into()));
             };
             kwargs.push((k, v));
         }
-        if raw.timeout_ms == Some(0) {
-            return Err(self.invalid("target.timeout_ms", "0 ms would time out every call; remove it or give a positive value".into()));
-        }
-        let interpreter = raw.interpreter.map(|i| if i.contains('/') { base.join(i) } else { PathBuf::from(i) });
-        let target = PythonTarget { callable: callable.clone(), setup, path, tensors: raw.tensors, args: raw.args, kwargs, returns: raw.returns, interpreter };
-        let one = || ["1".to_string(), "1".to_string(), "1".to_string()];
-        let launch = LaunchSpec { grid: one(), block: one(), shared_bytes: "0".into(), timeout_ms: raw.timeout_ms, args: Vec::new() };
-        Ok(Some(TargetParts { target: Target::Python(Box::new(target)), source, entry: callable.to_string(), launch }))
+        let target = PythonTarget { callable, setup, path, tensors: raw.tensors, args: raw.args, kwargs, returns: raw.returns, interpreter: None };
+        Ok((target, source))
     }
 
     /// The call names only tensors of the roster among its returns, every output is either
     /// returned or passed, and nothing is both returned and passed.
     pub(super) fn check_target(&self, target: &Target, tensors: &[TensorSpec]) -> Result<(), ManifestError> {
         let Target::Python(p) = target else { return Ok(()) };
+        self.check_call(p, tensors, "target")
+    }
+
+    /// [`Loader::check_target`] for a Python call under `section` (`target` or `reference`).
+    pub(super) fn check_call(&self, p: &PythonTarget, tensors: &[TensorSpec], section: &str) -> Result<(), ManifestError> {
         let names: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
         for (i, r) in p.returns.iter().enumerate() {
             let Some(t) = tensors.iter().find(|t| &t.name == r) else {
-                return Err(self.invalid(&format!("target.returns[{i}]"), format!("`{r}` is not a tensor (tensors: {})", names.join(", "))));
+                return Err(self.invalid(&format!("{section}.returns[{i}]"), format!("`{r}` is not a tensor (tensors: {})", names.join(", "))));
             };
             if !t.role.is_judged() {
-                return Err(self.invalid(&format!("target.returns[{i}]"), format!("`{r}` is {}, but only outputs can be returned", t.role.name())));
+                return Err(self.invalid(&format!("{section}.returns[{i}]"), format!("`{r}` is {}, but only outputs can be returned", t.role.name())));
             }
             if p.args.iter().chain(p.kwargs.iter().map(|(_, v)| v)).any(|a| a.trim() == r) {
                 return Err(self.invalid(
-                    &format!("target.returns[{i}]"),
+                    &format!("{section}.returns[{i}]"),
                     format!("`{r}` is also passed to the callable; an output is either written in place (passed) or returned, not both"),
                 ));
             }
@@ -117,8 +153,8 @@ impl Loader<'_> {
         let passed = |name: &str| p.args.iter().chain(p.kwargs.iter().map(|(_, v)| v)).any(|a| a.trim() == name) || p.returns.iter().any(|r| r == name);
         if let Some(t) = tensors.iter().find(|t| !passed(&t.name)) {
             return Err(self.invalid(
-                "target.args",
-                format!("tensor `{}` is neither passed nor returned; name it in target.args, target.kwargs or target.returns", t.name),
+                &format!("{section}.args"),
+                format!("tensor `{}` is neither passed nor returned; name it in {section}.args, {section}.kwargs or {section}.returns", t.name),
             ));
         }
         Ok(())

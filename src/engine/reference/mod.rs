@@ -407,13 +407,13 @@ pub fn baseline_tolerance(gold: &[f64], baseline: &[f64], factor: f64, floor: f6
 /// `baseline` values (logical order); the bound is `factor · max|baseline − gold| + floor`, the
 /// floor the manifest's or `4 · u · max(1, max|gold|)` with `u` the output's unit roundoff in
 /// the case.
-pub fn kernel_expected(k: &ReferenceKernel, plan: &Plan, runs: Vec<(usize, Vec<f64>, Vec<f64>)>) -> RefOutputs {
+pub fn kernel_expected(factor: f64, floor: Option<f64>, plan: &Plan, runs: Vec<(usize, Vec<f64>, Vec<f64>)>) -> RefOutputs {
     let expected = runs
         .into_iter()
         .map(|(index, gold, baseline)| {
             let tp = &plan.tensors[index];
-            let floor = k.floor.unwrap_or(4.0 * tp.dtype.unit_roundoff() * peak(&gold).max(1.0));
-            let tol = baseline_tolerance(&gold, &baseline, k.factor, floor);
+            let floor = floor.unwrap_or(4.0 * tp.dtype.unit_roundoff() * peak(&gold).max(1.0));
+            let tol = baseline_tolerance(&gold, &baseline, factor, floor);
             Expected { index, name: tp.name.clone(), gold, rule: Rule::Bound(tol) }
         })
         .collect();
@@ -424,14 +424,29 @@ pub fn kernel_expected(k: &ReferenceKernel, plan: &Plan, runs: Vec<(usize, Vec<f
 /// dense and fixed at offset 0, floating tensors f64 in the gold run, the reference's source,
 /// entry, options and launch, and `CUDAFUZZ_REFERENCE=1`.
 pub fn kernel_manifest(m: &Manifest, k: &ReferenceKernel, gold: bool) -> Manifest {
-    let mut rm = m.clone();
-    rm.path = std::path::PathBuf::from(format!("{}#reference-{}", m.path.display(), if gold { "gold" } else { "baseline" }));
+    let mut rm = dense_reference_manifest(m, gold);
     rm.source = k.source.clone();
     rm.entry = k.entry.clone();
     rm.options = k.options.clone();
     rm.launch = k.launch.clone();
-    rm.reference = ReferenceSpec::None;
     rm.defines.insert("CUDAFUZZ_REFERENCE".into(), 1);
+    rm
+}
+
+/// The manifest a Python reference's run calls: [`kernel_manifest`]'s dense roster, with the
+/// reference's callable as its target.
+pub fn python_reference_manifest(m: &Manifest, r: &crate::core::manifest::PythonReference, gold: bool) -> Manifest {
+    let mut rm = dense_reference_manifest(m, gold);
+    rm.target = crate::core::target::Target::Python(Box::new(r.call.clone()));
+    rm
+}
+
+/// The roster a reference run sees: every tensor dense and fixed at offset 0, floating tensors
+/// f64 in the gold run; its own path (`#reference-gold` or `-baseline`) and no reference.
+fn dense_reference_manifest(m: &Manifest, gold: bool) -> Manifest {
+    let mut rm = m.clone();
+    rm.path = std::path::PathBuf::from(format!("{}#reference-{}", m.path.display(), if gold { "gold" } else { "baseline" }));
+    rm.reference = ReferenceSpec::None;
     if gold {
         rm.dtypes = vec![Dtype::F64];
     }

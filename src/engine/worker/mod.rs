@@ -60,6 +60,15 @@ pub enum WorkerEvent {
         /// Case id.
         id: u64,
     },
+    /// The target started (`started`) or finished compiling code inside its call (a Python
+    /// target's JIT: a Triton specialisation, an autotuning run): the watchdog gives compiling
+    /// its own budget instead of the kernel's.
+    Compiling {
+        /// Case id.
+        id: u64,
+        /// Whether compiling starts (`true`) or ends.
+        started: bool,
+    },
     /// The case is finished.
     Done {
         /// Case id.
@@ -73,6 +82,20 @@ fn emit(out: &mut impl Write, event: &WorkerEvent) {
     let line = serde_json::to_string(event).expect("events serialize");
     // A closed stdout means the supervisor is gone; there is nobody left to tell.
     let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+}
+
+/// Where [`compiling`] reports go while a case runs: the event channel and the case's id.
+static COMPILE_NOTICES: std::sync::Mutex<Option<(std::fs::File, u64)>> = std::sync::Mutex::new(None);
+
+/// Tells the supervisor that the running case's target starts (`true`) or stops compiling, so
+/// the watchdog does not take a JIT compile for a hung kernel. Called by a Python target's hooks
+/// (Triton's compile hooks, through `cudafuzz._native`); outside a case it does nothing.
+pub fn compiling(started: bool) {
+    let mut notices = COMPILE_NOTICES.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((out, id)) = notices.as_mut() {
+        let id = *id;
+        emit(out, &WorkerEvent::Compiling { id, started });
+    }
 }
 
 /// Exit status of a worker whose target's setup failed.
@@ -133,7 +156,9 @@ pub fn main(gpu: usize, reference_dir: Option<PathBuf>, target: Option<PathBuf>)
         let verdict = {
             let mut launch_out = out.try_clone().expect("the event channel can be shared");
             let mut on_launch = || emit(&mut launch_out, &WorkerEvent::Launched { id });
+            *COMPILE_NOTICES.lock().unwrap_or_else(|p| p.into_inner()) = out.try_clone().ok().map(|o| (o, id));
             let mut v = engine.run_case(&req.case, &req.manifest, &req.options, &mut on_launch);
+            *COMPILE_NOTICES.lock().unwrap_or_else(|p| p.into_inner()) = None;
             v.allocations = engine.take_allocations();
             v
         };

@@ -15,15 +15,15 @@
 //! the case's generated values, so both runs see exactly the kernel's inputs, and its launch
 //! arguments are the same expressions evaluated for that dense layout.
 
-use crate::core::manifest::{ReferenceKernel, ReferenceSpec, Role};
+use crate::core::manifest::{PythonReference, ReferenceKernel, ReferenceSpec, Role};
 use crate::core::plan::{check_contract, Plan};
 use crate::engine::arena::device::DeviceArena;
 use crate::engine::arena::{sentinel_bits, ArenaLayout, HostImage};
 use crate::engine::data::{self, Inputs};
 use crate::engine::launch;
 use crate::engine::reference::{
-    cpu_op_reference, gpu_case, gpu_viewed, kernel_expected, kernel_manifest, op_expected, op_reference, reference_case, role_inputs, Bound, OpReference,
-    OpValues, RefOutputs, RoleValues,
+    cpu_op_reference, gpu_case, gpu_viewed, kernel_expected, kernel_manifest, op_expected, op_reference, python_reference_manifest, reference_case,
+    role_inputs, Bound, OpReference, OpValues, RefOutputs, RoleValues,
 };
 
 use super::engine::{Engine, EngineError, Prepared};
@@ -48,7 +48,58 @@ impl Engine {
                 Ok((refs, ReferenceUsed::Cpu))
             }
             ReferenceSpec::Kernel(k) => Ok((self.reference_kernel(prep, k)?, ReferenceUsed::Gpu)),
+            ReferenceSpec::Python(r) => Ok((self.python_reference(prep, r)?, ReferenceUsed::Gpu)),
         }
+    }
+
+    /// A Python reference, called as gold (every floating tensor f64) and as baseline (the
+    /// case's types), on dense copies of the case's inputs.
+    fn python_reference(&mut self, prep: &Prepared<'_>, r: &PythonReference) -> Result<RefOutputs, EngineError> {
+        let judged: Vec<usize> = prep.plan.tensors.iter().filter(|t| t.role.is_judged()).map(|t| t.index).collect();
+        let gold = self.run_python_reference(prep, r, true)?;
+        let baseline = self.run_python_reference(prep, r, false)?;
+        let runs = judged.into_iter().zip(gold.into_iter().zip(baseline)).map(|(i, (g, b))| (i, g, b)).collect();
+        Ok(kernel_expected(r.factor, r.floor, &prep.plan, runs))
+    }
+
+    /// One call of a Python reference; the judged outputs' values in roster order.
+    fn run_python_reference(&mut self, prep: &Prepared<'_>, r: &PythonReference, gold: bool) -> Result<Vec<Vec<f64>>, EngineError> {
+        let reference = |m: String| EngineError::Reference(m);
+        let run = if gold { "gold" } else { "same-precision" };
+        let rm = python_reference_manifest(&prep.manifest, r, gold);
+        self.set_up(&rm).map_err(|e| reference(format!("the Python reference {} could not be set up: {}", r.call.callable, crate::core::error::chain(&e))))?;
+        let rc = reference_case(prep.case, &rm, gold);
+        let rplan = Plan::new(&rc, &rm).map_err(|e| reference(format!("the reference's plan: {}", crate::core::error::chain(&e))))?;
+        let call = rm.resolve_python(&r.call, &rplan.vars, "reference")?;
+        let image = HostImage::build(&rc, &rplan, &prep.inputs);
+        let arena = DeviceArena::upload(&image).map_err(|s| reference(format!("reference allocation failed: {s}")))?;
+        let ordinal = launch::call::ViewDevice::Cuda(self.gpu.info.ordinal as i32);
+        let views = launch::views::device_views(&rplan, &image, |i| arena.data_ptr(&image, i), ordinal);
+        let frame = launch::call::Call { manifest: &rm, views, call: &call, lease: arena.lease() };
+        let outcome = launch::call::with_caller(|c| c.call(&frame)).map_err(|log| reference(format!("the Python reference {}: {log}", r.call.callable)))?;
+        drop(frame);
+        crate::engine::gpu::synchronize().map_err(|s| reference(format!("the Python reference {} ({run} run) failed: {s}", r.call.callable)))?;
+        let _ = launch::call::with_caller(|c| c.release());
+        if outcome != launch::call::CallOutcome::Returned {
+            return Err(reference(format!("the Python reference {} ({run} run) did not return normally: {outcome:?}; fix the reference", r.call.callable)));
+        }
+        let mut out = Vec::new();
+        for tp in rplan.tensors.iter().filter(|t| t.role.is_judged()) {
+            let bytes = arena.download_one(&image, tp.index).map_err(|s| reference(s.to_string()))?;
+            let data = image.data(tp.index, &bytes);
+            if tp.init.marks_unwritten() {
+                let sentinel = sentinel_bits(tp.dtype);
+                let left = data::read_strided_bits(data, tp).iter().filter(|&&b| b == sentinel).count();
+                if left > 0 {
+                    return Err(reference(format!(
+                        "the Python reference {} ({run} run) left {left} of {} elements of {} unwritten: fix the reference",
+                        r.call.callable, tp.numel, tp.name
+                    )));
+                }
+            }
+            out.push(data::read_strided(data, tp));
+        }
+        Ok(out)
     }
 
     /// A built-in op on its GPU reference kernel; `None` when there is no such kernel, the
@@ -139,7 +190,7 @@ impl Engine {
         let gold = self.run_reference(prep, k, true)?;
         let baseline = self.run_reference(prep, k, false)?;
         let runs = judged.into_iter().zip(gold.into_iter().zip(baseline)).map(|(i, (g, b))| (i, g, b)).collect();
-        Ok(kernel_expected(k, &prep.plan, runs))
+        Ok(kernel_expected(k.factor, k.floor, &prep.plan, runs))
     }
 
     /// One run of a reference kernel; the judged outputs' values in roster order.

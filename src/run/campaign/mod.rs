@@ -27,7 +27,7 @@ use escalate::{Done, Request};
 pub use escalate::{Escalation, Escalator};
 pub use keep::{case_size, Kept, SeedKeeper};
 pub use steer::{features, named_trigger, Features, Steering, Triggers};
-pub use stream::{campaign_case, generated_case, redrawn_case, CaseStream, PAST_INT32_AT, PAST_INT32_EVERY};
+pub use stream::{campaign_case, generated_case, redrawn_case, CaseStream, PAST_INT32_AT, PAST_INT32_EVERY, PAST_INT32_NARROW_AT};
 
 use crate::core::case::Case;
 use crate::core::coverage::CoverageMap;

@@ -9,7 +9,7 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 
 use super::steer::{features, steers, Triggers, MAX_DRAWS};
 use crate::core::case::Case;
-use crate::core::generate::{decode_case, past_int32_variant, DecodeContext, PAST_INT32_ONE_IN};
+use crate::core::generate::{decode_case, past_int32_variant, DecodeContext, PastInt32, PAST_INT32_ONE_IN};
 use crate::core::manifest::Manifest;
 use crate::core::shard::Shard;
 
@@ -33,17 +33,22 @@ pub fn redrawn_case(ctx: &DecodeContext, seed: u64, index: u64, draw: u32) -> Ca
 
 /// Campaign case `index % PAST_INT32_EVERY == PAST_INT32_AT` has one tensor pushed past 2³¹
 /// elements ([`crate::core::generate::offsets_past_int32`]) where the kernel's contract allows it,
-/// each eligible tensor in turn.
+/// each eligible tensor in turn, with a stride of 2³¹ or more ([`PastInt32::WideStride`]); case
+/// `index % PAST_INT32_EVERY == PAST_INT32_NARROW_AT` likewise with a stride that fits 32 bits
+/// ([`PastInt32::NarrowStride`]).
 pub const PAST_INT32_AT: u64 = 64;
-/// How often [`campaign_case`] schedules a case past 2³¹ elements: as often as the decoder
-/// draws one by chance, so about 2 in 512 campaign cases are such cases.
+/// See [`PAST_INT32_AT`].
+pub const PAST_INT32_NARROW_AT: u64 = 320;
+/// How often [`campaign_case`] schedules a case past 2³¹ elements of each form: as often as the
+/// decoder draws one by chance, so about 3 in 512 campaign cases are such cases.
 pub const PAST_INT32_EVERY: u64 = PAST_INT32_ONE_IN as u64;
 
 /// The case a fuzz campaign (`cudafuzz fuzz`, the gate's fuzz step) runs as number `index`:
-/// [`generated_case`], except that a case past 2³¹ elements is scheduled early (case
-/// #[`PAST_INT32_AT`]) and then every [`PAST_INT32_EVERY`] cases, on each tensor in turn,
-/// instead of being left to the decoder's 1-in-512 chance: a campaign of a few hundred cases
-/// (one minute of a slow kernel) would otherwise miss 32-bit index overflow about half the time.
+/// [`generated_case`], except that cases past 2³¹ elements are scheduled early (cases
+/// #[`PAST_INT32_AT`] and #[`PAST_INT32_NARROW_AT`]) and then every [`PAST_INT32_EVERY`] cases,
+/// on each tensor in turn, instead of being left to the decoder's 1-in-512 chance: a campaign of
+/// a few hundred cases (one minute of a slow kernel) would otherwise miss 32-bit index overflow
+/// about half the time.
 pub fn campaign_case(ctx: &DecodeContext, seed: u64, index: u64) -> Case {
     campaign_redraw(ctx, seed, index, 0)
 }
@@ -51,10 +56,15 @@ pub fn campaign_case(ctx: &DecodeContext, seed: u64, index: u64) -> Case {
 /// Draw `draw` of [`campaign_case`] `index` (see [`redrawn_case`]).
 fn campaign_redraw(ctx: &DecodeContext, seed: u64, index: u64, draw: u32) -> Case {
     let case = redrawn_case(ctx, seed, index, draw);
-    if index % PAST_INT32_EVERY == PAST_INT32_AT && ctx.allows_int32_overflow() {
-        let eligible = ctx.past_int32_tensors();
+    let form = match index % PAST_INT32_EVERY {
+        PAST_INT32_AT => PastInt32::WideStride,
+        PAST_INT32_NARROW_AT => PastInt32::NarrowStride,
+        _ => return case,
+    };
+    let eligible = ctx.past_int32_tensors(form);
+    if ctx.allows_int32_overflow() && !eligible.is_empty() {
         let t = &eligible[(index / PAST_INT32_EVERY % eligible.len() as u64) as usize];
-        if let Some(pushed) = past_int32_variant(&case, &ctx.manifest, t) {
+        if let Some(pushed) = past_int32_variant(&case, &ctx.manifest, t, form) {
             return pushed;
         }
     }

@@ -55,6 +55,11 @@ pub fn kernel_timeout(manifest: &Manifest, override_ms: Option<u64>) -> Duration
 /// Time a worker may spend before launching (compiling, reference) before it is presumed stuck.
 pub const SETUP_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// Time a target may spend compiling inside its call (a Triton specialisation, an autotuning
+/// run; [`WorkerEvent::Compiling`]): the kernel's watchdog limit is for the kernel, and restarts
+/// when compiling ends.
+pub const COMPILE_BUDGET: Duration = Duration::from_secs(120);
+
 /// Waits before each retry of a worker restart that could not open a GPU that an earlier worker
 /// opened (about 30 s in all).
 const RESTART_BACKOFF: [Duration; 5] =
@@ -548,6 +553,7 @@ impl Supervisor {
         let kernel_budget = timeout.saturating_mul(if opts.determinism { 2 } else { 1 }).saturating_add(Duration::from_secs(2));
         let mut deadline = Instant::now() + SETUP_TIMEOUT;
         let mut launched_at = None;
+        let mut compiling_since: Option<Instant> = None;
         loop {
             if let Err(e) = self.give_up() {
                 // Nothing of this worker is wanted any more (not even a sanitizer's XML).
@@ -563,6 +569,10 @@ impl Supervisor {
                     Ok(WorkerEvent::Launched { id: got }) if got == id => {
                         launched_at = Some(Instant::now());
                         deadline = crate::core::clock::deadline_in(kernel_budget);
+                    }
+                    Ok(WorkerEvent::Compiling { id: got, started }) if got == id => {
+                        compiling_since = started.then(Instant::now);
+                        deadline = crate::core::clock::deadline_in(if started { COMPILE_BUDGET } else { kernel_budget });
                     }
                     Ok(WorkerEvent::Done { id: got, mut verdict }) if got == id => {
                         verdict.times.start_us = start_us;
@@ -585,6 +595,17 @@ impl Supervisor {
                         std::thread::spawn(move || process::kill_group(&mut w.child));
                         self.lost();
                         let verdict = match ran_for {
+                            Some(_) if compiling_since.is_some() => self.synthesize(
+                                case,
+                                manifest,
+                                FindingKind::Hang,
+                                Oracle::Watchdog,
+                                format!(
+                                    "the target was still compiling {:.1} s after its compiler started (a JIT compile inside the call has {} s); the worker was killed",
+                                    compiling_since.map_or(0.0, |at| at.elapsed().as_secs_f64()),
+                                    COMPILE_BUDGET.as_secs()
+                                ),
+                            ),
                             Some(ran_for) => self.synthesize(
                                 case,
                                 manifest,

@@ -26,14 +26,12 @@ pub(super) struct PythonWorker {
 }
 
 impl PythonWorker {
-    /// The worker `manifest` needs; `None` for a target that is not Python.
+    /// The worker `manifest` needs; `None` when neither its target nor its reference is Python.
     pub(super) fn for_manifest(manifest: &Manifest) -> Option<PythonWorker> {
-        let p = manifest.target.python()?;
-        Some(PythonWorker {
-            interpreter: interpreter(p.interpreter.as_deref()),
-            manifest: manifest.path.clone(),
-            packages: p.tensors.package().into_iter().collect(),
-        })
+        let p = manifest.python_calls().next()?;
+        let mut packages: Vec<&'static str> = manifest.python_calls().filter_map(|c| c.tensors.package()).collect();
+        packages.dedup();
+        Some(PythonWorker { interpreter: interpreter(p.interpreter.as_deref()), manifest: manifest.path.clone(), packages })
     }
 
     /// Adds the target to a worker's command line (`... -m cudafuzz worker --gpu N`), and its

@@ -10,6 +10,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::core::case::Case;
+use crate::core::generate::PastInt32;
 use crate::core::manifest::Manifest;
 use crate::core::plan::Plan;
 
@@ -122,8 +123,10 @@ impl Family {
     pub fn pinned_dims(&self, m: &Manifest) -> Vec<String> {
         match self {
             Family::Dim(d) => vec![d.clone()],
-            // The overflow is built on the outermost dim at 2; growing it would double the span.
-            Family::ElementOffset(t) => m.tensor(t).and_then(|s| s.dim_name(0)).map(str::to_string).into_iter().collect(),
+            // The overflow is built on the outermost dim at 2 or 3, with a stride set by the
+            // padding of the next: growing any dim of the tensor would change its span or its
+            // form (a 32-bit stride grown past 2^31).
+            Family::ElementOffset(t) => m.tensor(t).map(|s| (0..s.rank()).filter_map(|i| s.dim_name(i)).map(str::to_string).collect()).unwrap_or_default(),
             _ => Vec::new(),
         }
     }
@@ -150,7 +153,15 @@ impl Family {
                 Value::Name(if names.is_empty() { NOT_BROADCAST.into() } else { names.join(",") })
             }
             // Past 2³¹ or not: the exact offset moves with the replicas' dims.
-            Family::ElementOffset(t) => Value::Name(if tensor(t).is_some_and(|tp| tp.reaches_past_int32()) { "≥ 2^31" } else { "< 2^31" }.into()),
+            // A narrow push's stride fits 32 bits (PastInt32::NarrowStride): only products wrap.
+            Family::ElementOffset(t) => Value::Name(
+                match tensor(t).filter(|tp| tp.reaches_past_int32()) {
+                    None => "< 2^31",
+                    Some(tp) if PastInt32::of(tp.strides.iter().copied().max().unwrap_or(0)) == PastInt32::NarrowStride => "≥ 2^31 (32-bit stride)",
+                    Some(_) => "≥ 2^31",
+                }
+                .into(),
+            ),
             Family::Dim(d) => Value::Num(case.dim(d) as i64),
             Family::Dtype => Value::Name(case.dtype.name().into()),
             Family::Flag(f) => Value::Name(plan.scalar(f).is_some_and(|s| s.is_true()).to_string()),

@@ -4,7 +4,7 @@
 //! dim's edges, tiles and non-multiples, and so on.
 
 use crate::core::case::{Dtype, Scalar};
-use crate::core::generate::{orders, past_int32_tensors, past_int32_variant};
+use crate::core::generate::{orders, past_int32_tensors, past_int32_variant, PastInt32};
 use crate::core::manifest::{DimSpec, Manifest, Role, ScalarType, TensorSpec};
 use crate::core::plan::{Plan, VECTOR_ALIGN};
 
@@ -56,8 +56,13 @@ pub fn tensor_variants(m: &Manifest, t: &TensorSpec, base: &Case, wide: &Case) -
         let dims = (0..rank - 1).filter(|&d| tp.shape[d] > 1);
         out.push((Family::Broadcast(name.clone()), dims.map(|d| with(wide, |c| c.layout_mut(name).broadcast = vec![d])).collect()));
     }
-    if past_int32_tensors(m, false).contains(name) {
-        out.push((Family::ElementOffset(name.clone()), past_int32_variant(base, m, name).into_iter().collect()));
+    let pushed: Vec<Case> = PastInt32::ALL
+        .iter()
+        .filter(|&&form| past_int32_tensors(m, false, form).contains(name))
+        .filter_map(|&form| past_int32_variant(base, m, name, form))
+        .collect();
+    if !pushed.is_empty() {
+        out.push((Family::ElementOffset(name.clone()), pushed));
     }
     out
 }

@@ -81,6 +81,14 @@ pub enum EmitError {
         /// The manifest.
         manifest: PathBuf,
     },
+    /// The manifest's reference is a Python callable, which an emitted repro does not run.
+    #[error("{} is judged by the Python reference {callable}, which an emitted repro does not run; replay the seed with `cudafuzz repro SEED` (it judges with that reference), or judge with a built-in op or a reference kernel", manifest.display())]
+    PythonReference {
+        /// The manifest.
+        manifest: PathBuf,
+        /// The reference's callable.
+        callable: String,
+    },
     /// The case cannot be resolved against the manifest (params, expressions, i32 overflow).
     #[error("the case does not resolve against manifest {manifest}")]
     Manifest {

@@ -378,6 +378,7 @@ fn judge(m: &Manifest, plan: &Plan, inputs: &Inputs) -> Result<Judge, EmitError>
         ReferenceSpec::Kernel(k) => {
             Judge::Kernel { factor: k.factor, floor: k.floor, outputs: plan.tensors.iter().filter(|t| t.role.is_judged()).map(|t| t.index).collect() }
         }
+        ReferenceSpec::Python(r) => return Err(EmitError::PythonReference { manifest: m.path.clone(), callable: r.call.callable.to_string() }),
     })
 }
 
