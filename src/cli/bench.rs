@@ -93,7 +93,7 @@ pub(super) fn bench(b: BenchArgs) -> Result<i32> {
     )?;
     out!("{}", bench::table(&rows))?;
     if let [(a, a_us), (b_name, b_us)] = costs.as_slice() {
-        outln!("cost of the same case: {a_us:.0} us through {a}, {b_us:.0} us through {b_name} ({:.2}x)", b_us / a_us)?;
+        outln!("cost of the same case: {a_us:.0} us through {a}, {b_us:.0} us through {b_name}: {a} costs {:.2}x {b_name}", a_us / b_us)?;
     }
     if let Some(path) = &b.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)?).with_context(|| format!("cannot write {}", path.display()))?;
