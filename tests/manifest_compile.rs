@@ -289,6 +289,11 @@ fn unknown_keys_are_rejected_with_file_and_field() {
     assert!(msg.contains("write one of") && msg.contains("{ f32 = \"scale\" }"), "{msg}");
     let (_, msg) = error_of("init = \"neg_inf\"", "init = \"minus_inf\"", "tensors.rowsum.init");
     assert!(msg.contains("neg_inf"), "{msg}");
+    // Only a written tensor's bits can depend on the order of the writes.
+    let (_, msg) = error_of("layout = \"dense\"", "layout = \"dense\"\norder_dependent = true", "tensors.bias.order_dependent");
+    assert!(msg.contains("`bias` is input") && msg.contains("output or in-out"), "{msg}");
+    let (_, _, ok) = load_variant("init = \"neg_inf\"", "init = \"neg_inf\"\norder_dependent = true");
+    assert!(ok.unwrap().tensor("rowsum").unwrap().order_dependent);
     let (_, msg) = error_of("role = \"scratch\"", "role = \"temp\"", "tensors.scratch.role");
     assert!(msg.contains("unknown variant `temp`"), "{msg}");
     let (_, msg) = error_of("alpha = { type = \"f32\"", "alpha = { type = \"float\"", "scalars.alpha.type");

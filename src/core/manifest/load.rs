@@ -95,6 +95,8 @@ struct RawTensor {
     values: Option<Vec<String>>,
     init: Option<toml::Value>,
     range: Option<[toml::Value; 2]>,
+    #[serde(default)]
+    order_dependent: bool,
 }
 
 #[derive(Deserialize)]
@@ -615,6 +617,12 @@ impl Loader<'_> {
             (Role::Scratch, None) => Init::Uninit,
             (_, Some(v)) => self.init(v, &format!("{field}.init"))?,
         };
+        if r.order_dependent && !r.role.is_judged() {
+            return Err(self.invalid(
+                &format!("{field}.order_dependent"),
+                format!("`{}` is {}: only an output or in-out the kernel writes can have bits that depend on the order of its writes", r.name, r.role.name()),
+            ));
+        }
         let range = match r.range {
             None => None,
             Some(_) if float => {
@@ -622,7 +630,19 @@ impl Loader<'_> {
             }
             Some([lo, hi]) => Some([self.expr_text(lo, &format!("{field}.range[0]"))?, self.expr_text(hi, &format!("{field}.range[1]"))?]),
         };
-        Ok(TensorSpec { name: r.name, role: r.role, shape, dtype, layout: r.layout.unwrap_or_default(), broadcast: r.broadcast, align, values, init, range })
+        Ok(TensorSpec {
+            name: r.name,
+            role: r.role,
+            shape,
+            dtype,
+            layout: r.layout.unwrap_or_default(),
+            broadcast: r.broadcast,
+            align,
+            values,
+            init,
+            range,
+            order_dependent: r.order_dependent,
+        })
     }
 
     fn expr_text(&self, v: toml::Value, field: &str) -> Result<String, ManifestError> {

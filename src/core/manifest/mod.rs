@@ -246,6 +246,10 @@ pub struct TensorSpec {
     pub init: Init,
     /// Inclusive value range of an integer tensor, as expressions.
     pub range: Option<[String; 2]>,
+    /// Whether the output's bits depend on the order of the kernel's writes (atomics, split-K,
+    /// an autotuner's choice): judged by the tolerance, never compared bit for bit between two
+    /// runs. Racecheck still runs.
+    pub order_dependent: bool,
 }
 
 impl TensorSpec {

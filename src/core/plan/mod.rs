@@ -63,6 +63,8 @@ pub struct TensorPlan {
     pub layout: TensorLayout,
     /// Whether the case chose this tensor's layout (its alignment is part of signatures).
     pub drawn: bool,
+    /// Whether its bits may differ between two runs ([`crate::core::manifest::TensorSpec::order_dependent`]).
+    pub order_dependent: bool,
 }
 
 impl TensorPlan {
@@ -323,6 +325,7 @@ fn plan_tensor<'e>(case: &Case, m: &Manifest, index: usize, vars: &Vars, env: &d
         init: t.init,
         layout,
         drawn: t.layout_is_drawn(),
+        order_dependent: t.order_dependent,
     })
 }
 

@@ -266,6 +266,7 @@ struct cfr_alloc {\n\
 \x20   int rank;\n\
 \x20   unsigned long long shape[8], strides[8];  // logical shape, element strides (0: broadcast)\n\
 \x20   const char* dims[8];               // the dim each logical dimension is, or null\n\
+\x20   int order_dependent;               // its bits may differ between two runs (atomics): no bitwise check\n\
 };\n\
 struct cfr_launch { const char* what; unsigned grid[3], block[3], shared_bytes; int first_arg, n_args; };\n\
 struct cfr_arg { int kind; unsigned long long value; };  // kind: 0 pointer (value: allocation), 1 i32, 2 u32, 3 i64, 4 u64, 5 f32, 6 f64 (bits)\n\
@@ -323,11 +324,12 @@ fn alloc_table(o: &mut String, p: &Prepared) {
         let _ = write!(o, "{}ull, {}ull, {}ull, 0x{:016x}ull, ", r.first_run, r.encoded.runs.len(), r.literal_offset, super::fnv1a64(r.bytes));
         let _ = writeln!(
             o,
-            "{}, {{{}}}, {{{}}}, {{{}}}}},  // canary 0x{:02x}, redzone after {}",
+            "{}, {{{}}}, {{{}}}, {{{}}}, {}}},  // canary 0x{:02x}, redzone after {}",
             tp.rank(),
             list(&tp.shape),
             list(&tp.strides),
             dims.join(", "),
+            tp.order_dependent as i32,
             a.canary,
             a.redzone_after
         );

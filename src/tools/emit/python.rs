@@ -242,7 +242,8 @@ fn allocs(o: &mut String, p: &Prepared) {
         let _ = write!(o, "total={}, data_offset={}, span={}, uninit={}, ", a.total_bytes(), a.data_offset, a.span_bytes, py_bool(r.uninit));
         let _ =
             writeln!(o, "literal_offset={}, sha256=\"{sha}\", shape={:?}, strides={:?}, dims=[{}],", r.literal_offset, tp.shape, tp.strides, dims.join(", "));
-        let _ = writeln!(o, "         runs=[{}]),", runs.join(", "));
+        let order = if tp.order_dependent { ", order_dependent=True" } else { "" };
+        let _ = writeln!(o, "         runs=[{}]{order}),", runs.join(", "));
     }
     o.push_str("]\n");
 }

@@ -542,7 +542,8 @@ def check_output(j, data):
 
 
 def check_determinism(runner, after, target_path=None):
-    """The kernel run again on fresh written tensors; every judged output must be bit-identical (oracle::check_determinism)."""
+    """The kernel run again on fresh written tensors; every judged output not declared order_dependent must be bit-identical
+    (oracle::check_determinism)."""
     for i, a in enumerate(ALLOCS):
         if a["program"] == 0 and a["role"] != 0:
             runner.upload(i)
@@ -551,7 +552,7 @@ def check_determinism(runner, after, target_path=None):
     else:
         launch_and_wait(runner, " (second run)", "the second run")
     for i, a in enumerate(ALLOCS):
-        if a["program"] != 0 or a["role"] not in (1, 2):
+        if a["program"] != 0 or a["role"] not in (1, 2) or a.get("order_dependent"):
             continue
         again = runner.download(i, lambda c: cuda_failed(runner.cuda, "cuMemcpyDtoH after the second run", c, False))
         diff = [k for k, (x, y) in enumerate(zip(element_bits(a, after[i]), element_bits(a, again))) if x != y]
