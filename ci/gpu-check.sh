@@ -5,7 +5,7 @@
 #   bash ci/gpu-check.sh            # logs go to $OUT (if set) or ./gpu-check-logs
 #   GPU_CHECK_TESTS=0 bash ci/gpu-check.sh   # smoke campaigns only, no test suite
 #   GPU_CHECK_BENCH=0 bash ci/gpu-check.sh   # no bench row (it takes up to 4 minutes)
-#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke away python pyext triton bench)
+#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke away python pyext triton pytools bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=gpu-check-logs
@@ -18,8 +18,8 @@ export CUDAFUZZ_BIN="$PWD/$bin"
 # (the shipped manifests, reference kernels and sanitizer markers), from any working directory.
 export CUDAFUZZ_KERNELS="$PWD/kernels"
 rows=()
-# GPU_CHECK_STAGES picks stages (default all): tests smoke away python pyext triton bench.
-want() { [[ " ${GPU_CHECK_STAGES:-tests smoke away python pyext triton bench} " == *" $1 "* ]]; }
+# GPU_CHECK_STAGES picks stages (default all): tests smoke away python pyext triton pytools bench.
+want() { [[ " ${GPU_CHECK_STAGES:-tests smoke away python pyext triton pytools bench} " == *" $1 "* ]]; }
 row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$logs/gpu.txt" 2>&1
@@ -106,7 +106,7 @@ fi
 #    a Python worker's start natively and under memcheck (interpreter, imports, CUDA, setup);
 #    the CuPy RawKernel clean natively and under memcheck, its planted bug found; torch.softmax
 #    returning its output, clean.
-if want python || want pyext || want triton; then
+if want python || want pyext || want triton || want pytools; then
 wheel=$(ls .gpu/wheels/cudafuzz-*.whl target/wheels/cudafuzz-*.whl 2>/dev/null | head -n1)
 pyroot=$(mktemp -d); venv="$pyroot/venv"; py="$venv/bin/python"
 if [ -z "$wheel" ]; then
@@ -193,6 +193,20 @@ else
   fi
   fi
 fi
+  # 7. The other tools on Python targets (stage `pytools`): minimize a Triton seed, and a nightly
+  #    gate (ci/gate-python.toml: fuzz, sweep, memcheck pass) over the Triton and CuPy targets.
+  if want pytools; then
+  $bin fuzz --python "$py" --kernel kernels/python/triton_softmax_unmasked_store.toml --jobs 2 --seed 3 --stop-after 1 --escalate none --out "$logs/out-pt" > "$logs/pt-fuzz.log" 2>&1
+  seed=$(ls "$logs"/out-pt/seeds/*.json 2>/dev/null | head -n1)
+  if [ -n "$seed" ]; then
+    $bin minimize "$seed" --python "$py" --max-runs 60 --out "$logs/out-pt-min" > "$logs/pt-minimize.log" 2>&1; st=$?
+    row "  minimize a Triton seed" "$([ $st = 1 ] || [ $st = 0 ] && echo ok || echo FAIL)" "exit $st: $(tail -n1 "$logs/pt-minimize.log" | cut -c1-100)"
+  else
+    row "  minimize a Triton seed" FAIL "no seed from $logs/pt-fuzz.log"
+  fi
+  timeout 200 $bin gate --config ci/gate-python.toml --python "$py" --budget 100s --out "$logs/out-gate-py" > "$logs/pt-gate.log" 2>&1; st=$?
+  row "  gate over Python targets (exit 0)" "$([ $st = 0 ] && echo ok || echo FAIL)" "exit $st: $(tail -n1 "$logs/pt-gate.log" | cut -c1-100)"
+  fi
 rm -rf "$pyroot"
 fi
 if [ "${GPU_CHECK_BENCH:-1}" = 0 ] || ! want bench; then
