@@ -27,6 +27,14 @@ fn main(py: Python<'_>, argv: Vec<String>) -> PyResult<i32> {
     let sys = py.import("sys")?;
     let executable: String = sys.getattr("executable")?.extract()?;
     cudafuzz::engine::launch::call::install_caller(Box::new(PyCaller::default()));
+    // NVRTC installed into this interpreter's environment (`pip install "cudafuzz[nvrtc]"`) is
+    // found even when it is not the python3 on PATH nor an activated virtualenv.
+    let site = py.import("site")?;
+    let mut sites: Vec<String> = site.getattr("getsitepackages")?.call0()?.extract()?;
+    if let Ok(user) = site.getattr("getusersitepackages").and_then(|f| f.call0()).and_then(|u| u.extract::<String>()) {
+        sites.push(user);
+    }
+    cudafuzz::engine::compile::search_running_interpreter(sites.into_iter().map(Into::into).collect());
     // Workers of native targets are this interpreter too (the binary may not be installed).
     cudafuzz::run::set_self_command(executable.into(), vec!["-m".into(), "cudafuzz".into()]);
     Ok(cudafuzz::cli::main_with(argv.into_iter().map(Into::into)))

@@ -21,6 +21,7 @@
 pub mod builtin;
 mod cache;
 pub use cache::{clear as clear_cache, default_dir as default_cache_dir, usage as cache_usage, CacheUsage};
+pub use nvrtc::search_running_interpreter;
 pub mod include;
 mod nvrtc;
 pub mod ptx;

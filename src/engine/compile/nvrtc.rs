@@ -12,7 +12,8 @@
 //!    is going to use, and where it lives);
 //! 3. if no name opens, looks in the usual install locations (`$CUDA_HOME`, `$CUDA_PATH`,
 //!    `/usr/local/cuda`, the pip wheels under `./.cuda-wheels/nvidia/cu13/lib` and the crate's
-//!    own `.cuda-wheels`, `$VIRTUAL_ENV`/`.venv`/user site-packages and those of the `python3` on
+//!    own `.cuda-wheels`, the running interpreter's site-packages (as `python -m cudafuzz`),
+//!    `$VIRTUAL_ENV`/`.venv`/user site-packages and those of the `python3` on
 //!    PATH, `nvidia/cu13/lib` and `nvidia/cuda_nvrtc/lib` under each) and opens the first `libnvrtc.so.N` found *by its full path*.
 //!    glibc matches a later `dlopen("libnvrtc.so.13")` against the `DT_SONAME` of an already
 //!    loaded object, so cudarc's by-name open then finds this copy. The handle is never closed.
@@ -133,6 +134,7 @@ fn env_dir(var: &str) -> Option<PathBuf> {
 
 /// Python environments whose site-packages may hold the `nvidia-*` wheels.
 fn site_packages() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = RUNNING_INTERPRETER_SITES.get().cloned().unwrap_or_default();
     let mut roots: Vec<PathBuf> = Vec::new();
     if let Some(v) = env_dir("VIRTUAL_ENV") {
         roots.push(v.join("lib"));
@@ -143,7 +145,6 @@ fn site_packages() -> Vec<PathBuf> {
         roots.push(h.join(".local/lib"));
     }
     roots.push(PathBuf::from("/usr/local/lib"));
-    let mut out = Vec::new();
     for root in roots {
         let Ok(entries) = std::fs::read_dir(&root) else { continue };
         let mut pys: Vec<PathBuf> =
@@ -160,6 +161,18 @@ fn site_packages() -> Vec<PathBuf> {
     out.push(Path::new(env!("CARGO_MANIFEST_DIR")).join(".cuda-wheels"));
     out.extend(python_site_packages());
     out
+}
+
+/// Site-packages searched before all others: those of the interpreter cudafuzz runs in, when it
+/// runs as the Python package (`python -m cudafuzz`), which need not be the `python3` on PATH
+/// nor an activated virtualenv.
+static RUNNING_INTERPRETER_SITES: OnceLock<Vec<PathBuf>> = OnceLock::new();
+
+/// Makes `sites` (the running interpreter's site-packages) the first place NVRTC and the CUDA
+/// headers are looked for: where `pip install "cudafuzz[nvrtc]"` put them. Set once, before
+/// anything is compiled.
+pub fn search_running_interpreter(sites: Vec<PathBuf>) {
+    let _ = RUNNING_INTERPRETER_SITES.set(sites);
 }
 
 /// The site-packages of the `python3` on PATH (its own and the user's), where
