@@ -155,6 +155,10 @@ fn render_event(e: &CampaignEvent<'_>, bar: &indicatif::ProgressBar, coverage: b
             });
             Ok(())
         }
+        EventKind::Note { case, note } => {
+            bar.suspend(|| errln!("NOTE  {note} (first seen on {})", case.summary()));
+            Ok(())
+        }
         EventKind::CaseDone { progress, .. } => {
             bar.inc(1);
             bar.set_message(if coverage {

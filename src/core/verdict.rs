@@ -158,6 +158,10 @@ pub struct Verdict {
     /// whatever the layouts (what the metamorphic properties compare).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_digest: Option<String>,
+    /// What the run recorded that is not a finding: a sanitizer record of a Python target's
+    /// framework (its own kernel, outside the roster's memory), one sentence each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// The kernel label used in findings: `name` or `name[P=V,...]`.

@@ -157,6 +157,7 @@ impl Progress {
             allocations: None,
             coverage: self.coverage.clone(),
             output_digest: self.digest.clone(),
+            notes: Vec::new(),
         }
     }
 

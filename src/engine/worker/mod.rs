@@ -73,8 +73,8 @@ pub enum WorkerEvent {
     Done {
         /// Case id.
         id: u64,
-        /// Its verdict.
-        verdict: Verdict,
+        /// Its verdict (boxed: it is most of the event's size).
+        verdict: Box<Verdict>,
     },
 }
 
@@ -163,7 +163,7 @@ pub fn main(gpu: usize, reference_dir: Option<PathBuf>, target: Option<PathBuf>)
             v
         };
         let sticky = verdict.sticky;
-        emit(&mut out, &WorkerEvent::Done { id, verdict });
+        emit(&mut out, &WorkerEvent::Done { id, verdict: Box::new(verdict) });
         if sticky {
             // Straight out: tearing down caches on a poisoned context only fails slowly.
             std::process::exit(EXIT_STICKY);

@@ -32,13 +32,15 @@ pub(super) struct Desk<'k> {
     first_seen: BTreeMap<BugId, u64>,
     /// The exception types a Python target has refused cases with.
     rejections: std::collections::BTreeSet<String>,
+    /// The notes shown so far (each is shown once).
+    notes: std::collections::BTreeSet<String>,
 }
 
 impl<'k> Desk<'k> {
     /// A desk that keeps seeds with `keeper` and sends new native findings to `requests`
     /// (none: findings are not named).
     pub(super) fn new(keeper: &'k mut SeedKeeper, requests: Option<Sender<Request>>) -> Desk<'k> {
-        Desk { keeper, requests, awaiting: BTreeMap::new(), first_seen: BTreeMap::new(), rejections: Default::default() }
+        Desk { keeper, requests, awaiting: BTreeMap::new(), first_seen: BTreeMap::new(), rejections: Default::default(), notes: Default::default() }
     }
 
     /// Whether re-runs are still out.
@@ -113,6 +115,11 @@ impl<'k> Desk<'k> {
                 emit(EventKind::Rejected { case: &case, exception, message })
             }
             _ => {}
+        }
+        for note in &verdict.notes {
+            if self.notes.insert(note.clone()) {
+                emit(EventKind::Note { case: &case, note });
+            }
         }
         emit(EventKind::CaseDone { index: i, verdict: Some(&verdict), progress: &summary.progress });
         Ok(stop_here(spec, summary))

@@ -190,6 +190,14 @@ pub enum EventKind<'a> {
         /// Its message.
         message: &'a str,
     },
+    /// A sanitizer record of a Python target's framework (not a finding), the first of its
+    /// kind in this campaign ([`crate::core::verdict::Verdict::notes`]).
+    Note {
+        /// The case.
+        case: &'a Case,
+        /// The note.
+        note: &'a str,
+    },
     /// The harness could not run a case.
     HarnessError {
         /// The case.

@@ -208,6 +208,10 @@ fn merge_records(
         None => Err("the worker did not run under compute-sanitizer".to_string()),
     };
     let ended_by_fault = ran.last().is_some_and(|(_, v)| v.sticky);
+    // A Python target runs its framework's kernels too: their records are notes unless they
+    // touch the roster's memory or come from code under the manifest's folder.
+    let python = manifest.python_calls().next().is_some();
+    let user_code = manifest.path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
     let (per_case, markers, lost) = match parsed {
         Ok(p) => {
             let a = split(p.records, tool, ran.len(), ended_by_fault);
@@ -234,7 +238,11 @@ fn merge_records(
         // API errors are the native oracles' business (launch rejections, sticky statuses).
         // initcheck's "Host API uninitialized memory access" records are the harness copying a
         // never-written buffer back to check it, not the kernel.
-        let found = dedupe(records.iter().filter(|r| !r.is_api() && !r.text.starts_with("Host API")).map(|r| to_finding(r, &ctx)));
+        let judged: Vec<&xml::Record> = records.iter().filter(|r| !r.is_api() && !r.text.starts_with("Host API")).collect();
+        let (framework, kernel): (Vec<&xml::Record>, Vec<&xml::Record>) =
+            judged.into_iter().partition(|r| python && xml::is_framework_record(r, native.allocations.as_ref(), &user_code));
+        let found = dedupe(kernel.into_iter().map(|r| to_finding(r, &ctx)));
+        let notes: Vec<String> = framework.iter().map(|r| xml::framework_note(r)).collect();
         let unknown = if k >= markers {
             Some(format!("{tool} results are unknown for this case: {}", lost.clone().unwrap_or_else(|| "the process ended before the case was marked".into())))
         } else {
@@ -242,6 +250,11 @@ fn merge_records(
         };
         let slot = &mut verdicts[idx];
         let verdict = slot.get_or_insert(native);
+        for n in notes {
+            if !verdict.notes.contains(&n) {
+                verdict.notes.push(n);
+            }
+        }
         add_findings(verdict, found, unknown);
     }
     Ok(())
@@ -330,6 +343,7 @@ mod tests {
             allocations: None,
             coverage: None,
             output_digest: None,
+            notes: Vec::new(),
         }
     }
 

@@ -581,7 +581,7 @@ impl Supervisor {
                         if verdict.sticky {
                             self.reap();
                         }
-                        return Ok((verdict, false));
+                        return Ok((*verdict, false));
                     }
                     // Anything else on stdout (stray prints from a kernel's host code) is ignored.
                     _ => {}
@@ -682,6 +682,7 @@ impl Supervisor {
             allocations: None,
             coverage: None,
             output_digest: None,
+            notes: Vec::new(),
         }
     }
 }

@@ -77,6 +77,31 @@ pub fn to_finding(record: &Record, ctx: &FindingContext<'_>) -> Finding {
     }
 }
 
+/// Whether `record` comes from a Python target's framework rather than the code under test: no
+/// frame of it lies under `user_code` (the manifest's folder, where the target's module,
+/// extension sources and Triton kernels live) and its address, if any, is outside every
+/// allocation of the case (`table`). Without a table nothing can be said: `false`.
+pub fn is_framework_record(record: &Record, table: Option<&AllocationTable>, user_code: &std::path::Path) -> bool {
+    let Some(table) = table else { return false };
+    let inside_roster = record.address.is_some_and(|a| table.entries.iter().any(|(base, l)| a >= *base && a < base + l.total_bytes()));
+    let global = record.memory_space().is_none_or(|s| s.contains("global"));
+    if inside_roster && global {
+        return false;
+    }
+    let user = std::fs::canonicalize(user_code).unwrap_or_else(|_| user_code.to_path_buf());
+    let race = [&record.source, &record.destination].into_iter().flatten().filter_map(|a| a.frame.as_ref());
+    let mut frames = record.at.iter().chain(record.device_stack.iter()).chain(race);
+    !frames.any(|f| f.path.as_deref().is_some_and(|p| std::path::Path::new(p).starts_with(&user) || std::path::Path::new(p).starts_with(user_code)))
+}
+
+/// A framework record as a note: what happened and in which function.
+pub fn framework_note(record: &Record) -> String {
+    let what = headline(record);
+    let what = if what.is_empty() { format!("{} record", record.kind) } else { what };
+    let func = record.user_frame().and_then(|f| f.func.as_deref()).unwrap_or("a function without line info");
+    format!("a sanitizer record from the framework's own code, outside the case's tensors (not a finding): {what} in {func}")
+}
+
 /// The finding kind of a record's kind; a kind this version does not know takes the one of the
 /// tool that wrote it (`oracle`).
 fn finding_kind(kind: &RecordKind, oracle: Oracle) -> FindingKind {
@@ -242,6 +267,30 @@ mod tests {
         let fa = to_finding(&r, &ctx(None, &al, Oracle::Memcheck));
         assert_eq!(fa.tensor, None);
         assert!(fa.detail.contains(&format!("at address {:#x}", last_byte + 4)), "{}", fa.detail);
+    }
+
+    #[test]
+    fn a_frameworks_record_outside_the_roster_is_a_note_and_user_code_or_roster_memory_is_not() {
+        let table = table();
+        let p = parsed("memcheck-oob.xml");
+        let mut r = p.findings().next().unwrap().clone();
+        let (kbase, k) = &table.entries[1];
+        let far = table.entries.iter().map(|(b, l)| b + l.total_bytes()).max().unwrap() + (1 << 20);
+        let frame_dir = std::path::Path::new(r.at.as_ref().unwrap().path.as_deref().unwrap()).parent().unwrap().to_path_buf();
+        let elsewhere = std::path::Path::new("/nonexistent/user/kernels");
+        // Outside every allocation, from code not under the manifest's folder: a note.
+        r.address = Some(far);
+        assert!(is_framework_record(&r, Some(&table), elsewhere));
+        assert!(framework_note(&r).contains("not a finding") && framework_note(&r).contains("oob_read"), "{}", framework_note(&r));
+        // The same access from a kernel under the manifest's folder (a Triton kernel writing past
+        // a tensor it allocated): a finding.
+        assert!(!is_framework_record(&r, Some(&table), &frame_dir));
+        // Inside the roster's memory, whoever made it: a finding.
+        r.address = Some(kbase + k.data_offset);
+        assert!(!is_framework_record(&r, Some(&table), elsewhere));
+        // Without the case's allocations nothing can be said: a finding.
+        r.address = Some(far);
+        assert!(!is_framework_record(&r, None, elsewhere));
     }
 
     #[test]

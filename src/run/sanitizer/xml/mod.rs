@@ -30,7 +30,7 @@ mod finding;
 mod parse;
 mod record;
 
-pub use finding::{to_finding, FindingContext};
+pub use finding::{framework_note, is_framework_record, to_finding, FindingContext};
 pub use parse::{parse, parse_file, Parsed, XmlError, ROOT};
 pub use record::{Frame, RaceAccess, Record, RecordKind};
 
