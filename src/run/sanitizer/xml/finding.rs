@@ -77,10 +77,16 @@ pub fn to_finding(record: &Record, ctx: &FindingContext<'_>) -> Finding {
     }
 }
 
-/// Whether `record` comes from a Python target's framework rather than the code under test: no
-/// frame of it lies under `user_code` (the manifest's folder, where the target's module,
-/// extension sources and Triton kernels live) and its address, if any, is outside every
-/// allocation of the case (`table`). Without a table nothing can be said: `false`.
+/// Functions of the frameworks a Python target calls into: PyTorch's ATen and c10 kernels (as
+/// compute-sanitizer names them, demangled or not) and the kernels CuPy generates.
+const FRAMEWORK_FUNCTIONS: [&str; 5] = ["at::", "c10::", "_ZN2at", "_ZN3c10", "cupy_"];
+
+/// Whether `record` comes from a Python target's framework rather than the code under test: a
+/// function of it is one of [`FRAMEWORK_FUNCTIONS`], no frame of it lies under `user_code` (the
+/// manifest's folder, where the target's module, extension sources and Triton kernels live), and
+/// its address, if any, is outside every allocation of the case (`table`). Without a table
+/// nothing can be said: `false`. A kernel of the user's that is not under the manifest's folder
+/// keeps its records as findings: only what is known to be the framework's becomes a note.
 pub fn is_framework_record(record: &Record, table: Option<&AllocationTable>, user_code: &std::path::Path) -> bool {
     let Some(table) = table else { return false };
     let inside_roster = record.address.is_some_and(|a| table.entries.iter().any(|(base, l)| a >= *base && a < base + l.total_bytes()));
@@ -90,8 +96,11 @@ pub fn is_framework_record(record: &Record, table: Option<&AllocationTable>, use
     }
     let user = std::fs::canonicalize(user_code).unwrap_or_else(|_| user_code.to_path_buf());
     let race = [&record.source, &record.destination].into_iter().flatten().filter_map(|a| a.frame.as_ref());
-    let mut frames = record.at.iter().chain(record.device_stack.iter()).chain(race);
-    !frames.any(|f| f.path.as_deref().is_some_and(|p| std::path::Path::new(p).starts_with(&user) || std::path::Path::new(p).starts_with(user_code)))
+    let frames: Vec<&Frame> = record.at.iter().chain(record.device_stack.iter()).chain(race).collect();
+    let under_user = |p: &str| std::path::Path::new(p).starts_with(&user) || std::path::Path::new(p).starts_with(user_code);
+    // A demangled kernel name starts with its return type (`void at::native::...`).
+    let framework = |f: &str| FRAMEWORK_FUNCTIONS.iter().any(|prefix| f.strip_prefix("void ").unwrap_or(f).starts_with(prefix));
+    frames.iter().any(|f| f.func.as_deref().is_some_and(framework)) && !frames.iter().any(|f| f.path.as_deref().is_some_and(under_user))
 }
 
 /// A framework record as a note: what happened and in which function.
@@ -278,10 +287,14 @@ mod tests {
         let far = table.entries.iter().map(|(b, l)| b + l.total_bytes()).max().unwrap() + (1 << 20);
         let frame_dir = std::path::Path::new(r.at.as_ref().unwrap().path.as_deref().unwrap()).parent().unwrap().to_path_buf();
         let elsewhere = std::path::Path::new("/nonexistent/user/kernels");
-        // Outside every allocation, from code not under the manifest's folder: a note.
+        // A kernel of the user's outside the manifest's folder, past every allocation: a finding
+        // (only what is known to be the framework's is a note).
         r.address = Some(far);
+        assert!(!is_framework_record(&r, Some(&table), elsewhere));
+        // PyTorch's own kernel, outside every allocation: a note.
+        r.at.as_mut().unwrap().func = Some("void at::native::vectorized_elementwise_kernel<4>(int)".into());
         assert!(is_framework_record(&r, Some(&table), elsewhere));
-        assert!(framework_note(&r).contains("not a finding") && framework_note(&r).contains("oob_read"), "{}", framework_note(&r));
+        assert!(framework_note(&r).contains("not a finding") && framework_note(&r).contains("at::native"), "{}", framework_note(&r));
         // The same access from a kernel under the manifest's folder (a Triton kernel writing past
         // a tensor it allocated): a finding.
         assert!(!is_framework_record(&r, Some(&table), &frame_dir));
