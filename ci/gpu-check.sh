@@ -192,7 +192,6 @@ else
     row "  repro --emit python: the script reproduces" "$([ $st = 1 ] && echo ok || echo FAIL)" "exit $st: $(grep -m1 -iE 'FAIL|finding' "$logs/triton-emitted-run.log" | cut -c1-90)"
   fi
   fi
-fi
   # 7. The other tools on Python targets (stage `pytools`): minimize a Triton seed, and a nightly
   #    gate (ci/gate-python.toml: fuzz, sweep, memcheck pass) over the Triton and CuPy targets.
   if want pytools; then
@@ -207,6 +206,7 @@ fi
   timeout 200 $bin gate --config ci/gate-python.toml --python "$py" --budget 100s --out "$logs/out-gate-py" > "$logs/pt-gate.log" 2>&1; st=$?
   row "  gate over Python targets (exit 0)" "$([ $st = 0 ] && echo ok || echo FAIL)" "exit $st: $(tail -n1 "$logs/pt-gate.log" | cut -c1-100)"
   fi
+fi
 rm -rf "$pyroot"
 fi
 if [ "${GPU_CHECK_BENCH:-1}" = 0 ] || ! want bench; then

@@ -246,3 +246,11 @@ fn sanitizer_parse_reads_a_real_racecheck_file_and_rejects_a_missing_one() {
     assert_eq!(o.status.code(), Some(exit::USAGE), "{err}");
     assert!(err.contains("/nonexistent/run.xml") && err.contains("--xml --save"), "{err}");
 }
+
+#[test]
+fn bench_against_another_kernel_is_refused_before_the_gpu() {
+    let o = cudafuzz(&["bench", "--kernel", "simple_attn", "--against", "kernels/norm/softmax.toml"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("bench --against kernels/norm/softmax.toml: it cannot run the cases of") && err.contains("same tensors, dims and scalars"), "{err}");
+}

@@ -54,6 +54,8 @@ def _use_device(tensors, ordinal):
 
 
 _watched = False
+# Whether a compile started inside the current call and has not reported its end.
+_compiling = False
 
 
 def _watch_compiles():
@@ -70,15 +72,41 @@ def _watch_compiles():
         return
     from cudafuzz import _native
 
-    def chained(previous, started):
+    def starting(previous):
         def hook(*args, **kwargs):
-            _native.compiling(started)
-            return previous(*args, **kwargs) if previous is not None else False
+            global _compiling
+            _compiling = True
+            _native.compiling(True)
+            skipped = previous(*args, **kwargs) if previous is not None else False
+            if skipped:  # an earlier hook took the compile over: nothing is compiled here
+                _compiling = False
+                _native.compiling(False)
+            return skipped
 
         return hook
 
-    runtime.jit_cache_hook = chained(runtime.jit_cache_hook, True)
-    runtime.jit_post_compile_hook = chained(runtime.jit_post_compile_hook, False)
+    def ended(previous):
+        def hook(*args, **kwargs):
+            global _compiling
+            _compiling = False
+            _native.compiling(False)
+            return previous(*args, **kwargs) if previous is not None else None
+
+        return hook
+
+    runtime.jit_cache_hook = starting(runtime.jit_cache_hook)
+    runtime.jit_post_compile_hook = ended(runtime.jit_post_compile_hook)
+
+
+def _compile_over():
+    """After a call: a compile that started and never reported its end (it raised, and the
+    autotuner went on) is over now."""
+    global _compiling
+    if _compiling:
+        _compiling = False
+        from cudafuzz import _native
+
+        _native.compiling(False)
 
 
 def setup(path, module, function, setup_callable, tensors, ordinal):
@@ -179,6 +207,9 @@ class Target:
         except Exception as e:  # noqa: BLE001 - every exception is the target's, and classified
             report = classify(e)
             raised = e
+        _compile_over()
+        # A target that imports Triton inside its first call: its later compiles are reported.
+        _watch_compiles()
         self.held = (arrays, result, raised)
         return json.dumps(report)
 

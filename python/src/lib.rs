@@ -29,9 +29,11 @@ fn main(py: Python<'_>, argv: Vec<String>) -> PyResult<i32> {
     cudafuzz::engine::launch::call::install_caller(Box::new(PyCaller::default()));
     // NVRTC installed into this interpreter's environment (`pip install "cudafuzz[nvrtc]"`) is
     // found even when it is not the python3 on PATH nor an activated virtualenv.
+    // An interpreter without site.getsitepackages (an old virtualenv) is searched as before.
     let site = py.import("site")?;
-    let mut sites: Vec<String> = site.getattr("getsitepackages")?.call0()?.extract()?;
-    if let Ok(user) = site.getattr("getusersitepackages").and_then(|f| f.call0()).and_then(|u| u.extract::<String>()) {
+    let call = |name: &str| site.getattr(name).and_then(|f| f.call0());
+    let mut sites: Vec<String> = call("getsitepackages").and_then(|s| s.extract()).unwrap_or_default();
+    if let Ok(user) = call("getusersitepackages").and_then(|u| u.extract::<String>()) {
         sites.push(user);
     }
     cudafuzz::engine::compile::search_running_interpreter(sites.into_iter().map(Into::into).collect());

@@ -2,8 +2,9 @@
 
 use anyhow::{Context, Result};
 
-use super::{manifest_inputs, no_gpu, refuse_clobber, resolve_kernel, setup, BenchArgs};
+use super::{fail, manifest_inputs, no_gpu, refuse_clobber, resolve_kernel, setup, BenchArgs};
 use crate::core::exit;
+use crate::core::generate::DecodeContext;
 use crate::core::manifest::Manifest;
 use crate::core::verdict::{ReferenceChoice, RunOptions};
 use crate::run::config::{EngineConfig, GpuSelection};
@@ -13,6 +14,21 @@ use crate::tools::bench;
 pub(super) fn bench(b: BenchArgs) -> Result<i32> {
     let m = resolve_kernel(&b.kernel)?;
     let against = b.against.as_deref().map(resolve_kernel).transpose()?;
+    if let Some(other) = &against {
+        // The same cases run both ways: the other manifest must take them.
+        let case = bench::small_case(&m, &DecodeContext::new(&m), 1, 0);
+        if let Err(e) = crate::core::plan::Plan::new(&case, other) {
+            return Err(fail(
+                exit::USAGE,
+                format!(
+                    "bench --against {}: it cannot run the cases of {} ({}); give the same kernel called another way, with the same tensors, dims and scalars",
+                    other.path.display(),
+                    m.path.display(),
+                    crate::core::error::chain(&e)
+                ),
+            ));
+        }
+    }
     let alignment = b.align.map_or(bench::Alignment::Any, bench::Alignment::Aligned);
     if let Some(json) = &b.json {
         refuse_clobber(json, manifest_inputs(&m))?;
@@ -67,7 +83,15 @@ pub(super) fn bench(b: BenchArgs) -> Result<i32> {
             costs.push((run.name.clone(), 1e6 / row.cases_per_sec.max(1e-9)));
             rows.push(row);
         }
-        if let Some(bytes) = b.align {
+        let misaligned = b.align.filter(|&bytes| {
+            let probe = bench::sized_case(&m, &DecodeContext::new(&m), size, bench::Alignment::Misaligned(bytes), 1, 0);
+            let found = bench::Alignment::Misaligned(bytes).keeps(&m, &probe);
+            if !found {
+                errln!("bench: no case of {} inside its contract has a tensor misaligned to {bytes} bytes: no fault row", m.name);
+            }
+            found
+        });
+        if let Some(bytes) = misaligned {
             for run in &ways {
                 let work = bench::Workload { run, drawn: &m, size, alignment: bench::Alignment::Misaligned(bytes) };
                 let label = format!("{}, {}, misaligned: fault + restart", size.name(), run.name);

@@ -153,7 +153,7 @@ pub struct Verdict {
     /// points and did not fault.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<Coverage>,
-    /// SHA-256 (first 16 hex digits) of the output's element bits in logical `[b, h, s, d]`
+    /// SHA-256 (first 16 hex digits) of the (not order-dependent) outputs' element bits in logical `[b, h, s, d]`
     /// order, when the kernel ran to completion: equal digests mean bitwise-equal outputs
     /// whatever the layouts (what the metamorphic properties compare).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -92,7 +92,8 @@ pub enum Alignment {
 }
 
 impl Alignment {
-    fn keeps(self, m: &Manifest, c: &Case) -> bool {
+    /// Whether case `c` of `m` is one this alignment runs.
+    pub fn keeps(self, m: &Manifest, c: &Case) -> bool {
         let aligned = |bytes: u64| Plan::new(c, m).is_ok_and(|p| p.tensors.iter().all(|t| t.aligned_to(bytes)));
         match self {
             Alignment::Any => true,

@@ -132,8 +132,10 @@ pub fn decode_case(u: &mut Unstructured<'_>, ctx: &DecodeContext) -> Result<Case
     }
     // Drawn last, so an input that has run out (each later draw at its low end) never asks for
     // it.
-    if ctx.allows_int32_overflow() && u.int_in_range(1..=PAST_INT32_ONE_IN)? == PAST_INT32_ONE_IN {
-        let eligible = ctx.past_int32_tensors(PastInt32::WideStride);
+    // The decoder draws the wide form only (as it always has: old inputs decode as they did); a
+    // kernel whose tensors take only the narrow one gets it from the campaign's schedule.
+    let eligible = ctx.past_int32_tensors(PastInt32::WideStride);
+    if ctx.allows_int32_overflow() && !eligible.is_empty() && u.int_in_range(1..=PAST_INT32_ONE_IN)? == PAST_INT32_ONE_IN {
         let t = u.choose(&eligible)?.clone();
         if let Some(pushed) = past_int32_variant(&case, m, &t, PastInt32::WideStride) {
             case = pushed;

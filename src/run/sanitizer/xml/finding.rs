@@ -82,7 +82,7 @@ pub fn to_finding(record: &Record, ctx: &FindingContext<'_>) -> Finding {
 const FRAMEWORK_FUNCTIONS: [&str; 5] = ["at::", "c10::", "_ZN2at", "_ZN3c10", "cupy_"];
 
 /// Whether `record` comes from a Python target's framework rather than the code under test: a
-/// function of it is one of [`FRAMEWORK_FUNCTIONS`], no frame of it lies under `user_code` (the
+/// function of it is PyTorch's or CuPy's (`at::`, `c10::`, `cupy_`), no frame of it lies under `user_code` (the
 /// manifest's folder, where the target's module, extension sources and Triton kernels live), and
 /// its address, if any, is outside every allocation of the case (`table`). Without a table
 /// nothing can be said: `false`. A kernel of the user's that is not under the manifest's folder
@@ -94,10 +94,12 @@ pub fn is_framework_record(record: &Record, table: Option<&AllocationTable>, use
     if inside_roster && global {
         return false;
     }
+    // A manifest in the working directory has an empty folder, which every path starts with.
+    let user_code = if user_code.as_os_str().is_empty() { std::path::Path::new(".") } else { user_code };
     let user = std::fs::canonicalize(user_code).unwrap_or_else(|_| user_code.to_path_buf());
     let race = [&record.source, &record.destination].into_iter().flatten().filter_map(|a| a.frame.as_ref());
     let frames: Vec<&Frame> = record.at.iter().chain(record.device_stack.iter()).chain(race).collect();
-    let under_user = |p: &str| std::path::Path::new(p).starts_with(&user) || std::path::Path::new(p).starts_with(user_code);
+    let under_user = |p: &str| std::path::Path::new(p).starts_with(&user);
     // A demangled kernel name starts with its return type (`void at::native::...`).
     let framework = |f: &str| FRAMEWORK_FUNCTIONS.iter().any(|prefix| f.strip_prefix("void ").unwrap_or(f).starts_with(prefix));
     frames.iter().any(|f| f.func.as_deref().is_some_and(framework)) && !frames.iter().any(|f| f.path.as_deref().is_some_and(under_user))
