@@ -17,7 +17,7 @@
 //!
 //! ## Adding a built-in op
 //!
-//! 1. A `BuiltinOp` variant and its [`crate::core::manifest::OpSpec`] (`src/manifest/mod.rs`): the
+//! 1. A `BuiltinOp` variant and its [`crate::core::manifest::OpSpec`] (`src/core/manifest/ops.rs`): the
 //!    manifest name, the tensor roles with the rank each needs (required or optional), the
 //!    scalar roles, and the role whose last dim the op reduces over with the boundary values
 //!    to hint there. The manifest loader checks bindings against it (`reference.bind.<role>`).
