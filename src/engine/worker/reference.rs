@@ -55,11 +55,9 @@ impl Engine {
     /// A Python reference, called as gold (every floating tensor f64) and as baseline (the
     /// case's types), on dense copies of the case's inputs.
     fn python_reference(&mut self, prep: &Prepared<'_>, r: &PythonReference) -> Result<RefOutputs, EngineError> {
-        let judged: Vec<usize> = prep.plan.tensors.iter().filter(|t| t.role.is_judged()).map(|t| t.index).collect();
         let gold = self.run_python_reference(prep, r, true)?;
         let baseline = self.run_python_reference(prep, r, false)?;
-        let runs = judged.into_iter().zip(gold.into_iter().zip(baseline)).map(|(i, (g, b))| (i, g, b)).collect();
-        Ok(kernel_expected(r.factor, r.floor, &prep.plan, runs))
+        Ok(two_runs_expected(prep, r.factor, r.floor, gold, baseline))
     }
 
     /// One call of a Python reference; the judged outputs' values in roster order.
@@ -83,23 +81,7 @@ impl Engine {
         if outcome != launch::call::CallOutcome::Returned {
             return Err(reference(format!("the Python reference {} ({run} run) did not return normally: {outcome:?}; fix the reference", r.call.callable)));
         }
-        let mut out = Vec::new();
-        for tp in rplan.tensors.iter().filter(|t| t.role.is_judged()) {
-            let bytes = arena.download_one(&image, tp.index).map_err(|s| reference(s.to_string()))?;
-            let data = image.data(tp.index, &bytes);
-            if tp.init.marks_unwritten() {
-                let sentinel = sentinel_bits(tp.dtype);
-                let left = data::read_strided_bits(data, tp).iter().filter(|&&b| b == sentinel).count();
-                if left > 0 {
-                    return Err(reference(format!(
-                        "the Python reference {} ({run} run) left {left} of {} elements of {} unwritten: fix the reference",
-                        r.call.callable, tp.numel, tp.name
-                    )));
-                }
-            }
-            out.push(data::read_strided(data, tp));
-        }
-        Ok(out)
+        judged_outputs(&rplan, &arena, &image, &format!("the Python reference {} ({run} run)", r.call.callable))
     }
 
     /// A built-in op on its GPU reference kernel; `None` when there is no such kernel, the
@@ -186,11 +168,9 @@ impl Engine {
     /// A user's reference kernel, run as gold (every floating tensor f64) and as baseline (the
     /// case's types), on dense copies of the case's inputs.
     fn reference_kernel(&mut self, prep: &Prepared<'_>, k: &ReferenceKernel) -> Result<RefOutputs, EngineError> {
-        let judged: Vec<usize> = prep.plan.tensors.iter().filter(|t| t.role.is_judged()).map(|t| t.index).collect();
         let gold = self.run_reference(prep, k, true)?;
         let baseline = self.run_reference(prep, k, false)?;
-        let runs = judged.into_iter().zip(gold.into_iter().zip(baseline)).map(|(i, (g, b))| (i, g, b)).collect();
-        Ok(kernel_expected(k.factor, k.floor, &prep.plan, runs))
+        Ok(two_runs_expected(prep, k.factor, k.floor, gold, baseline))
     }
 
     /// One run of a reference kernel; the judged outputs' values in roster order.
@@ -209,22 +189,33 @@ impl Engine {
             .map_err(|r| reference(format!("reference kernel {} launch: {r}", k.entry)))
             .and_then(|()| crate::engine::gpu::synchronize().map_err(|s| reference(format!("reference kernel {} failed: {s}", k.entry))))?;
         let run = if gold { "gold" } else { "same-precision" };
-        let mut out = Vec::new();
-        for tp in rplan.tensors.iter().filter(|t| t.role.is_judged()) {
-            let bytes = arena.download_one(&image, tp.index).map_err(|s| reference(s.to_string()))?;
-            let data = image.data(tp.index, &bytes);
-            if tp.init.marks_unwritten() {
-                let sentinel = sentinel_bits(tp.dtype);
-                let left = data::read_strided_bits(data, tp).iter().filter(|&&b| b == sentinel).count();
-                if left > 0 {
-                    return Err(reference(format!(
-                        "the reference kernel {} ({run} run) left {left} of {} elements of {} unwritten: fix the reference",
-                        k.entry, tp.numel, tp.name
-                    )));
-                }
-            }
-            out.push(data::read_strided(data, tp));
-        }
-        Ok(out)
+        judged_outputs(&rplan, &arena, &image, &format!("the reference kernel {} ({run} run)", k.entry))
     }
+}
+
+/// The judged outputs of one reference run (`what`, for messages), in roster order; an output
+/// whose initial contents mark unwritten elements must have none left.
+fn judged_outputs(rplan: &Plan, arena: &DeviceArena, image: &HostImage, what: &str) -> Result<Vec<Vec<f64>>, EngineError> {
+    let mut out = Vec::new();
+    for tp in rplan.tensors.iter().filter(|t| t.role.is_judged()) {
+        let bytes = arena.download_one(image, tp.index).map_err(|s| EngineError::Reference(s.to_string()))?;
+        let data = image.data(tp.index, &bytes);
+        if tp.init.marks_unwritten() {
+            let sentinel = sentinel_bits(tp.dtype);
+            let left = data::read_strided_bits(data, tp).iter().filter(|&&b| b == sentinel).count();
+            if left > 0 {
+                return Err(EngineError::Reference(format!("{what} left {left} of {} elements of {} unwritten: fix the reference", tp.numel, tp.name)));
+            }
+        }
+        out.push(data::read_strided(data, tp));
+    }
+    Ok(out)
+}
+
+/// The rule of a user's reference (a kernel or a Python callable) from its gold and baseline
+/// runs' judged outputs.
+fn two_runs_expected(prep: &Prepared<'_>, factor: f64, floor: Option<f64>, gold: Vec<Vec<f64>>, baseline: Vec<Vec<f64>>) -> RefOutputs {
+    let judged = prep.plan.tensors.iter().filter(|t| t.role.is_judged()).map(|t| t.index);
+    let runs = judged.zip(gold.into_iter().zip(baseline)).map(|(i, (g, b))| (i, g, b)).collect();
+    kernel_expected(factor, floor, &prep.plan, runs)
 }
