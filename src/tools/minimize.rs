@@ -33,8 +33,7 @@ pub struct Minimized {
 /// keep a 32-bit overflow), and a first candidate drops it, for bugs that never needed it.
 pub fn candidates(c: &Case, m: &Manifest) -> Vec<Case> {
     let Ok(plan) = Plan::new(c, m) else { return Vec::new() };
-    let past: Vec<(String, PastInt32)> =
-        plan.tensors.iter().filter(|t| t.reaches_past_int32()).map(|t| (t.name.clone(), PastInt32::of(t.strides.iter().copied().max().unwrap_or(0)))).collect();
+    let past: Vec<(String, PastInt32)> = plan.tensors.iter().filter(|t| t.reaches_past_int32()).map(|t| (t.name.clone(), PastInt32::of(t))).collect();
     let mut out = Vec::new();
     for (t, _) in &past {
         let mut n = c.clone();

@@ -536,9 +536,9 @@ impl PastInt32 {
         INT32_OFFSET_LIMIT / (self.rows() - 1)
     }
 
-    /// The form a tensor already past 2³¹ elements has: its outermost stride says.
-    pub fn of(outer_stride: u64) -> PastInt32 {
-        if outer_stride >= INT32_OFFSET_LIMIT {
+    /// The form of a tensor already past 2³¹ elements: its largest (outermost) stride says.
+    pub fn of(tp: &crate::core::plan::TensorPlan) -> PastInt32 {
+        if tp.strides.iter().any(|&s| s >= INT32_OFFSET_LIMIT) {
             PastInt32::WideStride
         } else {
             PastInt32::NarrowStride

@@ -157,7 +157,7 @@ impl Family {
             Family::ElementOffset(t) => Value::Name(
                 match tensor(t).filter(|tp| tp.reaches_past_int32()) {
                     None => "< 2^31",
-                    Some(tp) if PastInt32::of(tp.strides.iter().copied().max().unwrap_or(0)) == PastInt32::NarrowStride => "≥ 2^31 (32-bit stride)",
+                    Some(tp) if PastInt32::of(&tp) == PastInt32::NarrowStride => "≥ 2^31 (32-bit stride)",
                     Some(_) => "≥ 2^31",
                 }
                 .into(),
