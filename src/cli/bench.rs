@@ -13,10 +13,11 @@ use crate::tools::bench;
 
 pub(super) fn bench(b: BenchArgs) -> Result<i32> {
     let m = resolve_kernel(&b.kernel)?;
+    let ctx = DecodeContext::new(&m);
     let against = b.against.as_deref().map(resolve_kernel).transpose()?;
     if let Some(other) = &against {
         // The same cases run both ways: the other manifest must take them.
-        let case = bench::small_case(&m, &DecodeContext::new(&m), 1, 0);
+        let case = bench::small_case(&m, &ctx, 1, 0);
         if let Err(e) = crate::core::plan::Plan::new(&case, other) {
             return Err(fail(
                 exit::USAGE,
@@ -46,7 +47,9 @@ pub(super) fn bench(b: BenchArgs) -> Result<i32> {
         ("gpu fp64 ref + determinism run", RunOptions { determinism: true, ..plain.clone() }),
         ("cpu fp64 ref, no determinism run", RunOptions { reference: ReferenceChoice::Cpu, ..plain.clone() }),
     ];
-    let mut rows = Vec::new();
+    let mut rows: Vec<bench::BenchRow> = Vec::new();
+    // Progress while the next configuration runs: the row without the header.
+    let progress = |row: &bench::BenchRow| errln!("{}", bench::table(std::slice::from_ref(row)).lines().nth(1).unwrap_or_default());
     // Under a sanitizer only the first configuration: the sanitizer's cost is the question.
     let n_configs = if cfg.sanitize.is_some() { 1 } else { configs.len() };
     for &size in &sizes {
@@ -65,26 +68,28 @@ pub(super) fn bench(b: BenchArgs) -> Result<i32> {
                 None => format!("{}, {label}", size.name()),
             };
             let work = bench::Workload { run: &m, drawn: &m, size, alignment };
-            rows.push(bench::measure_pool(one, work, opts, cases, &label).map_err(no_gpu)?);
-            // Progress while the next configuration runs: the row without the header.
-            errln!("{}", bench::table(&rows[rows.len() - 1..]).lines().nth(1).unwrap_or_default());
+            let row = bench::measure_pool(one, work, opts, cases, &label).map_err(no_gpu)?;
+            progress(&row);
+            rows.push(row);
         }
     }
-    // The same cases another way, and (with --align) the cases that fault, each way.
-    let mut costs = Vec::new();
+    // The same cases another way (the first row ran them through `m`: the first size, no
+    // determinism run), and (with --align) the cases that fault, each way.
+    let per_case_us = |row: &bench::BenchRow| 1e6 / row.cases_per_sec.max(1e-9);
+    let mut cost = None;
     let ways: Vec<&Manifest> = std::iter::once(&m).chain(against.as_ref()).collect();
     if against.is_some() || b.align.is_some() {
         let size = sizes[0];
-        for run in &ways {
-            let work = bench::Workload { run, drawn: &m, size, alignment };
-            let label = format!("{}, {}, gpu fp64 ref", size.name(), run.name);
+        if let Some(other) = &against {
+            let work = bench::Workload { run: other, drawn: &m, size, alignment };
+            let label = format!("{}, {}, gpu fp64 ref, no determinism run", size.name(), other.name);
             let row = bench::measure_pool(&mut gpu_one, work, &plain, b.cases, &label).map_err(no_gpu)?;
-            errln!("{}", bench::table(std::slice::from_ref(&row)).lines().nth(1).unwrap_or_default());
-            costs.push((run.name.clone(), 1e6 / row.cases_per_sec.max(1e-9)));
+            progress(&row);
+            cost = Some((per_case_us(&rows[0]), other.name.clone(), per_case_us(&row)));
             rows.push(row);
         }
         let misaligned = b.align.filter(|&bytes| {
-            let probe = bench::sized_case(&m, &DecodeContext::new(&m), size, bench::Alignment::Misaligned(bytes), 1, 0);
+            let probe = bench::sized_case(&m, &ctx, size, bench::Alignment::Misaligned(bytes), 1, 0);
             let found = bench::Alignment::Misaligned(bytes).keeps(&m, &probe);
             if !found {
                 errln!("bench: no case of {} inside its contract has a tensor misaligned to {bytes} bytes: no fault row", m.name);
@@ -97,7 +102,7 @@ pub(super) fn bench(b: BenchArgs) -> Result<i32> {
                 let label = format!("{}, {}, misaligned: fault + restart", size.name(), run.name);
                 // Each case ends its worker: a few show the restart's cost.
                 let row = bench::measure_pool(&mut gpu_one, work, &plain, (b.cases / 20).clamp(1, 50), &label).map_err(no_gpu)?;
-                errln!("{}", bench::table(std::slice::from_ref(&row)).lines().nth(1).unwrap_or_default());
+                progress(&row);
                 rows.push(row);
             }
         }
@@ -116,8 +121,8 @@ pub(super) fn bench(b: BenchArgs) -> Result<i32> {
         m.name, gpu.name, gpu.arch, gpu.driver_version
     )?;
     out!("{}", bench::table(&rows))?;
-    if let [(a, a_us), (b_name, b_us)] = costs.as_slice() {
-        outln!("cost of the same case: {a_us:.0} us through {a}, {b_us:.0} us through {b_name}: {a} costs {:.2}x {b_name}", a_us / b_us)?;
+    if let Some((a_us, other, b_us)) = cost {
+        outln!("cost of the same case: {a_us:.0} us through {}, {b_us:.0} us through {other}: {} costs {:.2}x {other}", m.name, m.name, a_us / b_us)?;
     }
     if let Some(path) = &b.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)?).with_context(|| format!("cannot write {}", path.display()))?;
