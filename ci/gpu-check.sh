@@ -5,7 +5,7 @@
 #   bash ci/gpu-check.sh            # logs go to $OUT (if set) or ./gpu-check-logs
 #   GPU_CHECK_TESTS=0 bash ci/gpu-check.sh   # smoke campaigns only, no test suite
 #   GPU_CHECK_BENCH=0 bash ci/gpu-check.sh   # no bench row (it takes up to 4 minutes)
-#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke away python pyext triton pytools bench)
+#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke away python pyext triton clean pytools bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=gpu-check-logs
@@ -18,9 +18,11 @@ export CUDAFUZZ_BIN="$PWD/$bin"
 # (the shipped manifests, reference kernels and sanitizer markers), from any working directory.
 export CUDAFUZZ_KERNELS="$PWD/kernels"
 rows=()
-# GPU_CHECK_STAGES picks stages (default all): tests smoke away python pyext triton pytools bench.
+# GPU_CHECK_STAGES picks stages (default all but clean, which takes many minutes): tests smoke
+# away python pyext triton clean pytools bench.
 want() { [[ " ${GPU_CHECK_STAGES:-tests smoke away python pyext triton pytools bench} " == *" $1 "* ]]; }
-row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); }
+# Each row is also printed as it is made: a call cut short by a time limit still shows them.
+row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); echo "row: ${rows[-1]}"; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$logs/gpu.txt" 2>&1
 gpu=$(head -n1 "$logs/gpu.txt")
@@ -106,7 +108,7 @@ fi
 #    a Python worker's start natively and under memcheck (interpreter, imports, CUDA, setup);
 #    the CuPy RawKernel clean natively and under memcheck, its planted bug found; torch.softmax
 #    returning its output, clean.
-if want python || want pyext || want triton || want pytools; then
+if want python || want pyext || want triton || want pytools || want clean; then
 wheel=$(ls .gpu/wheels/cudafuzz-*.whl target/wheels/cudafuzz-*.whl 2>/dev/null | head -n1)
 pyroot=$(mktemp -d); venv="$pyroot/venv"; py="$venv/bin/python"
 if [ -z "$wheel" ]; then
@@ -152,8 +154,13 @@ else
   if want pyext; then
   s=$(date +%s.%N); echo | "$py" -m cudafuzz worker --target kernels/python/fa_s512_torch.toml > "$logs/py-fa-build.log" 2>&1; st=$?; e=$(date +%s.%N)
   row "  fa_s512 extension built (setup)" "$([ $st = 0 ] && grep -q '"event":"ready"' "$logs/py-fa-build.log" && echo ok || echo FAIL)" "$(echo "$s $e" | awk '{printf "%.1f s (nvcc through torch.utils.cpp_extension.load)", $2-$1}'); $(command -v ninja >/dev/null && echo ninja || echo 'no ninja on PATH')"
-  s=$(date +%s.%N); $bin fuzz --python "$py" --kernel kernels/python/fa_s512_torch.toml --jobs 4 --seed 1 --stop-after 1 --time 120s --out "$logs/out-fa" > "$logs/py-fa.log" 2>&1; st=$?; e=$(date +%s.%N)
+  s=$(date +%s.%N); CUDAFUZZ_TRACE="$logs/trace-fa.jsonl" $bin fuzz --python "$py" --kernel kernels/python/fa_s512_torch.toml --jobs 4 --seed 1 --stop-after 1 --time 120s --out "$logs/out-fa" > "$logs/py-fa.log" 2>&1; st=$?; e=$(date +%s.%N)
   row "  fa_s512_torch: 716 found and named" "$([ $st = 1 ] && grep -q 'misaligned' "$logs/py-fa.log" && echo ok || echo FAIL)" "$(grep -m1 -E '^NEW' "$logs/py-fa.log" | cut -c1-40); $(grep -m1 -A1 -E '^NEW' "$logs/py-fa.log" | tail -n1 | sed 's/^ *//' | cut -c1-60); site $(grep -m1 -oE 'fa_s512.cu:[0-9]+' "$logs/py-fa.log"); campaign $(echo "$s $e" | awk '{printf "%.1f s", $2-$1}')"
+  # FA_RUNS (1) campaigns in all, for the spread of that time.
+  for r in $(seq 2 "${FA_RUNS:-1}"); do
+    s=$(date +%s.%N); CUDAFUZZ_TRACE="$logs/trace-fa-$r.jsonl" $bin fuzz --python "$py" --kernel kernels/python/fa_s512_torch.toml --jobs 4 --seed "$r" --stop-after 1 --time 120s --out "$logs/out-fa-$r" > "$logs/py-fa-$r.log" 2>&1; st=$?; e=$(date +%s.%N)
+    row "  fa_s512_torch again (seed $r)" "$([ $st = 1 ] && grep -q 'misaligned' "$logs/py-fa-$r.log" && echo ok || echo FAIL)" "$(grep -m1 -E '^NEW' "$logs/py-fa-$r.log" | cut -c1-40); site $(grep -m1 -oE 'fa_s512.cu:[0-9]+' "$logs/py-fa-$r.log"); campaign $(echo "$s $e" | awk '{printf "%.1f s", $2-$1}')"
+  done
   seed=$(ls "$logs"/out-fa/seeds/*.json 2>/dev/null | head -n1)
   if [ -n "$seed" ]; then
     $bin repro "$seed" --emit python -o "$logs/py-repro-fa.py" > "$logs/py-emit-fa.log" 2>&1
@@ -165,9 +172,12 @@ else
   $bin fuzz --python "$py" --kernel kernels/python/simple_attn_sdpa.toml --cases 2000 --jobs 4 --seed 1 --out "$logs/out-sdpa" > "$logs/py-sdpa.log" 2>&1; st=$?
   row "  simple_attn judged by SDPA (Python ref)" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^simple_attn_sdpa:' "$logs/py-sdpa.log" | tail -n1 | cut -c1-110)"
   # The same cases through the extension and through the native manifest, one worker each way.
+  if [ "${GPU_CHECK_PYBENCH:-1}" != 0 ]; then
   timeout 300 $bin bench --python "$py" --kernel kernels/python/fa_s512_torch.toml --against kernels/attention/fa_s512.toml --align 16 --cases 300 --json "$logs/bench-fa.json" > "$logs/bench-fa.log" 2>&1; st=$?
   row "  bench: a case through Python vs native" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -m1 'cost of the same case' "$logs/bench-fa.log" | sed 's/cost of the same case: //' | cut -c1-100)"
   row "  bench: misaligned case (fault + restart)" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(sed -n 's/^[a-z-]*, \([^,]*\), misaligned: fault + restart *[0-9]* *\([0-9.]*\).*/\1 \2 cases\/s/p' "$logs/bench-fa.log" | sort -u | paste -sd ';' | cut -c1-100)"
+
+  fi
   fi
   # 6. Triton (stage `triton`): the tutorial's fused softmax clean, natively and under memcheck;
   #    each planted bug found within 60 s of the campaign's start; a seed's replays and its
@@ -192,7 +202,21 @@ else
     row "  repro --emit python: the script reproduces" "$([ $st = 1 ] && echo ok || echo FAIL)" "exit $st: $(grep -m1 -iE 'FAIL|finding' "$logs/triton-emitted-run.log" | cut -c1-90)"
   fi
   fi
-  # 7. The other tools on Python targets (stage `pytools`): minimize a Triton seed, and a nightly
+  # 7. Clean Python targets at length (stage `clean`): CLEAN_CASES (5000) cases of each of
+  #    CLEAN_TARGETS, natively and under memcheck (CLEAN_MODES), CLEAN_JOBS (8) workers; each
+  #    campaign within CLEAN_LIMIT seconds (300), so one slow target does not hide the others,
+  #    or ended by its own --time CLEAN_TIME (then it says how many cases it ran).
+  if want clean; then
+  for k in ${CLEAN_TARGETS:-cupy_softmax torch_softmax triton_softmax simple_attn_sdpa}; do
+    for mode in ${CLEAN_MODES:-native memcheck}; do
+      san=(); [ "$mode" = memcheck ] && san=(--sanitize memcheck)
+      [ -n "${CLEAN_TIME:-}" ] && san+=(--time "$CLEAN_TIME")
+      s=$(date +%s.%N); timeout "${CLEAN_LIMIT:-300}" $bin fuzz --python "$py" --kernel "kernels/python/$k.toml" --cases "${CLEAN_CASES:-5000}" --jobs "${CLEAN_JOBS:-8}" --seed 3 "${san[@]}" --out "$logs/out-clean-$k-$mode" > "$logs/clean-$k-$mode.log" 2>&1; st=$?; e=$(date +%s.%N)
+      row "  $k ${CLEAN_CASES:-5000} cases, $mode: 0 findings" "$([ $st = 0 ] && echo ok || echo FAIL)" "exit $st, $(echo "$s $e" | awk '{printf "%.0f s", $2-$1}'); $(grep -E "^$k:" "$logs/clean-$k-$mode.log" | tail -n1 | cut -c1-100)"
+    done
+  done
+  fi
+  # 8. The other tools on Python targets (stage `pytools`): minimize a Triton seed, and a nightly
   #    gate (ci/gate-python.toml: fuzz, sweep, memcheck pass) over the Triton and CuPy targets.
   if want pytools; then
   $bin fuzz --python "$py" --kernel kernels/python/triton_softmax_unmasked_store.toml --jobs 2 --seed 3 --stop-after 1 --escalate none --out "$logs/out-pt" > "$logs/pt-fuzz.log" 2>&1

@@ -13,7 +13,7 @@ use cudafuzz::core::case::Case;
 use cudafuzz::core::finding::{FindingKind, Oracle};
 use cudafuzz::core::manifest::Manifest;
 use cudafuzz::core::verdict::{Outcome, RunOptions};
-use cudafuzz::run::supervisor::{Pool, SanitizerPass, Slot, Supervisor, SupervisorConfig, SupervisorError, SPARES};
+use cudafuzz::run::supervisor::{Delivery, Pool, SanitizerPass, Slot, Supervisor, SupervisorConfig, SupervisorError, SPARES};
 
 mod common;
 use common::attention_example_named;
@@ -211,6 +211,51 @@ fn a_pool_that_breaks_returns_at_once_though_other_workers_are_in_slow_cases() {
     assert_eq!(seen, [0]);
     assert!(returned < Duration::from_secs(1), "run_indexed returned after {returned:?}");
     assert!(dropped - returned < Duration::from_millis(500), "dropping the pool took {:?}", dropped - returned);
+}
+
+#[test]
+fn a_pool_ticks_while_its_cases_run_and_a_tick_can_end_the_run() {
+    let (_dir, m, cfg) = setup();
+    let mut pool = pool_of(&cfg, 2);
+    // Index 0 passes; every later case hangs: only ticks come after the first result.
+    let make = |i: u64, _: &AtomicBool| Some(case(if i == 0 { 1 } else { 2 }));
+    let started = Instant::now();
+    let (mut cases, mut ticks) = (Vec::new(), 0);
+    pool.run_indexed_ticking(100, None, &m, &opts(), Duration::from_secs(60), &make, &mut |d| {
+        match d {
+            Delivery::Case(i, _) => cases.push(i),
+            Delivery::Tick => ticks += 1,
+        }
+        Ok(if ticks >= 5 { std::ops::ControlFlow::Break(()) } else { std::ops::ControlFlow::Continue(()) })
+    })
+    .unwrap();
+    let took = started.elapsed();
+    assert_eq!(cases, [0]);
+    assert_eq!(ticks, 5, "the run ends at the tick that says so");
+    assert!(took < Duration::from_secs(2), "five ticks of {:?} took {took:?}", cudafuzz::run::supervisor::TICK);
+}
+
+#[test]
+fn the_first_worker_ready_takes_case_zero() {
+    let (dir, m, cfg) = setup();
+    // Seven workers take 1.5 s to start, one starts at once: case #0 must not wait for a slow
+    // one (case numbers are taken once a worker is ready; before, the first slot to ask took
+    // case #0 and waited for its worker, here 7 times in 8).
+    let slow = script(dir.path(), "slow-cudafuzz", &FAKE_WORKER.replacen("#!/usr/bin/env bash\n", "#!/usr/bin/env bash\nsleep 1.5\n", 1));
+    let mut slots: Vec<Supervisor> = (0..7).map(|_| Supervisor::new(SupervisorConfig { exe: slow.clone(), ..cfg.clone() }).unwrap()).collect();
+    slots.push(Supervisor::new(cfg.clone()).unwrap());
+    let mut pool = Pool::new(slots);
+    let make = |_: u64, _: &AtomicBool| Some(case(1));
+    let started = Instant::now();
+    let mut first = None;
+    pool.run_indexed(8, None, &m, &opts(), Duration::from_secs(5), &make, &mut |i, _| {
+        first.get_or_insert((i, started.elapsed()));
+        Ok(std::ops::ControlFlow::Continue(()))
+    })
+    .unwrap();
+    let (i, at) = first.unwrap();
+    assert_eq!(i, 0);
+    assert!(at < Duration::from_secs(1), "case #0 was delivered after {at:?}, behind the slow start");
 }
 
 #[test]

@@ -6,6 +6,7 @@ pub mod campaign;
 pub mod config;
 pub mod sanitizer;
 pub mod supervisor;
+pub mod trace;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

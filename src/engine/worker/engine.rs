@@ -377,7 +377,7 @@ impl Engine {
         p.times.upload_us += micros(t);
 
         let t = Instant::now();
-        let (references, used) = self.references(&prep, &arena, opts.reference).map_err(|e| p.error(e, true))?;
+        let (references, used) = self.references(&prep, &arena, opts.reference, opts.sanitizer.is_some()).map_err(|e| p.error(e, true))?;
         p.times.reference_us = micros(t);
         p.reference = used;
 

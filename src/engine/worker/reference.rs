@@ -31,10 +31,23 @@ use crate::core::verdict::{ReferenceChoice, ReferenceUsed};
 
 impl Engine {
     /// The references of a prepared case: none, a built-in op's (on its GPU kernel when asked
-    /// for and it can take the case, else on the CPU), or the user's reference kernel (on the
-    /// GPU, whatever `choice` says: it is a CUDA kernel).
-    pub(super) fn references(&mut self, prep: &Prepared<'_>, arena: &DeviceArena, choice: ReferenceChoice) -> Result<(RefOutputs, ReferenceUsed), EngineError> {
+    /// for and it can take the case, else on the CPU), the user's reference kernel (on the
+    /// GPU, whatever `choice` says: it is a CUDA kernel), or a Python reference (none under a
+    /// sanitizer, `sanitized`).
+    pub(super) fn references(
+        &mut self,
+        prep: &Prepared<'_>,
+        arena: &DeviceArena,
+        choice: ReferenceChoice,
+        sanitized: bool,
+    ) -> Result<(RefOutputs, ReferenceUsed), EngineError> {
         match &prep.manifest.reference {
+            // Under a sanitizer a Python reference would run its framework's kernels under the
+            // tool too, for nothing: values are judged by the native runs. And a framework's own
+            // kernel that the tool stops (H200, torch 2.11: SDPA's flash kernel at head_dim 255
+            // under memcheck) kills the context and the worker with it, a failure that is not
+            // the target's.
+            ReferenceSpec::Python(_) if sanitized => Ok((RefOutputs::default(), ReferenceUsed::None)),
             ReferenceSpec::None => Ok((RefOutputs::default(), ReferenceUsed::None)),
             ReferenceSpec::Op { op, bind } => {
                 if choice == ReferenceChoice::Gpu {

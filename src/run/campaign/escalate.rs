@@ -69,7 +69,10 @@ impl Escalator {
         let opts = RunOptions { determinism: false, ..RunOptions::default() };
         let mut last = Escalation::Silent("the sanitizer tools reported nothing for this case".into());
         for sup in &mut self.sups {
-            last = match sup.run(case, m, &opts, timeout) {
+            crate::run::trace::line(serde_json::json!({ "event": "rerun_begin", "tool": sup.tool_name() }));
+            let ran = sup.run(case, m, &opts, timeout);
+            crate::run::trace::line(serde_json::json!({ "event": "rerun_end", "tool": sup.tool_name(), "ok": ran.is_ok() }));
+            last = match ran {
                 Ok(Verdict { outcome: Outcome::Fail { findings }, .. }) => {
                     Escalation::Named(findings.into_iter().filter(|f| f.oracle.is_sanitizer()).collect())
                 }

@@ -15,7 +15,6 @@ mod keep;
 mod steer;
 mod stream;
 
-use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,7 +32,8 @@ use crate::core::case::Case;
 use crate::core::coverage::CoverageMap;
 use crate::core::finding::{Explanation, Finding};
 use crate::core::verdict::{Outcome, RunOptions, Verdict};
-use crate::run::supervisor::{Pool, Slot, SupervisorError, DEADLINE_GRACE};
+use crate::run::supervisor::{Delivery, Pool, Slot, SupervisorError, DEADLINE_GRACE};
+use crate::run::trace;
 
 /// Counts of a batch of verdicts.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
@@ -244,6 +244,7 @@ pub fn run(
     on_event: &mut dyn FnMut(CampaignEvent<'_>),
 ) -> (CampaignSummary, Result<(), SupervisorError>) {
     let started = Instant::now();
+    trace::start(started);
     let mut summary = CampaignSummary::default();
     let m = spec.stream.manifest();
     let steering = spec.steer.then(|| Steering::new(pool.max_chunk() as u64));
@@ -268,25 +269,32 @@ pub fn run(
             tx
         });
         let mut desk = Desk::new(keeper, requests);
-        let mut emit = |kind: EventKind<'_>| on_event(CampaignEvent { elapsed: started.elapsed(), kind });
+        let mut emit = |kind: EventKind<'_>| {
+            trace_event(&kind);
+            on_event(CampaignEvent { elapsed: started.elapsed(), kind })
+        };
         let mut stopped = false;
-        let mut trace = Trace::from_env();
-        let mut on_result = |i: u64, slot: Slot| -> Result<ControlFlow<()>, SupervisorError> {
-            let traced = trace.note(&slot);
-            // Answers that came back belong to earlier cases: filed first.
+        let mut on_delivery = |delivery: Delivery| -> Result<ControlFlow<()>, SupervisorError> {
+            // Answers that came back belong to earlier cases: filed first, and on every tick,
+            // so that a named bug is shown as soon as its re-run ends.
             while let Ok(done) = done_rx.try_recv() {
                 if desk.complete(done, spec, &mut summary, &mut emit)?.is_break() {
                     stopped = true;
                 }
             }
+            let (i, slot) = match delivery {
+                Delivery::Case(i, slot) => (i, slot),
+                Delivery::Tick => return Ok(if stopped { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }),
+            };
+            let traced = trace_note(&slot);
             let flow = desk.deliver(i, slot, spec, steering.as_ref(), &mut summary, &mut emit)?;
             let steered = steering.as_ref().is_some_and(|s| s.delivered(i));
             summary.steered += steered as u64;
-            trace.case(started, i, traced, steered, summary.progress.new_bugs);
+            trace_case(i, traced, steered, summary.progress.new_bugs);
             stopped |= flow.is_break();
             Ok(if stopped { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
         };
-        let result = pool.run_indexed(spec.cases, spec.deadline, m, &spec.options, spec.timeout, &make, &mut on_result);
+        let result = pool.run_indexed_ticking(spec.cases, spec.deadline, m, &spec.options, spec.timeout, &make, &mut on_delivery);
         // The re-runs still out are waited for, unless the campaign stopped early or its time
         // is up (a grace past the deadline); then they are given up, their bugs provisional.
         desk.close_requests();
@@ -307,50 +315,51 @@ pub fn run(
         result
     });
     summary.elapsed = started.elapsed();
+    trace::stop();
     (summary, result)
 }
 
-/// `CUDAFUZZ_TRACE=FILE`: one JSON line per case as the campaign files it (milliseconds since
-/// the start, case number, outcome, whether it was steered, bugs so far, the worker's stage
-/// times), appended to FILE; for finding where a campaign's time goes.
-struct Trace(Option<std::io::BufWriter<std::fs::File>>);
-
-impl Trace {
-    /// The trace `CUDAFUZZ_TRACE` asks for; a file that cannot be opened is said once, and the
-    /// campaign runs untraced.
-    fn from_env() -> Trace {
-        let Some(path) = std::env::var_os("CUDAFUZZ_TRACE") else { return Trace(None) };
-        match std::fs::OpenOptions::new().create(true).append(true).open(&path) {
-            Ok(f) => Trace(Some(std::io::BufWriter::new(f))),
-            Err(e) => {
-                // A closed stderr must not panic a run over a diagnostic.
-                let _ = writeln!(std::io::stderr(), "cudafuzz: CUDAFUZZ_TRACE={}: cannot open: {e}; the campaign is not traced", path.to_string_lossy());
-                Trace(None)
-            }
-        }
+/// What the trace (`CUDAFUZZ_TRACE`, [`trace`]) records of a result before it is filed:
+/// nothing when not tracing.
+fn trace_note(slot: &Slot) -> Option<(&'static str, Option<crate::core::verdict::StageTimes>)> {
+    if !trace::on() {
+        return None;
     }
-
-    /// What the trace records of a result before it is filed (nothing when not tracing).
-    fn note(&self, slot: &Slot) -> Option<(&'static str, Option<crate::core::verdict::StageTimes>)> {
-        self.0.as_ref()?;
-        Some(match slot {
-            Slot::Skipped => ("skipped", None),
-            Slot::Ran(_, v) => {
-                let outcome = match v.outcome {
-                    Outcome::Pass => "pass",
-                    Outcome::Fail { .. } => "fail",
-                    Outcome::Rejected { .. } => "rejected",
-                    _ => "error",
-                };
-                (outcome, Some(v.times.clone()))
-            }
-        })
-    }
-
-    fn case(&mut self, started: Instant, index: u64, noted: Option<(&str, Option<crate::core::verdict::StageTimes>)>, steered: bool, bugs: usize) {
-        if let (Some(w), Some((outcome, times))) = (&mut self.0, noted) {
-            let line = serde_json::json!({ "ms": started.elapsed().as_millis() as u64, "case": index, "outcome": outcome, "steered": steered, "bugs": bugs, "times": times });
-            let _ = writeln!(w, "{line}");
+    Some(match slot {
+        Slot::Skipped => ("skipped", None),
+        Slot::Ran(_, v) => {
+            let outcome = match v.outcome {
+                Outcome::Pass => "pass",
+                Outcome::Fail { .. } => "fail",
+                Outcome::Rejected { .. } => "rejected",
+                _ => "error",
+            };
+            (outcome, Some(v.times.clone()))
         }
+    })
+}
+
+/// The trace line of a finding's events (new, named, filed as a bug), for the timeline from a
+/// case's verdict to the bug on the screen.
+fn trace_event(kind: &EventKind<'_>) {
+    if !trace::on() {
+        return;
+    }
+    let (event, index) = match kind {
+        EventKind::NewFinding { index, .. } => ("new_finding", Some(*index)),
+        EventKind::NewBug { index, .. } => ("new_bug", Some(*index)),
+        EventKind::Named { index, .. } => ("named", Some(*index)),
+        EventKind::NotNamed { index, .. } => ("not_named", Some(*index)),
+        EventKind::EscalationSilent { .. } => ("escalation_silent", None),
+        _ => return,
+    };
+    trace::line(serde_json::json!({ "event": event, "index": index }));
+}
+
+/// A case's trace line: its number, outcome, whether it was steered, bugs so far, the worker's
+/// stage times.
+fn trace_case(index: u64, noted: Option<(&str, Option<crate::core::verdict::StageTimes>)>, steered: bool, bugs: usize) {
+    if let Some((outcome, times)) = noted {
+        trace::line(serde_json::json!({ "case": index, "outcome": outcome, "steered": steered, "bugs": bugs, "times": times }));
     }
 }

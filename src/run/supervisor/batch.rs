@@ -67,12 +67,16 @@ impl BatchCosts {
 }
 
 /// Cases in the next sanitizer batch: [`FIRST_CHUNK`] until costs are measured, then as many as
-/// fit in [`TARGET_BATCH`] (at least `MIN_CASE_TIME` of cases) and in `time_left`; never more
+/// fit in [`TARGET_BATCH`] (at least `MIN_CASE_TIME` of cases, and at least as long as the
+/// processes' start and end) and in `time_left`; never more
 /// than `cap` (`--sanitize-batch`) nor fewer than 1.
 pub fn chunk_size(costs: Option<BatchCosts>, time_left: Option<Duration>, cap: usize) -> usize {
     let cap = cap.max(1);
     let Some(c) = costs else { return FIRST_CHUNK.min(cap) };
-    let mut for_cases = TARGET_BATCH.saturating_sub(c.fixed).max(MIN_CASE_TIME);
+    // A batch also gives its cases at least as long as its processes' start and end took: a Python
+    // target's sanitizer process takes 4 to 5 s to start (interpreter, `import torch`, CUDA), and
+    // batches of 2 s of cases spent two thirds of a memcheck campaign starting processes.
+    let mut for_cases = TARGET_BATCH.saturating_sub(c.fixed).max(MIN_CASE_TIME).max(c.fixed);
     if let Some(left) = time_left {
         for_cases = for_cases.min(left.saturating_sub(c.fixed));
     }
@@ -132,6 +136,9 @@ impl Supervisor {
                         break;
                     }
                     let (v, _) = self.run_once(&tool_cases[next], manifest, &tool_opts, timeout.saturating_mul(SANITIZER_SLOWDOWN))?;
+                    if crate::run::trace::on() {
+                        crate::run::trace::line(serde_json::json!({ "event": "sanitizer_case", "tool": tool.name(), "sticky": v.sticky, "times": v.times }));
+                    }
                     ran.push((next, v));
                     next += 1;
                     if self.worker.is_none() || next == limit {
@@ -139,6 +146,7 @@ impl Supervisor {
                     }
                 }
                 let xml = self.end_process();
+                crate::run::trace::line(serde_json::json!({ "event": "sanitizer_process_ended", "tool": tool.name(), "cases": ran.len() }));
                 self.give_up()?;
                 if ran.is_empty() {
                     break;
@@ -387,8 +395,10 @@ mod tests {
         // No time left, or cases longer than a batch: one case still runs.
         assert_eq!(chunk_size(costs(2000, 100), Some(Duration::ZERO), 200), 1);
         assert_eq!(chunk_size(costs(2000, 9000), None, 200), 1);
-        // Start-up alone past the target: still a couple of seconds of cases per process.
-        assert_eq!(chunk_size(costs(8000, 100), None, 200), 20);
+        // Start-up alone past the target: at least as long for cases as for the start.
+        assert_eq!(chunk_size(costs(8000, 100), None, 200), 80);
+        assert_eq!(chunk_size(costs(4500, 100), None, 200), 45);
+        assert_eq!(chunk_size(costs(4500, 100), Some(Duration::from_secs(6)), 200), 15);
         assert_eq!(chunk_size(costs(500, 0), None, 200), 200);
     }
 

@@ -31,7 +31,7 @@ mod python;
 pub use python::PYTHON_ENV;
 
 pub use batch::{chunk_size, BatchCosts, FIRST_CHUNK, TARGET_BATCH};
-pub use pool::{Pool, Slot, DEADLINE_GRACE};
+pub use pool::{Delivery, Pool, Slot, DEADLINE_GRACE, TICK};
 pub use process::KILL_GRACE;
 use process::{kill_now, retire, spawn, StartFailure, Starting, WorkerHandle};
 
@@ -302,6 +302,11 @@ impl Supervisor {
         }
     }
 
+    /// The first tool of the supervisor's sanitizer pass, if it has one (for the trace).
+    pub fn tool_name(&self) -> Option<&'static str> {
+        self.cfg.sanitizer.as_ref().and_then(|p| p.tools.first()).map(|t| t.name())
+    }
+
     /// The GPU of the current worker, starting one if needed.
     pub fn gpu(&mut self) -> Result<GpuInfo, SupervisorError> {
         self.ensure_worker()?;
@@ -477,6 +482,11 @@ impl Supervisor {
         let give_up = || self.give_up().is_err();
         let result = starting.ready(since + SETUP_TIMEOUT, &give_up);
         self.overhead += since.elapsed();
+        if crate::run::trace::on() {
+            let tool = self.tool.map(|(t, _)| t.name());
+            let line = serde_json::json!({ "event": "worker_ready", "spawned_ms": crate::run::trace::ms(since), "ok": result.is_ok(), "python": self.python.is_some(), "sanitizer": tool });
+            crate::run::trace::line(line);
+        }
         match result {
             Ok(w) => Ok(w),
             Err(StartFailure::NoGpu(message)) => Err(SupervisorError::NoGpu(message)),
@@ -522,6 +532,20 @@ impl Supervisor {
             return Ok(v.pop().expect("one verdict per case"));
         }
         self.run_native(case, manifest, opts, timeout)
+    }
+
+    /// Starts the worker that `manifest`'s next case needs now, natively (under a sanitizer a
+    /// worker lives for one batch and is started with it). A pool calls this before it takes
+    /// the next case number, so that the first worker ready takes case #0 and results come in
+    /// case order, instead of case #0 waiting for the slowest start (a Python worker takes
+    /// seconds: its interpreter, `import torch`).
+    pub fn ready_for(&mut self, manifest: &Manifest) -> Result<(), SupervisorError> {
+        if self.sanitized() {
+            return Ok(());
+        }
+        self.give_up()?;
+        self.fit(manifest);
+        self.ensure_worker()
     }
 
     fn run_native(&mut self, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<Verdict, SupervisorError> {

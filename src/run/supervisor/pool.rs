@@ -49,6 +49,21 @@ struct Shared<'a> {
 
 type Report = (u64, Result<Slot, SupervisorError>);
 
+/// What [`Pool::run_indexed_ticking`] hands its caller: a case's result, in case order, or a
+/// tick while results are awaited.
+#[derive(Debug)]
+pub enum Delivery {
+    /// Case `i`'s result.
+    Case(u64, Slot),
+    /// About [`TICK`] passed: a caller with answers of its own to file (a campaign's sanitizer
+    /// re-runs) files them now, not when the next case comes in order, which may be seconds
+    /// later while a worker restarts.
+    Tick,
+}
+
+/// How often [`Delivery::Tick`] comes.
+pub const TICK: Duration = Duration::from_millis(100);
+
 impl Pool {
     /// A pool of the given supervisors; the first case of each starts its worker.
     pub fn new(slots: Vec<Supervisor>) -> Pool {
@@ -96,6 +111,27 @@ impl Pool {
         make: &(dyn Fn(u64, &AtomicBool) -> Option<Case> + Sync),
         on_result: &mut dyn FnMut(u64, Slot) -> Result<ControlFlow<()>, SupervisorError>,
     ) -> Result<(), SupervisorError> {
+        let mut on_delivery = |d: Delivery| match d {
+            Delivery::Case(i, slot) => on_result(i, slot),
+            Delivery::Tick => Ok(ControlFlow::Continue(())),
+        };
+        self.run_indexed_ticking(n, deadline, manifest, opts, timeout, make, &mut on_delivery)
+    }
+
+    /// [`Pool::run_indexed`], with a [`Delivery::Tick`] about every [`TICK`] besides the
+    /// results; a tick may end the run as a result does.
+    // Each argument is one independent knob of the campaign loop; a struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_indexed_ticking(
+        &mut self,
+        n: u64,
+        deadline: Option<Instant>,
+        manifest: &Manifest,
+        opts: &RunOptions,
+        timeout: Duration,
+        make: &(dyn Fn(u64, &AtomicBool) -> Option<Case> + Sync),
+        on_delivery: &mut dyn FnMut(Delivery) -> Result<ControlFlow<()>, SupervisorError>,
+    ) -> Result<(), SupervisorError> {
         let shared = Shared { n, deadline, manifest, opts, timeout, make, next: AtomicU64::new(0), abort: AtomicBool::new(false) };
         let cancel = Arc::new(AtomicBool::new(false));
         for sup in self.slots.iter_mut() {
@@ -108,7 +144,8 @@ impl Pool {
                 scope.spawn(move || drive(sup, shared, &tx));
             }
             drop(tx);
-            let mut order = InOrder { on_result, first_err: None, done: false, pending: BTreeMap::new(), expect: 0 };
+            let mut order = InOrder { on_delivery, first_err: None, done: false, pending: BTreeMap::new(), expect: 0 };
+            let mut ticked = Instant::now();
             // The run is over: nothing new starts, and what still runs is abandoned.
             let end = || {
                 shared.abort.store(true, Ordering::SeqCst);
@@ -129,7 +166,8 @@ impl Pool {
                     }
                     None => Duration::from_secs(3600),
                 };
-                match rx.recv_timeout(wait) {
+                let until_tick = TICK.saturating_sub(ticked.elapsed());
+                match rx.recv_timeout(wait.min(until_tick)) {
                     Ok((i, slot)) => {
                         if order.push(i, slot) {
                             end();
@@ -137,6 +175,12 @@ impl Pool {
                     }
                     Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => break,
+                }
+                if ticked.elapsed() >= TICK {
+                    ticked = Instant::now();
+                    if order.tick() {
+                        end();
+                    }
                 }
             }
             order.finish()
@@ -152,6 +196,14 @@ impl Pool {
 fn drive(sup: &mut Supervisor, s: &Shared<'_>, tx: &Sender<Report>) {
     loop {
         if s.abort.load(Ordering::SeqCst) || s.deadline.is_some_and(|d| Instant::now() >= d) {
+            return;
+        }
+        if let Err(e) = sup.ready_for(s.manifest) {
+            // The case this slot would have run carries the reason, like any failed start.
+            let first = s.next.fetch_add(1, Ordering::SeqCst);
+            if first < s.n && !matches!(e, SupervisorError::Cancelled) {
+                let _ = tx.send((first, Err(e)));
+            }
             return;
         }
         let chunk = sup.next_chunk(s.deadline) as u64;
@@ -181,6 +233,13 @@ fn drive(sup: &mut Supervisor, s: &Shared<'_>, tx: &Sender<Report>) {
                 return;
             }
         };
+        if crate::run::trace::on() {
+            for (i, v) in ran.iter().zip(&verdicts) {
+                crate::run::trace::line(
+                    serde_json::json!({ "event": "verdict", "index": i, "pass": matches!(v.outcome, crate::core::verdict::Outcome::Pass) }),
+                );
+            }
+        }
         // A batch cut short by the deadline has fewer verdicts: its later cases are not reported
         // (zip stops at the shorter side), and neither are skipped indices after the cut.
         let cut = ran.get(verdicts.len()).copied().unwrap_or(u64::MAX);
@@ -197,7 +256,7 @@ fn drive(sup: &mut Supervisor, s: &Shared<'_>, tx: &Sender<Report>) {
 
 /// Delivers results to `on_result` in index order; after a `Break` or an error, nothing more.
 struct InOrder<'f> {
-    on_result: &'f mut dyn FnMut(u64, Slot) -> Result<ControlFlow<()>, SupervisorError>,
+    on_delivery: &'f mut dyn FnMut(Delivery) -> Result<ControlFlow<()>, SupervisorError>,
     first_err: Option<SupervisorError>,
     done: bool,
     pending: BTreeMap<u64, Result<Slot, SupervisorError>>,
@@ -215,11 +274,25 @@ impl InOrder<'_> {
         self.done
     }
 
+    /// A tick; true when the run is over.
+    fn tick(&mut self) -> bool {
+        if !self.done {
+            let flow = (self.on_delivery)(Delivery::Tick);
+            self.settle(flow);
+        }
+        self.done
+    }
+
     fn deliver(&mut self, i: u64, slot: Result<Slot, SupervisorError>) {
         if self.done {
             return;
         }
-        match slot.and_then(|s| (self.on_result)(i, s)) {
+        let flow = slot.and_then(|s| (self.on_delivery)(Delivery::Case(i, s)));
+        self.settle(flow);
+    }
+
+    fn settle(&mut self, flow: Result<ControlFlow<()>, SupervisorError>) {
+        match flow {
             Ok(ControlFlow::Continue(())) => {}
             Ok(ControlFlow::Break(())) => self.done = true,
             Err(e) => {

@@ -78,11 +78,13 @@ pub fn to_finding(record: &Record, ctx: &FindingContext<'_>) -> Finding {
 }
 
 /// Functions of the frameworks a Python target calls into: PyTorch's ATen and c10 kernels (as
-/// compute-sanitizer names them, demangled or not) and the kernels CuPy generates.
-const FRAMEWORK_FUNCTIONS: [&str; 5] = ["at::", "c10::", "_ZN2at", "_ZN3c10", "cupy_"];
+/// compute-sanitizer names them, demangled or not), the attention kernels PyTorch ships (its
+/// FlashAttention copy, its memory-efficient CUTLASS kernels) and calls in cuDNN (SDPA's cuDNN
+/// backend), and the kernels CuPy generates.
+const FRAMEWORK_FUNCTIONS: [&str; 9] = ["at::", "c10::", "_ZN2at", "_ZN3c10", "pytorch_flash::", "_ZN13pytorch_flash", "fmha_cutlass", "cudnn_", "cupy_"];
 
 /// Whether `record` comes from a Python target's framework rather than the code under test: a
-/// function of it is PyTorch's or CuPy's (`at::`, `c10::`, `cupy_`), no frame of it lies under `user_code` (the
+/// function of it is PyTorch's, cuDNN's or CuPy's (`FRAMEWORK_FUNCTIONS`), no frame of it lies under `user_code` (the
 /// manifest's folder, where the target's module, extension sources and Triton kernels live), and
 /// its address, if any, is outside every allocation of the case (`table`). Without a table
 /// nothing can be said: `false`. A kernel of the user's that is not under the manifest's folder
@@ -297,6 +299,14 @@ mod tests {
         r.at.as_mut().unwrap().func = Some("void at::native::vectorized_elementwise_kernel<4>(int)".into());
         assert!(is_framework_record(&r, Some(&table), elsewhere));
         assert!(framework_note(&r).contains("not a finding") && framework_note(&r).contains("at::native"), "{}", framework_note(&r));
+        // SDPA's cuDNN and FlashAttention kernels (seen under memcheck on an H200, torch 2.11).
+        for func in [
+            "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_35_16x128x256_1x4x1_cga1x1x1_kernel0_0",
+            "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<256, 128, 64, 8, false, false, cutlass::half_t>>(pytorch_flash::Flash_fwd_params)",
+        ] {
+            r.at.as_mut().unwrap().func = Some(func.into());
+            assert!(is_framework_record(&r, Some(&table), elsewhere), "{func}");
+        }
         // The same access from a kernel under the manifest's folder (a Triton kernel writing past
         // a tensor it allocated): a finding.
         assert!(!is_framework_record(&r, Some(&table), &frame_dir));
