@@ -49,8 +49,12 @@ pub(super) fn sanitizer_command(c: SanitizerCommand) -> Result<i32> {
             let f = FindingContext { kernel: &func, ..ctx };
             outln!("{}", to_finding(r, &f))?;
         }
-        let api = parsed.records.len() - found;
-        outln!("{}: {found} finding records, {api} API-error records, {} malformed records", file.display(), parsed.malformed.len())?;
+        let notices = parsed.notices().count();
+        for r in parsed.notices() {
+            outln!("note: {}", r.notice_note())?;
+        }
+        let api = parsed.records.len() - found - notices;
+        outln!("{}: {found} finding records, {api} API-error records, {notices} notices, {} malformed records", file.display(), parsed.malformed.len())?;
     }
     Ok(if found > 0 {
         exit::FINDINGS

@@ -246,11 +246,13 @@ fn merge_records(
         // API errors are the native oracles' business (launch rejections, sticky statuses).
         // initcheck's "Host API uninitialized memory access" records are the harness copying a
         // never-written buffer back to check it, not the kernel.
+        // The tool's notices about itself (a hazard limit reached) are notes, never findings.
         let judged: Vec<&xml::Record> = records.iter().filter(|r| !r.is_api() && !r.text.starts_with("Host API")).collect();
+        let (notices, judged): (Vec<&xml::Record>, Vec<&xml::Record>) = judged.into_iter().partition(|r| r.is_notice());
         let (framework, kernel): (Vec<&xml::Record>, Vec<&xml::Record>) =
             judged.into_iter().partition(|r| python && xml::is_framework_record(r, native.allocations.as_ref(), &user_code));
         let found = dedupe(kernel.into_iter().map(|r| to_finding(r, &ctx)));
-        let notes: Vec<String> = framework.iter().map(|r| xml::framework_note(r)).collect();
+        let notes: Vec<String> = notices.iter().map(|r| r.notice_note()).chain(framework.iter().map(|r| xml::framework_note(r))).collect();
         let unknown = if k >= markers {
             Some(format!("{tool} results are unknown for this case: {}", lost.clone().unwrap_or_else(|| "the process ended before the case was marked".into())))
         } else {
@@ -372,6 +374,28 @@ mod tests {
         let mut v = verdict(Outcome::Pass);
         add_findings(&mut v, vec![], Some("lost".into()));
         assert!(matches!(v.outcome, Outcome::Error { .. }));
+    }
+
+    #[test]
+    fn a_tools_notice_is_a_note_of_the_case_and_its_race_one_finding() {
+        let dir = tempfile::tempdir().unwrap();
+        let race = include_str!("../../../tests/fixtures/sanitizer/racecheck-race.xml");
+        let race = &race[race.find("<record>").unwrap()..race.rfind("</record>").unwrap() + "</record>".len()];
+        let notice = "<record><kind>Analysis</kind><level>Warning</level><what><text>Maximum number of hazards reached.</text></what></record>";
+        let xml = dir.path().join("racecheck.xml");
+        std::fs::write(&xml, format!("<ComputeSanitizerOutput>{notice}{race}</ComputeSanitizerOutput>")).unwrap();
+        let (m, case) = (crate::testing::attention(), crate::testing::example());
+        let mut verdicts = vec![None];
+        merge_records(Tool::Racecheck, Some(xml), std::slice::from_ref(&case), &m, vec![(0, verdict(Outcome::Pass))], &mut verdicts).unwrap();
+        let v = verdicts[0].take().unwrap();
+        assert_eq!(v.notes, ["a compute-sanitizer notice (not a finding): Warning: Maximum number of hazards reached."]);
+        match &v.outcome {
+            Outcome::Fail { findings } => {
+                assert_eq!(findings.len(), 1, "{findings:?}");
+                assert_eq!(findings[0].kind, FindingKind::Race);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     fn costs(fixed_ms: u64, per_case_ms: u64) -> Option<BatchCosts> {

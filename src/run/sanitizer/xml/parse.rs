@@ -43,9 +43,14 @@ impl Parsed {
         Parsed { records, truncated, malformed }
     }
 
-    /// The records that are not `Api` records: what the tool found in kernels.
+    /// The records that are neither `Api` records nor notices: what the tool found in kernels.
     pub fn findings(&self) -> impl Iterator<Item = &Record> {
-        self.records.iter().filter(|r| !r.is_api())
+        self.records.iter().filter(|r| !r.is_api() && !r.is_notice())
+    }
+
+    /// The tool's notices about itself ([`Record::is_notice`]).
+    pub fn notices(&self) -> impl Iterator<Item = &Record> {
+        self.records.iter().filter(|r| r.is_notice())
     }
 }
 
@@ -539,6 +544,29 @@ mod tests {
         assert!(matches!(e, XmlError::Malformed { .. }), "{e}");
         let e = parse("<ComputeSanitizerOutput><record><kind>Api</kind></record> </what> <record>").unwrap_err();
         assert!(matches!(e, XmlError::Malformed { .. }), "{e}");
+    }
+
+    #[test]
+    fn the_tools_notices_are_notes_never_findings_and_no_kind_is_a_sentence() {
+        // racecheck's hazard limit, as a record that locates nothing, and as a record whose
+        // `<kind>` is the sentence itself; then a real race.
+        let limit = "Maximum number of hazards reached. Environment variable NV_COMPUTE_SANITIZER_MAX_RACECHECK_HAZARDS can be used to increase this count.";
+        let race = include_str!("../../../../tests/fixtures/sanitizer/racecheck-race.xml");
+        let race = &race[race.find("<record>").unwrap()..race.rfind("</record>").unwrap() + "</record>".len()];
+        let xml = format!(
+            "<ComputeSanitizerOutput><record><kind>Analysis</kind><level>Warning</level><what><text>{limit}</text></what></record>\
+             <record><kind>Warning: {limit}</kind></record>{race}</ComputeSanitizerOutput>"
+        );
+        let p = parse(&xml).unwrap();
+        assert_eq!(p.records.len(), 3);
+        assert_eq!((p.notices().count(), p.findings().count()), (2, 1));
+        let notes: Vec<String> = p.notices().map(Record::notice_note).collect();
+        assert!(notes[0].starts_with("a compute-sanitizer notice (not a finding): Warning: Maximum number of hazards"), "{}", notes[0]);
+        assert!(notes[1].contains("Maximum number of hazards"), "{}", notes[1]);
+        assert_eq!(p.findings().next().unwrap().tool_kind().to_string(), "race_shared_write_read");
+        // Were a sentence ever made a kind, it would not become the kind's text.
+        let k = p.records[1].tool_kind().to_string();
+        assert!(k.len() < 20 && !k.contains("maximum"), "{k}");
     }
 
     #[test]

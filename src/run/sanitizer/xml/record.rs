@@ -227,6 +227,32 @@ impl Record {
         self.kind == RecordKind::Api
     }
 
+    /// Whether this is the tool's notice about itself rather than a record of an access: it
+    /// names no address, size, thread, block, instruction, stack, race side or API call (racecheck's
+    /// "Maximum number of hazards reached", a print-limit warning), or its `<kind>` is a
+    /// sentence, not a word. A notice is shown once as a note and never becomes a finding: a
+    /// finding's kind is never built from free text.
+    pub fn is_notice(&self) -> bool {
+        let locates = self.address.is_some()
+            || self.size.is_some()
+            || self.thread.is_some()
+            || self.block.is_some()
+            || self.at.is_some()
+            || !self.device_stack.is_empty()
+            || self.source.is_some()
+            || self.destination.is_some()
+            || self.api.is_some();
+        let sentence = matches!(&self.kind, RecordKind::Other(k) if !is_word(k));
+        (!locates && !self.is_api()) || sentence
+    }
+
+    /// A notice as a note: the tool's words, once.
+    pub fn notice_note(&self) -> String {
+        let words = if self.text.trim().is_empty() { self.kind.as_str().trim() } else { self.text.trim() };
+        let level = self.level.as_deref().map(|l| format!("{l}: ")).unwrap_or_default();
+        format!("a compute-sanitizer notice (not a finding): {level}{words}")
+    }
+
     /// Whether this is an `Api` record for `api`: the harness's markers are deliberate failing
     /// calls (`cudaFree`, `cuMemFree`) that split the record stream between cases. A driver
     /// call's versioned symbol matches its plain name: `cuMemFree` matches `cuMemFree_v2`.
@@ -298,12 +324,20 @@ impl Record {
             RecordKind::Synccheck => kind(SanitizerClass::Barrier, &[self.barrier_type.as_deref().map(snake)]),
             RecordKind::Api => kind(SanitizerClass::Api, &[self.api.as_deref().map(ident), self.error.as_deref().map(ident)]),
             RecordKind::Other(k) => {
-                let head = snake(k);
+                // A kind is a word of the tool's (`Leak`), never a sentence made into one.
+                let head = if is_word(k) { snake(k) } else { String::new() };
                 let class = SanitizerClass::Other(if head.is_empty() { "unknown".into() } else { head });
                 kind(class, &[self.memory_space(), self.access_direction(), self.error.as_deref().map(snake)])
             }
         }
     }
+}
+
+/// Whether a `<kind>` text is a word (`Leak`, `Precise`), not a sentence: at most 32
+/// characters, no white space inside.
+fn is_word(k: &str) -> bool {
+    let k = k.trim();
+    !k.is_empty() && k.len() <= 32 && !k.contains(char::is_whitespace)
 }
 
 /// `Out of Bounds` → `out_of_bounds`, `__global__` → `global`: ASCII letters and digits in lower
