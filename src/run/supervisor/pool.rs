@@ -206,6 +206,10 @@ fn drive(sup: &mut Supervisor, s: &Shared<'_>, tx: &Sender<Report>) {
             }
             return;
         }
+        // A worker's start may have outlasted the run.
+        if s.abort.load(Ordering::SeqCst) || s.deadline.is_some_and(|d| Instant::now() >= d) {
+            return;
+        }
         let chunk = sup.next_chunk(s.deadline) as u64;
         let first = s.next.fetch_add(chunk, Ordering::SeqCst);
         if first >= s.n {
