@@ -25,8 +25,14 @@ use evalexpr::{
 
 use crate::core::case::Scalar;
 
-/// The functions every expression may call.
-pub const FUNCTIONS: [&str; 4] = ["cdiv", "min", "max", "sqrt"];
+/// The functions every expression may call: `cdiv(a, b)` (division rounding up), `min`, `max`,
+/// `sqrt`, `gcd(a, b)`, the bit operations `bitand`, `bitor`, `bitxor` (two integers each),
+/// `bitnot(a)`, `shl(a, n)`, `shr(a, n)`, and `if(condition, then, else)`, which evaluates only
+/// the branch it takes (`if(d == 0, 0, n / d)` never divides by zero).
+pub const FUNCTIONS: [&str; 11] = ["cdiv", "min", "max", "sqrt", "gcd", "bitand", "bitor", "bitxor", "bitnot", "shl", "shr"];
+
+/// The conditional: a function name the parser knows, evaluated lazily by [`eval_lazily`].
+pub const CONDITIONAL: &str = "if";
 
 /// Per-tensor names an expression may use, besides `t.stride_<dim>` and `t.size_<dim>`.
 pub const TENSOR_FIELDS: [&str; 4] = ["offset_bytes", "numel", "rank", "elem_bytes"];
@@ -40,7 +46,7 @@ pub fn is_identifier(name: &str) -> bool {
 /// Whether `name` cannot name a dim, scalar, param or define: an expression already means
 /// something else by it.
 pub fn is_reserved(name: &str) -> bool {
-    FUNCTIONS.contains(&name) || name == "elem_bytes" || name.starts_with("CUDAFUZZ") || name.starts_with("CF_")
+    FUNCTIONS.contains(&name) || name == CONDITIONAL || name == "elem_bytes" || name.starts_with("CUDAFUZZ") || name.starts_with("CF_")
 }
 
 /// What went wrong with one expression; the caller adds file and field.
@@ -232,6 +238,14 @@ impl Env {
         ctx.set_function("min".into(), Function::new(|a: &Value| fold(a, "min", i64::min, f64::min))).expect("mutable");
         ctx.set_function("max".into(), Function::new(|a: &Value| fold(a, "max", i64::max, f64::max))).expect("mutable");
         ctx.set_function("sqrt".into(), Function::new(sqrt)).expect("mutable");
+        ctx.set_function("gcd".into(), Function::new(|a: &Value| two_ints(a, "gcd", |x, y| Ok(gcd(x, y))))).expect("mutable");
+        ctx.set_function("bitand".into(), Function::new(|a: &Value| two_ints(a, "bitand", |x, y| Ok(x & y)))).expect("mutable");
+        ctx.set_function("bitor".into(), Function::new(|a: &Value| two_ints(a, "bitor", |x, y| Ok(x | y)))).expect("mutable");
+        ctx.set_function("bitxor".into(), Function::new(|a: &Value| two_ints(a, "bitxor", |x, y| Ok(x ^ y)))).expect("mutable");
+        ctx.set_function("shl".into(), Function::new(|a: &Value| two_ints(a, "shl", shift_left))).expect("mutable");
+        ctx.set_function("shr".into(), Function::new(|a: &Value| two_ints(a, "shr", shift_right))).expect("mutable");
+        ctx.set_function("bitnot".into(), Function::new(bitnot)).expect("mutable");
+        functions.push(CONDITIONAL.into());
         Env { ctx, names, functions }
     }
 
@@ -266,6 +280,12 @@ impl Env {
             return Err(ExprFailure::new("empty expression", "; write e.g. \"1\" or a dim's name"));
         }
         let node = parsed(expr).map_err(|e| ExprFailure::new(format!("cannot parse ({})", describe(&e)), ""))?;
+        if has_power(&node) {
+            return Err(ExprFailure::new(
+                "`^` is a power in these expressions, not C's exclusive or",
+                "; write bitxor(a, b) for exclusive or, or a * a for a square",
+            ));
+        }
         for name in node.iter_variable_identifiers() {
             if !self.has_variable(name) {
                 let close = self.suggest(name);
@@ -301,7 +321,7 @@ impl Env {
 
     fn eval(&self, expr: &str) -> Result<Value, ExprFailure> {
         let node = self.parse(expr)?;
-        node.eval_with_context(&self.ctx).map_err(|e| ExprFailure::new(describe(&e), ""))
+        eval_lazily(&node, &self.ctx).map_err(|e| ExprFailure::new(describe(&e), ""))
     }
 
     /// Evaluates an expression to whatever value it has (a Python target's argument).
@@ -311,7 +331,7 @@ impl Env {
 
     /// Evaluates a parsed expression (a sub-expression of a relation) to a value.
     pub fn eval_node(&self, node: &Node) -> Result<Value, ExprFailure> {
-        node.eval_with_context(&self.ctx).map_err(|e| ExprFailure::new(describe(&e), ""))
+        eval_lazily(node, &self.ctx).map_err(|e| ExprFailure::new(describe(&e), ""))
     }
 
     /// Evaluates an expression that must yield true or false (a relation).
@@ -363,6 +383,96 @@ pub fn variables_in(expr: &str) -> Vec<String> {
     match build_operator_tree::<DefaultNumericTypes>(expr) {
         Ok(node) => node.iter_variable_identifiers().map(str::to_string).collect(),
         Err(_) => Vec::new(),
+    }
+}
+
+/// Whether the tree uses `^` (evalexpr's power).
+fn has_power(node: &Node) -> bool {
+    matches!(node.operator(), evalexpr::Operator::Exp) || node.children().iter().any(has_power)
+}
+
+/// Whether the tree calls the conditional anywhere.
+fn has_conditional(node: &Node) -> bool {
+    // Walked here: evalexpr's identifier iterator leaves out the node it starts from.
+    matches!(node.operator(), evalexpr::Operator::FunctionIdentifier { identifier } if identifier == CONDITIONAL) || node.children().iter().any(has_conditional)
+}
+
+/// Evaluates `node`, the conditional lazily: `if(c, a, b)` evaluates `c`, then only the branch
+/// it takes. evalexpr evaluates every argument of a function first, so each conditional is
+/// evaluated here and put in the tree as the constant it gave before evalexpr evaluates the rest.
+pub fn eval_lazily(node: &Node, ctx: &HashMapContext<DefaultNumericTypes>) -> Result<Value, EvalexprError> {
+    if !has_conditional(node) {
+        return node.eval_with_context(ctx);
+    }
+    if matches!(node.operator(), evalexpr::Operator::FunctionIdentifier { identifier } if identifier == CONDITIONAL) {
+        let parts = conditional_parts(node)?;
+        let taken = match eval_lazily(parts[0], ctx)? {
+            Value::Boolean(b) => b,
+            other => return Err(EvalexprError::CustomMessage(format!("if(condition, then, else): the condition is {}, not true or false", show(&other)))),
+        };
+        return eval_lazily(if taken { parts[1] } else { parts[2] }, ctx);
+    }
+    let mut tree = node.clone();
+    for child in tree.children_mut() {
+        if has_conditional(child) {
+            let value = eval_lazily(child, ctx)?;
+            *child.operator_mut() = evalexpr::Operator::Const { value };
+            child.children_mut().clear();
+        }
+    }
+    tree.eval_with_context(ctx)
+}
+
+/// The three arguments of a conditional's call node.
+fn conditional_parts(call: &Node) -> Result<[&Node; 3], EvalexprError> {
+    // The call's one child is its argument: a tuple of three, possibly inside a root node.
+    let mut arg = call.children().first();
+    while let Some(n) = arg.filter(|n| matches!(n.operator(), evalexpr::Operator::RootNode) && n.children().len() == 1) {
+        arg = n.children().first();
+    }
+    match arg {
+        Some(t) if matches!(t.operator(), evalexpr::Operator::Tuple) && t.children().len() == 3 => {
+            let c = t.children();
+            Ok([&c[0], &c[1], &c[2]])
+        }
+        _ => Err(EvalexprError::CustomMessage("if takes three arguments: if(condition, then, else)".into())),
+    }
+}
+
+/// Applies `f` to a function's two integer arguments.
+fn two_ints(a: &Value, name: &str, f: impl Fn(i64, i64) -> Result<i64, String>) -> Result<Value, EvalexprError> {
+    match a {
+        Value::Tuple(t) if t.len() == 2 => match (&t[0], &t[1]) {
+            (Value::Int(x), Value::Int(y)) => f(*x, *y).map(Value::Int).map_err(|m| EvalexprError::CustomMessage(format!("{name}({x}, {y}): {m}"))),
+            (x, y) => Err(EvalexprError::CustomMessage(format!("{name}() takes two integers, got {} and {}", show(x), show(y)))),
+        },
+        other => Err(EvalexprError::CustomMessage(format!("{name}() takes two integers, got {}", show(other)))),
+    }
+}
+
+/// The greatest common divisor, never negative; `gcd(0, 0)` is 0.
+fn gcd(a: i64, b: i64) -> i64 {
+    let (mut a, mut b) = (a.unsigned_abs(), b.unsigned_abs());
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a.min(i64::MAX as u64) as i64
+}
+
+fn shift_left(a: i64, n: i64) -> Result<i64, String> {
+    let n = u32::try_from(n).ok().filter(|&n| n < 63).ok_or("the shift must be 0 to 62")?;
+    a.checked_mul(1i64 << n).ok_or_else(|| "integer overflow".to_string())
+}
+
+fn shift_right(a: i64, n: i64) -> Result<i64, String> {
+    let n = u32::try_from(n).ok().filter(|&n| n < 64).ok_or("the shift must be 0 to 63")?;
+    Ok(a >> n)
+}
+
+fn bitnot(a: &Value) -> Result<Value, EvalexprError> {
+    match a {
+        Value::Int(x) => Ok(Value::Int(!x)),
+        other => Err(EvalexprError::CustomMessage(format!("bitnot() takes an integer, got {}", show(other)))),
     }
 }
 
@@ -532,6 +642,50 @@ mod tests {
         assert!(f.problem.contains("negative"), "{f:?}");
         let f = e.int("cdiv(seq_q, 0)").unwrap_err();
         assert!(f.problem.contains("positive"), "{f:?}");
+    }
+
+    #[test]
+    fn gcd_bit_operations_and_comparisons() {
+        let e = env();
+        // The host's vector width from the hidden size: gcd(8, d).
+        for (d, vec) in [(64, 8), (36, 4), (6, 2), (7, 1), (0, 8)] {
+            let mut e = env();
+            e.set_int("d", d);
+            assert_eq!(e.int("gcd(8, d)").unwrap(), vec, "d = {d}");
+        }
+        assert_eq!(e.int("gcd(-12, 18)").unwrap(), 6);
+        assert_eq!(e.int("bitand(seq_q, 7) + bitor(8, 1) + bitxor(5, 3) + bitnot(0)").unwrap(), 1 + 9 + 6 - 1);
+        assert_eq!(e.int("shl(1, 10) + shr(seq_k, 4)").unwrap(), 1024 + 7);
+        assert!(e.int("shl(1, 64)").unwrap_err().problem.contains("0 to 62"));
+        assert!(e.int("shl(9223372036854775807, 1)").unwrap_err().problem.contains("overflow"));
+        assert!(e.int("bitand(seq_q, 1.5)").unwrap_err().problem.contains("two integers"));
+        assert!(e.boolean("seq_q != seq_k && !(seq_q > seq_k) || seq_q >= 1000").unwrap());
+    }
+
+    #[test]
+    fn the_conditional_evaluates_only_the_branch_it_takes() {
+        let mut e = env();
+        e.set_int("d", 0);
+        assert_eq!(e.int("if(d == 0, 0, seq_q / d)").unwrap(), 0);
+        assert_eq!(e.int("1 + if(d == 0, 7, seq_q / d) * 2").unwrap(), 15, "inside a larger expression");
+        assert_eq!(e.int("if(d > 0, seq_q % d, if(causal == 1, 3, 1 / d))").unwrap(), 3, "nested");
+        assert!(e.boolean("if(d == 0, true, seq_q / d > 1)").unwrap());
+        e.set_int("d", 4);
+        assert_eq!(e.int("if(d == 0, 0, seq_q / d)").unwrap(), 16);
+        // The branch taken still fails as it would alone.
+        e.set_int("d", 0);
+        assert!(e.int("if(d == 0, seq_q / d, 0)").unwrap_err().problem.contains("division by zero"));
+        assert!(e.int("if(d, 1, 2)").unwrap_err().problem.contains("not true or false"));
+        assert!(e.int("if(d == 0, 1)").unwrap_err().problem.contains("three arguments"));
+    }
+
+    #[test]
+    fn a_caret_is_refused_naming_the_function_to_use() {
+        let e = env();
+        let f = e.parse("seq_q ^ 2").unwrap_err();
+        assert!(f.problem.contains("`^` is a power") && f.hint.contains("bitxor(a, b)"), "{f:?}");
+        assert!(e.parse("max(1, (seq_q ^ 2))").is_err(), "anywhere in the expression");
+        assert!(is_reserved("gcd") && is_reserved("if") && is_reserved("shl"));
     }
 
     #[test]
