@@ -49,6 +49,21 @@ fn columns(row: &str) -> Vec<String> {
 }
 
 #[test]
+fn case_check_exits_0_inside_the_contract_and_1_outside() {
+    let dir = tempfile::tempdir().unwrap();
+    let inside = write_seed(&dir, "inside.json", example());
+    assert_eq!(cudafuzz(&["case", "check", inside.to_str().unwrap()]).status.code(), Some(exit::OK));
+    // q is 2-byte aligned in simple_attn's contract: an odd base offset is outside it.
+    let mut case = example();
+    case.layout_mut("q").offset_bytes = 1;
+    let outside = write_seed(&dir, "outside.json", case);
+    let o = cudafuzz(&["case", "check", outside.to_str().unwrap()]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(exit::OUTSIDE_CONTRACT), "{out}{err}");
+    assert!(out.contains("OUTSIDE"), "{out}");
+}
+
+#[test]
 fn case_check_reports_q_residue_8() {
     let dir = tempfile::tempdir().unwrap();
     let mut case = example();

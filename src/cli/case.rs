@@ -28,8 +28,9 @@ pub(super) fn case_command(c: CaseCommand) -> Result<i32> {
             let m = seed_kernel(forced.as_ref(), &seed, &file)?;
             let (case, plan) = checked_case(&file, &seed, &m)?;
             out!("{}", report::plan_table(&case, &plan))?;
-            out!("{}", report::contract_lines(&m.name, &check_contract(&m, &case, &plan)))?;
-            Ok(exit::OK)
+            let verdict = check_contract(&m, &case, &plan);
+            out!("{}", report::contract_lines(&m.name, &verdict))?;
+            Ok(if verdict.is_inside() { exit::OK } else { exit::OUTSIDE_CONTRACT })
         }
         CaseCommand::Migrate { file, output } => {
             let seed = load_seed(&file, None, false)?;

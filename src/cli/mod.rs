@@ -138,7 +138,8 @@ pub(super) enum CaseCommand {
         kernel: String,
     },
     /// Validate a seed/case file and print its plan: strides, spans, alignment residues, and the
-    /// verdict against the kernel's contract.
+    /// verdict against the kernel's contract. Exit 0 inside the contract, 1 outside, 2 for a
+    /// file that does not load.
     Check {
         /// The file.
         file: PathBuf,

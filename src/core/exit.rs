@@ -4,6 +4,9 @@
 pub const OK: i32 = 0;
 /// At least one finding (or, for `gate`-style commands, a regression).
 pub const FINDINGS: i32 = 1;
+/// `case check`: the case lies outside its kernel's contract (the same status as a finding:
+/// the check found something).
+pub const OUTSIDE_CONTRACT: i32 = 1;
 /// Bad input: a malformed seed, case or manifest, or a bad command line.
 pub const USAGE: i32 = 2;
 /// No usable GPU on this machine (no driver, or no device).
