@@ -1,7 +1,7 @@
 //! The command line as a user meets it: exit statuses, messages that name the file and field,
 //! and the no-GPU path.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use cudafuzz::core::case::Case;
@@ -46,6 +46,26 @@ fn columns(row: &str) -> Vec<String> {
         depth += word.matches('[').count() as i32 - word.matches(']').count() as i32;
     }
     out
+}
+
+#[test]
+fn kernels_checks_the_manifests_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken.toml");
+    std::fs::write(&broken, "format = 2\nname = \"broken\"\n").unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let softmax = root.join("kernels/norm/softmax.toml");
+    let o = cudafuzz(&["kernels", softmax.to_str().unwrap()]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(exit::OK), "{out}{err}");
+    assert!(out.contains("softmax") && out.contains("1 manifests load, 0 do not"), "{out}");
+    // A folder is every manifest in it; a broken one and a missing path are errors naming them.
+    let missing = dir.path().join("missing.toml");
+    let o = cudafuzz(&["kernels", root.join("kernels/python").to_str().unwrap(), broken.to_str().unwrap(), missing.to_str().unwrap()]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(exit::USAGE), "{out}{err}");
+    assert!(out.contains("triton_softmax") && out.contains("cupy_softmax"), "{out}");
+    assert!(out.contains("broken.toml") && out.contains("missing.toml: no such file or folder") && out.contains("2 do not"), "{out}");
 }
 
 #[test]

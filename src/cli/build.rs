@@ -13,28 +13,20 @@ use crate::engine::compile::ptx::check_entry_params;
 use crate::engine::compile::{build_all, Arch, CompileError, Compiler};
 
 /// `cudafuzz kernels`: one line per shipped manifest (and one per manifest that fails to load).
-pub(super) fn kernels() -> Result<i32> {
-    let dir = registry::kernels_dir();
-    outln!("shipped kernels in {} (* = fuzzed by a plain `cudafuzz fuzz`):", dir.display())?;
+pub(super) fn kernels(paths: &[std::path::PathBuf]) -> Result<i32> {
     let (mut bad, mut fuzzed, mut all) = (0, 0, 0);
-    for m in registry::shipped() {
+    let loaded: Vec<Result<Manifest, String>> = if paths.is_empty() {
+        outln!("shipped kernels in {} (* = fuzzed by a plain `cudafuzz fuzz`):", registry::kernels_dir().display())?;
+        registry::shipped().into_iter().map(|m| m.map_err(|e| e.to_string())).collect()
+    } else {
+        registry::manifests_at(paths).into_iter().map(|(_, m)| m).collect()
+    };
+    for m in loaded {
         match m {
             Ok(m) => {
                 all += 1;
                 fuzzed += m.fuzz as usize;
-                let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
-                let mark = if m.fuzz { '*' } else { ' ' };
-                let target = m.target.python().map(|p| format!(" python {} ({})", p.callable, p.tensors.name())).unwrap_or_default();
-                outln!(
-                    "{mark} {:<16} {:<40} {} [{}]{target}",
-                    m.name,
-                    m.path.display(),
-                    m.dtypes.iter().map(|d| d.name()).collect::<Vec<_>>().join(","),
-                    params.join(" ")
-                )?;
-                if !m.description.is_empty() {
-                    outln!("  {:<16} {}", "", m.description)?;
-                }
+                kernel_lines(&m)?;
             }
             Err(e) => {
                 bad += 1;
@@ -42,8 +34,31 @@ pub(super) fn kernels() -> Result<i32> {
             }
         }
     }
-    outln!("{all} kernels, {fuzzed} fuzzed by default; fuzz any of them with `cudafuzz fuzz --kernel NAME`")?;
+    if paths.is_empty() {
+        outln!("{all} kernels, {fuzzed} fuzzed by default; fuzz any of them with `cudafuzz fuzz --kernel NAME`")?;
+    } else {
+        outln!("{all} manifests load, {bad} do not; fuzz one with `cudafuzz fuzz --kernel PATH`")?;
+    }
     Ok(if bad > 0 { exit::USAGE } else { exit::OK })
+}
+
+/// One kernel as `cudafuzz kernels` lists it: name, path, dtypes, params, its Python target,
+/// and its description on a line of its own.
+fn kernel_lines(m: &Manifest) -> Result<()> {
+    let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+    let mark = if m.fuzz { '*' } else { ' ' };
+    let target = m.target.python().map(|p| format!(" python {} ({})", p.callable, p.tensors.name())).unwrap_or_default();
+    outln!(
+        "{mark} {:<16} {:<40} {} [{}]{target}",
+        m.name,
+        m.path.display(),
+        m.dtypes.iter().map(|d| d.name()).collect::<Vec<_>>().join(","),
+        params.join(" ")
+    )?;
+    if !m.description.is_empty() {
+        outln!("  {:<16} {}", "", m.description)?;
+    }
+    Ok(())
 }
 
 /// The architectures a build targets when none is asked for (the GPUs users run most).

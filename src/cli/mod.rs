@@ -74,8 +74,12 @@ enum Command {
     /// Work with manifests: `migrate OLD.toml` converts a format-1 manifest to format 2.
     #[command(subcommand)]
     Manifest(case::ManifestCommand),
-    /// List the shipped kernel manifests.
-    Kernels,
+    /// List the shipped kernel manifests, or load, check and list the given ones (files, or
+    /// folders of manifests): exit 2 when any does not load.
+    Kernels {
+        /// Manifests or folders of manifests to check instead of the shipped ones.
+        paths: Vec<PathBuf>,
+    },
     /// What this machine has for cudafuzz (NVRTC, CUDA headers, GPUs, compute-sanitizer, the
     /// kernel cache), and the one line that installs what is missing.
     Doctor(setup::DoctorArgs),
@@ -465,7 +469,7 @@ fn run(args: RawArgs) -> Result<i32> {
     match args.command {
         Command::Case(c) => case::case_command(c),
         Command::Manifest(c) => case::manifest_command(c),
-        Command::Kernels => build::kernels(),
+        Command::Kernels { paths } => build::kernels(&paths),
         Command::Doctor(a) => setup::doctor(a),
         Command::Cache(a) => setup::cache(a),
         Command::Build(b) => build::build(b),
