@@ -648,6 +648,19 @@ fn manifest_migrate_converts_a_format_1_manifest_into_the_shipped_one() {
     let o = migrate(&[new.to_str().unwrap(), "-o", "-"]);
     assert_eq!(o.status.code(), Some(cudafuzz::core::exit::USAGE));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a format-1 manifest"), "{}", String::from_utf8_lossy(&o.stderr));
+    // Every conversion says what it guessed.
+    assert!(text.contains("guess: seq_q and seq_k are drawn independently"), "{text}");
+    // A key format 1 never had is not dropped silently: refused, or with --force a warning.
+    let odd = dir.join("odd.toml");
+    std::fs::write(&odd, format!("accumulate = true\n{}", std::fs::read_to_string(&old).unwrap())).unwrap();
+    let o = migrate(&[odd.to_str().unwrap(), "-o", "-"]);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(cudafuzz::core::exit::USAGE), "{err}");
+    assert!(err.contains("odd.toml") && err.contains("`accumulate`") && err.contains("--force"), "{err}");
+    let o = migrate(&[odd.to_str().unwrap(), "-o", "-", "--force"]);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(cudafuzz::core::exit::OK), "{err}");
+    assert!(err.contains("warning: `accumulate` is not a format-1 key"), "{err}");
 }
 
 // ---------------------------------------------------------------------------------------------

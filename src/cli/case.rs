@@ -73,13 +73,35 @@ pub(super) enum ManifestCommand {
         /// Where to write the format-2 manifest (`-` for stdout).
         #[arg(short = 'o', long = "output")]
         output: Option<PathBuf>,
+        /// Convert even when something of the old file cannot be carried over (a key format 1
+        /// never had, a value of the wrong type); each is then printed as a warning.
+        #[arg(long)]
+        force: bool,
     },
 }
 
 pub(super) fn manifest_command(c: ManifestCommand) -> Result<i32> {
-    let ManifestCommand::Migrate { file, output } = c;
+    let ManifestCommand::Migrate { file, output, force } = c;
     let old = crate::core::userfile::read_text(&file).with_context(|| format!("{}: cannot read", file.display())).map_err(|e| fail(exit::USAGE, chain(e)))?;
-    let new = crate::core::manifest::migrate::migrate(&old).map_err(|e| fail(exit::USAGE, format!("{}: cannot migrate: {e}", file.display())))?;
+    let migration = crate::core::manifest::migrate::migrate(&old).map_err(|e| fail(exit::USAGE, format!("{}: cannot migrate: {e}", file.display())))?;
+    if !migration.losses.is_empty() && !force {
+        let losses: Vec<String> = migration.losses.iter().map(|l| format!("  {l}")).collect();
+        return Err(fail(
+            exit::USAGE,
+            format!(
+                "{}: not converted, it would lose what it says:\n{}\nfix the old file, or pass --force to convert anyway (each is then a warning)",
+                file.display(),
+                losses.join("\n")
+            ),
+        ));
+    }
+    for l in &migration.losses {
+        errln!("warning: {l}");
+    }
+    for g in &migration.guesses {
+        errln!("guess: {g}");
+    }
+    let new = migration.text;
     let output = output.unwrap_or_else(|| file.with_extension("v2.toml"));
     if output.as_os_str() == "-" {
         out!("{new}")?;

@@ -8,12 +8,62 @@
 //! and `scale`; the tensors q, k, v (inputs) and o (output, NaN sentinel) in BHSD order with the
 //! contract's layout kind and alignment; each buffer as a tensor (a `role = "lse"` buffer as the
 //! output the attention op's log-sum-exp is checked against); the reference `attention_fwd`;
-//! and stride arguments `q.stride_s` as `q.stride(2)`. [`migrate`] returns the new text; the
-//! CLI writes it (never over an existing file).
+//! and stride arguments `q.stride_s` as `q.stride(2)`. [`migrate`] returns the new text with
+//! what it could not carry over ([`Migration::losses`]: unknown keys, values of the wrong type
+//! that would otherwise widen to a default) and what it had to guess ([`Migration::guesses`]:
+//! roles, shared dims, value classes); the CLI refuses a conversion with losses unless told
+//! `--force`, prints every guess, and writes the text (never over an existing file).
 
 use std::fmt::Write as _;
 
 use thiserror::Error;
+
+/// A converted manifest, what was lost on the way and what was guessed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Migration {
+    /// The format-2 text.
+    pub text: String,
+    /// What the old file said that the new one does not: keys format 1 never had (dropped),
+    /// values of the wrong type (replaced by defaults, often wider).
+    pub losses: Vec<String>,
+    /// What format 1 left unsaid and the conversion assumed, each with how to change it.
+    pub guesses: Vec<String>,
+}
+
+/// Keys format 1 had, per table.
+const TOP_KEYS: [&str; 11] = ["name", "description", "source", "entry", "fuzz", "options", "defines", "params", "contract", "launch", "buffers"];
+const CONTRACT_KEYS: [&str; 10] = ["dtypes", "layouts", "head_dim", "head_dim_multiple", "seq_q", "seq_k", "min_align", "causal", "gqa", "max_element_offset"];
+const LAUNCH_KEYS: [&str; 5] = ["grid", "block", "shared_bytes", "timeout_ms", "args"];
+const BUFFER_KEYS: [&str; 6] = ["name", "count", "dtype", "init", "value", "role"];
+
+/// Each key of `t` that format 1 did not have, as a loss naming it (`contract.foo`).
+fn unknown_keys(t: &toml::Table, known: &[&str], prefix: &str, losses: &mut Vec<String>) {
+    for k in t.keys().filter(|k| !known.contains(&k.as_str())) {
+        losses.push(format!("`{prefix}{k}` is not a format-1 key: it would be dropped"));
+    }
+}
+
+/// Each key of `t` whose value is not of the type format 1 read it as.
+fn mistyped(t: &toml::Table, prefix: &str, losses: &mut Vec<String>) {
+    let is_range = |v: &toml::Value| v.as_array().is_some_and(|a| a.len() == 2 && a.iter().all(|x| x.is_integer()));
+    for (k, v) in t {
+        let (ok, want, default) = match k.as_str() {
+            "head_dim" | "seq_q" | "seq_k" => (is_range(v), "[lo, hi] of integers", "the range [1, 1048576]"),
+            "head_dim_multiple" | "min_align" | "max_element_offset" => (v.is_integer(), "an integer", "no such constraint"),
+            "causal" | "gqa" => (v.is_bool(), "true or false", "false"),
+            "layouts" => (
+                v.as_str().is_some_and(|l| ["contiguous", "inner_contiguous", "strided"].contains(&l)),
+                "\"contiguous\", \"inner_contiguous\" or \"strided\"",
+                "strided",
+            ),
+            "dtypes" => (v.as_array().is_some_and(|a| a.iter().all(|x| x.is_str())), "a list of type names", "[\"f16\", \"bf16\"]"),
+            _ => continue,
+        };
+        if !ok {
+            losses.push(format!("`{prefix}{k} = {v}` is not {want}: it would become {default}"));
+        }
+    }
+}
 
 /// A format-1 manifest that cannot be converted.
 #[derive(Debug, Error)]
@@ -45,14 +95,26 @@ fn range(c: &toml::Table, key: &str, default: [i64; 2]) -> [i64; 2] {
     c.get(key).and_then(|v| v.as_array()).and_then(|a| Some([a.first()?.as_integer()?, a.get(1)?.as_integer()?])).unwrap_or(default)
 }
 
-/// Converts the text of a format-1 manifest into format 2.
-pub fn migrate(old: &str) -> Result<String, MigrateError> {
+/// Converts the text of a format-1 manifest into format 2, saying what was lost and guessed.
+pub fn migrate(old: &str) -> Result<Migration, MigrateError> {
     let t: toml::Table = toml::from_str(old).map_err(|e| MigrateError(format!("invalid toml: {}", crate::core::error::clip_lines(&e.to_string()))))?;
     if t.contains_key("format") {
         return Err(MigrateError("it already has a `format` key: it is not a format-1 manifest".into()));
     }
     let empty = toml::Table::new();
     let c = get(&t, "contract").and_then(|v| v.as_table()).unwrap_or(&empty);
+    let mut losses = Vec::new();
+    unknown_keys(&t, &TOP_KEYS, "", &mut losses);
+    unknown_keys(c, &CONTRACT_KEYS, "contract.", &mut losses);
+    mistyped(c, "contract.", &mut losses);
+    if let Some(l) = get(&t, "launch").and_then(|v| v.as_table()) {
+        unknown_keys(l, &LAUNCH_KEYS, "launch.", &mut losses);
+    }
+    for (i, b) in get(&t, "buffers").and_then(|v| v.as_array()).into_iter().flatten().enumerate() {
+        if let Some(b) = b.as_table() {
+            unknown_keys(b, &BUFFER_KEYS, &format!("buffers[{i}]."), &mut losses);
+        }
+    }
     let mut o = String::new();
     // The old file's opening comments describe the kernel: they stay on top.
     for line in old.lines().take_while(|l| l.trim_start().starts_with('#') || l.trim().is_empty()) {
@@ -83,7 +145,21 @@ pub fn migrate(old: &str) -> Result<String, MigrateError> {
         let _ = writeln!(o, "bind = {{ lse = {} }}", quote(&name));
     }
     launch(&mut o, &t)?;
-    Ok(o)
+    Ok(Migration { text: o, losses, guesses: guesses(c) })
+}
+
+/// What every conversion assumes that format 1 did not say.
+fn guesses(c: &toml::Table) -> Vec<String> {
+    let mut g = vec![
+        "o is a pure output, filled with NaN before each launch: if the kernel reads or accumulates into o, make it `role = \"inout\"` (drawn values)"
+            .to_string(),
+        "seq_q and seq_k are drawn independently: if the kernel takes one sequence length, add \"seq_k == seq_q\" to `requires`".to_string(),
+        "q, k and v draw from the value classes normal, uniform, large, constant_rows: change `values` where the kernel's inputs differ".to_string(),
+    ];
+    if !c.contains_key("gqa") {
+        g.push("no `gqa` key: heads_q == heads_kv is a contract relation; remove it from [contract] relations if the kernel groups query heads".into());
+    }
+    g
 }
 
 fn write_table(o: &mut String, name: &str, v: Option<&toml::Value>) {
@@ -246,6 +322,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn unknown_keys_and_mistyped_values_are_losses_never_silent() {
+        let v1 = r#"
+name = "k"
+source = "k.cu"
+entry = "k_fwd"
+accumulate = true
+[contract]
+head_dim = "64"
+seq_q = [1, 512]
+causal = "yes"
+window = 128
+[launch]
+grid = [1, 1, 1]
+block = [128, 1, 1]
+stream = 2
+args = [{ ptr = "q" }]
+"#;
+        let m = migrate(v1).unwrap();
+        let all = m.losses.join("\n");
+        assert_eq!(m.losses.len(), 5, "{all}");
+        for needle in [
+            "`accumulate`",
+            "`contract.window`",
+            "`launch.stream`",
+            "`contract.head_dim = \"64\"` is not [lo, hi] of integers: it would become the range [1, 1048576]",
+            "`contract.causal",
+        ] {
+            assert!(all.contains(needle), "{needle} in {all}");
+        }
+        assert!(m.guesses.iter().any(|g| g.contains("gqa")), "{:?}", m.guesses);
+    }
+
+    #[test]
     fn stride_names_become_indices() {
         assert_eq!(strides("q.stride_s * 2 + k.stride_d"), "q.stride(2) * 2 + k.stride(3)");
         assert_eq!(strides("q.stride_sx"), "q.stride_sx");
@@ -282,7 +391,14 @@ dtype = "f32"
 init = "neg_inf"
 role = "lse"
 "#;
-        let v2 = migrate(v1).unwrap();
+        let migration = migrate(v1).unwrap();
+        assert!(migration.losses.is_empty(), "{:?}", migration.losses);
+        assert!(
+            migration.guesses.iter().any(|g| g.contains("seq_k == seq_q")) && migration.guesses.iter().any(|g| g.contains("inout")),
+            "{:?}",
+            migration.guesses
+        );
+        let v2 = migration.text;
         let path = dir.path().join("k.v2.toml");
         let m = crate::core::manifest::Manifest::from_toml(&path, &v2).unwrap_or_else(|e| panic!("{e}\n{v2}"));
         assert_eq!(m.dims.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["batch", "heads_kv", "heads_q", "seq_q", "seq_k", "head_dim"]);
