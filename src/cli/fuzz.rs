@@ -137,6 +137,13 @@ fn render_event(e: &CampaignEvent<'_>, bar: &indicatif::ProgressBar, coverage: b
             let seed = bug.smallest.as_ref().map(|p| format!("\n      seed: {}", p.display())).unwrap_or_default();
             bar.suspend(|| outln!("NEW   after {after:.2} s (case #{index}): {}{seed}", triage::bug_line(bug)))
         }
+        // A finding being named is shown the moment its case is filed, its bug (NEW) once
+        // the re-run names it.
+        EventKind::NewFinding { index, finding, naming: true, .. } => {
+            let after = e.elapsed.as_secs_f64();
+            let what = format!("{finding}");
+            bar.suspend(|| outln!("FOUND after {after:.2} s (case #{index}): {}; naming it under the sanitizer", first_line(&what)))
+        }
         // A bug is reported once, with its site; its further signatures, smaller cases and
         // sanitizer records are in the bug table and the index at the end.
         EventKind::NewFinding { .. } | EventKind::SmallerCase { .. } | EventKind::Named { .. } | EventKind::NotNamed { .. } => Ok(()),

@@ -89,11 +89,10 @@ impl<'k> Desk<'k> {
                             Some(seed)
                         }
                         Kept::New(seed) => {
-                            emit(EventKind::NewFinding { index: i, case: &case, finding, seed: &seed });
                             summary.progress.new_findings += 1;
-                            if !finding.oracle.is_sanitizer() && self.send(i, spec.stream.global(i), &case, finding, &seed) {
-                                sent += 1;
-                            }
+                            let naming = !finding.oracle.is_sanitizer() && self.send(i, spec.stream.global(i), &case, finding, &seed);
+                            sent += naming as usize;
+                            emit(EventKind::NewFinding { index: i, case: &case, finding, seed: &seed, naming });
                             Some(seed)
                         }
                     };
@@ -335,6 +334,36 @@ mod tests {
         assert!(desk.complete(done, &spec, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
         assert_eq!(events, ["3:P"]);
         assert!(!desk.awaiting());
+    }
+
+    #[test]
+    fn a_finding_is_shown_when_its_case_is_filed_and_its_bug_when_it_is_named() {
+        let b = Bench::new();
+        let spec = b.spec();
+        let mut keeper = SeedKeeper::new(b.dir.path().join("seeds"));
+        let (tx, rx) = mpsc::channel();
+        let mut desk = Desk::new(&mut keeper, Some(tx));
+        let mut summary = CampaignSummary::default();
+        let mut seen = Vec::new();
+        assert!(desk.deliver(2, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
+        assert_eq!(seen, ["found 2 naming=true"], "the finding at once, its bug held");
+        let done = Done { request: rx.recv_timeout(Duration::from_secs(5)).unwrap(), escalation: Escalation::Named(vec![q_site([8, 16, 16, 16])]) };
+        assert!(desk.complete(done, &spec, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
+        assert_eq!(seen, ["found 2 naming=true", "bug 2"]);
+        // Without a sanitizer to name it, the finding is not being named: its bug comes at once.
+        let mut keeper = SeedKeeper::new(b.dir.path().join("seeds-2"));
+        let mut desk = Desk::new(&mut keeper, None);
+        let mut seen = Vec::new();
+        assert!(desk.deliver(0, failed(fault([8, 16, 16, 16])), &spec, None, &mut CampaignSummary::default(), &mut shown(&mut seen)).unwrap().is_continue());
+        assert_eq!(seen, ["found 0 naming=false", "bug 0"]);
+    }
+
+    fn shown(events: &mut Vec<String>) -> impl FnMut(EventKind<'_>) + '_ {
+        |e| match e {
+            EventKind::NewFinding { index, naming, .. } => events.push(format!("found {index} naming={naming}")),
+            EventKind::NewBug { index, .. } => events.push(format!("bug {index}")),
+            _ => {}
+        }
     }
 
     #[test]

@@ -126,7 +126,7 @@ pub struct CampaignEvent<'a> {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum EventKind<'a> {
-    /// A finding with a new signature; its seed was saved.
+    /// A finding with a new signature, as soon as its case is filed; its seed was saved.
     NewFinding {
         /// Local case number.
         index: u64,
@@ -136,6 +136,9 @@ pub enum EventKind<'a> {
         finding: &'a Finding,
         /// The saved seed.
         seed: &'a Path,
+        /// Whether it was sent to be named by a sanitizer re-run: its bug is announced
+        /// ([`EventKind::NewBug`]) when the answer is filed, seconds later.
+        naming: bool,
     },
     /// A bug no earlier case showed: after the case's findings and their escalation.
     NewBug {
