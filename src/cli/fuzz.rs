@@ -148,6 +148,17 @@ fn render_event(e: &CampaignEvent<'_>, bar: &indicatif::ProgressBar, coverage: b
         // sanitizer records are in the bug table and the index at the end.
         EventKind::NewFinding { .. } | EventKind::SmallerCase { .. } | EventKind::Named { .. } | EventKind::NotNamed { .. } => Ok(()),
         EventKind::EscalationSilent { note } => bar.suspend(|| outln!("      ({note})")),
+        EventKind::NotYetNamed { bugs } => {
+            let ids: Vec<&str> = bugs.iter().map(|b| b.as_str()).collect();
+            let n = bugs.len();
+            bar.suspend(|| {
+                outln!(
+                    "{n} finding{} not yet named when the campaign stopped ({}): their sanitizer re-runs were given up; they are in the bug table as provisional and may be bugs already shown",
+                    if n == 1 { "" } else { "s" },
+                    ids.join(", ")
+                )
+            })
+        }
         EventKind::HarnessError { case, message } => {
             bar.suspend(|| errln!("ERROR {}: {message}", case.summary()));
             Ok(())

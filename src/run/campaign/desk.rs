@@ -163,10 +163,23 @@ impl<'k> Desk<'k> {
         Ok(stop_here(spec, summary))
     }
 
-    /// The campaign is over: the bugs still held are announced as they stand.
+    /// The campaign is over. Re-runs still out were given up (it stopped early, or its time
+    /// ran out): the provisional bugs they held are not announced as bugs, which they may not
+    /// be (a twin of a bug named meanwhile), but counted as findings not yet named; they stay
+    /// in the bug table as provisional.
     pub(super) fn finish(&mut self, summary: &mut CampaignSummary, emit: &mut dyn FnMut(EventKind<'_>)) {
-        self.awaiting.clear();
+        let held = self.held();
         self.announce(0, summary, emit);
+        let unnamed = self.keeper.unannounced_of(&held);
+        if !unnamed.is_empty() {
+            emit(EventKind::NotYetNamed { bugs: &unnamed });
+        }
+        self.awaiting.clear();
+    }
+
+    /// The provisional bugs of the cases whose re-runs are still out.
+    fn held(&self) -> BTreeSet<BugId> {
+        self.awaiting.values().flat_map(|(id, _)| self.keeper.triage().bugs_of(id)).filter(BugId::is_provisional).collect()
     }
 
     /// Sends a finding to be named; false when nothing names findings (or it stopped).
@@ -183,7 +196,7 @@ impl<'k> Desk<'k> {
 
     /// Announces every bug filed and not yet announced that no re-run still out may re-file.
     fn announce(&mut self, i: u64, summary: &mut CampaignSummary, emit: &mut dyn FnMut(EventKind<'_>)) {
-        let held: BTreeSet<BugId> = self.awaiting.values().flat_map(|(id, _)| self.keeper.triage().bugs_of(id)).filter(BugId::is_provisional).collect();
+        let held = self.held();
         for bug in self.keeper.announce(&held) {
             summary.progress.new_bugs += 1;
             let index = self.first_seen.get(&bug.id).copied().unwrap_or(i);
@@ -362,8 +375,29 @@ mod tests {
         |e| match e {
             EventKind::NewFinding { index, naming, .. } => events.push(format!("found {index} naming={naming}")),
             EventKind::NewBug { index, .. } => events.push(format!("bug {index}")),
+            EventKind::NotYetNamed { bugs } => events.push(format!("{} not yet named", bugs.len())),
             _ => {}
         }
+    }
+
+    #[test]
+    fn a_campaign_that_stops_before_a_re_run_comes_back_says_not_yet_named_not_new_bug() {
+        let b = Bench::new();
+        let spec = b.spec();
+        let mut keeper = SeedKeeper::new(b.dir.path().join("seeds"));
+        let (tx, rx) = mpsc::channel();
+        let mut desk = Desk::new(&mut keeper, Some(tx));
+        let mut summary = CampaignSummary::default();
+        let mut seen = Vec::new();
+        assert!(desk.deliver(0, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
+        assert!(desk.deliver(1, failed(fault([16, 4, 16, 16])), &spec, None, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
+        // Case #0 is named; case #1's re-run is still out when the campaign stops.
+        let done = Done { request: rx.recv_timeout(Duration::from_secs(5)).unwrap(), escalation: Escalation::Named(vec![q_site([8, 16, 16, 16])]) };
+        assert!(desk.complete(done, &spec, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
+        desk.finish(&mut summary, &mut shown(&mut seen));
+        assert_eq!(seen, ["found 0 naming=true", "found 1 naming=true", "bug 0", "1 not yet named"]);
+        assert_eq!(summary.progress.new_bugs, 1, "the unnamed finding is not counted as a bug");
+        assert!(!desk.awaiting());
     }
 
     #[test]

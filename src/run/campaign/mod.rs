@@ -178,6 +178,13 @@ pub enum EventKind<'a> {
         /// The earlier re-run.
         why: &'a Explanation,
     },
+    /// The campaign stopped (`--stop-after`, its time) while these provisional bugs' cases were
+    /// still being named: findings not yet named, which may be bugs already announced. They
+    /// stay in the bug table as provisional.
+    NotYetNamed {
+        /// The provisional bugs.
+        bugs: &'a [crate::core::triage::BugId],
+    },
     /// A new finding was escalated, but the tools named nothing.
     EscalationSilent {
         /// Why, as one sentence.
@@ -354,6 +361,7 @@ fn trace_event(kind: &EventKind<'_>) {
         EventKind::Named { index, .. } => ("named", Some(*index)),
         EventKind::NotNamed { index, .. } => ("not_named", Some(*index)),
         EventKind::EscalationSilent { .. } => ("escalation_silent", None),
+        EventKind::NotYetNamed { .. } => ("not_yet_named", None),
         _ => return,
     };
     trace::line(serde_json::json!({ "event": event, "index": index }));

@@ -88,6 +88,10 @@ impl<'s> GpuBackend<'s> {
             EventKind::EscalationSilent { note } => {
                 say(&format!("      ({note})"));
             }
+            EventKind::NotYetNamed { bugs } => {
+                let ids: Vec<&str> = bugs.iter().map(|b| b.as_str()).collect();
+                say(&format!("      not yet named when the campaign stopped: {}", ids.join(", ")));
+            }
             _ => {}
         };
         let (summary, result) = campaign::run(pool, spec, keeper, escalator, &mut on_event);
