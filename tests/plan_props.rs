@@ -150,6 +150,14 @@ proptest! {
             let arena = ArenaLayout::new(&pushed, &plan);
             let tp = plan.tensor(&t).unwrap();
             prop_assert!(tp.reaches_past_int32(), "{}: {}", t, pushed.summary());
+            // Every tensor the kernel reads holds values that differ between elements, where
+            // its manifest allows a class that does (a wrapped index must read a different value).
+            for spec in m.tensors.iter().filter(|s| matches!(s.role, cudafuzz::core::manifest::Role::Input | cudafuzz::core::manifest::Role::InOut)) {
+                let varied = |c: &cudafuzz::core::case::ValueClass| !matches!(c, cudafuzz::core::case::ValueClass::Zero | cudafuzz::core::case::ValueClass::ConstantRows | cudafuzz::core::case::ValueClass::Nan | cudafuzz::core::case::ValueClass::Inf);
+                if spec.values.iter().any(varied) {
+                    prop_assert!(pushed.layout(&spec.name).values.iter().any(varied), "{}: {:?}", spec.name, pushed.layout(&spec.name).values);
+                }
+            }
             prop_assert!(tp.numel <= form.rows() * plan_of(k, &case).tensor(&t).unwrap().numel);
             // The form is the one asked for: a narrow push's strides all fit in 32 bits.
             prop_assert_eq!(PastInt32::of(tp), form, "{}: {:?}", t, tp.strides);

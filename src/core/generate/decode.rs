@@ -603,7 +603,28 @@ pub fn offsets_past_int32(case: &mut Case, m: &Manifest, t: &str, form: PastInt3
 /// (it may not be: a tensor already near the span limit would pass it).
 pub fn past_int32_variant(case: &Case, m: &Manifest, t: &str, form: PastInt32) -> Option<Case> {
     let mut pushed = case.clone();
-    (offsets_past_int32(&mut pushed, m, t, form) && Plan::new(&pushed, m).is_ok()).then_some(pushed)
+    if !offsets_past_int32(&mut pushed, m, t, form) || Plan::new(&pushed, m).is_err() {
+        return None;
+    }
+    distinct_values(&mut pushed, m);
+    Some(pushed)
+}
+
+/// Gives every tensor the kernel reads values that differ from element to element, where its
+/// manifest allows such a class: a pushed case probes for a wrapped index, which reads another
+/// element than the one meant, and zeros, constant rows, NaN or infinities would read the same
+/// value there (a 32-bit-offset kernel passed its pushed case on zeros). The first such class
+/// the manifest lists replaces a tensor's classes when none of them varies.
+fn distinct_values(case: &mut Case, m: &Manifest) {
+    use crate::core::case::ValueClass;
+    let varies = |c: &ValueClass| !matches!(c, ValueClass::Zero | ValueClass::ConstantRows | ValueClass::Nan | ValueClass::Inf);
+    for spec in m.tensors.iter().filter(|s| matches!(s.role, Role::Input | Role::InOut)) {
+        let Some(varied) = spec.values.iter().find(|c| varies(c)) else { continue };
+        // A tensor the case does not list has the default layout, whose values are normal.
+        if let Some(layout) = case.tensors.get_mut(&spec.name).filter(|l| !l.values.iter().any(varies)) {
+            layout.values = vec![*varied];
+        }
+    }
 }
 
 /// Whether some tensor of `case` reaches an element offset of 2³¹ or more.
