@@ -273,6 +273,10 @@ mod tests {
             Bench { dir: tempfile::tempdir().unwrap(), m: crate::testing::attention() }
         }
 
+        fn keeper(&self) -> SeedKeeper {
+            SeedKeeper::new(self.dir.path().join("seeds"))
+        }
+
         fn spec(&self) -> CampaignSpec<'_> {
             CampaignSpec {
                 stream: CaseStream::campaign(&self.m, 0, false),
@@ -298,10 +302,9 @@ mod tests {
     fn a_provisional_bug_waits_for_its_case_to_be_named_and_is_announced_once_under_the_site() {
         let b = Bench::new();
         let spec = b.spec();
-        let mut keeper = SeedKeeper::new(b.dir.path().join("seeds"));
+        let mut keeper = b.keeper();
         let (tx, rx) = mpsc::channel();
-        let mut desk = Desk::new(&mut keeper, Some(tx));
-        let mut summary = CampaignSummary::default();
+        let (mut desk, mut summary) = (Desk::new(&mut keeper, Some(tx)), CampaignSummary::default());
         let mut events = Vec::new();
         assert!(desk.deliver(0, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
         // Another case of the same provisional bug, before the first is named: still held.
@@ -337,10 +340,9 @@ mod tests {
     fn a_bug_no_re_run_names_is_announced_provisional_when_its_answer_comes_back() {
         let b = Bench::new();
         let spec = b.spec();
-        let mut keeper = SeedKeeper::new(b.dir.path().join("seeds"));
+        let mut keeper = b.keeper();
         let (tx, rx) = mpsc::channel();
-        let mut desk = Desk::new(&mut keeper, Some(tx));
-        let mut summary = CampaignSummary::default();
+        let (mut desk, mut summary) = (Desk::new(&mut keeper, Some(tx)), CampaignSummary::default());
         let mut events = Vec::new();
         assert!(desk.deliver(3, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
         let done = Done { request: rx.recv_timeout(Duration::from_secs(5)).unwrap(), escalation: Escalation::Silent("nothing".into()) };
@@ -353,10 +355,9 @@ mod tests {
     fn a_finding_is_shown_when_its_case_is_filed_and_its_bug_when_it_is_named() {
         let b = Bench::new();
         let spec = b.spec();
-        let mut keeper = SeedKeeper::new(b.dir.path().join("seeds"));
+        let mut keeper = b.keeper();
         let (tx, rx) = mpsc::channel();
-        let mut desk = Desk::new(&mut keeper, Some(tx));
-        let mut summary = CampaignSummary::default();
+        let (mut desk, mut summary) = (Desk::new(&mut keeper, Some(tx)), CampaignSummary::default());
         let mut seen = Vec::new();
         assert!(desk.deliver(2, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
         assert_eq!(seen, ["found 2 naming=true"], "the finding at once, its bug held");
@@ -384,10 +385,9 @@ mod tests {
     fn a_campaign_that_stops_before_a_re_run_comes_back_says_not_yet_named_not_new_bug() {
         let b = Bench::new();
         let spec = b.spec();
-        let mut keeper = SeedKeeper::new(b.dir.path().join("seeds"));
+        let mut keeper = b.keeper();
         let (tx, rx) = mpsc::channel();
-        let mut desk = Desk::new(&mut keeper, Some(tx));
-        let mut summary = CampaignSummary::default();
+        let (mut desk, mut summary) = (Desk::new(&mut keeper, Some(tx)), CampaignSummary::default());
         let mut seen = Vec::new();
         assert!(desk.deliver(0, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
         assert!(desk.deliver(1, failed(fault([16, 4, 16, 16])), &spec, None, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
@@ -404,7 +404,7 @@ mod tests {
     fn without_escalation_a_bug_is_announced_with_its_first_case() {
         let b = Bench::new();
         let spec = b.spec();
-        let mut keeper = SeedKeeper::new(b.dir.path().join("seeds"));
+        let mut keeper = b.keeper();
         let mut desk = Desk::new(&mut keeper, None);
         let mut summary = CampaignSummary::default();
         let mut events = Vec::new();
