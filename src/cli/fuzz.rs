@@ -144,9 +144,15 @@ fn render_event(e: &CampaignEvent<'_>, bar: &indicatif::ProgressBar, coverage: b
             let what = format!("{finding}");
             bar.suspend(|| outln!("FOUND after {after:.2} s (case #{index}): {}; naming it under the sanitizer", first_line(&what)))
         }
+        // What a FOUND finding turned out to be, when not a new bug.
+        EventKind::NamedKnown { index, bugs } => {
+            let ids: Vec<&str> = bugs.iter().map(|b| b.as_str()).collect();
+            bar.suspend(|| outln!("      case #{index} is known bug {}", ids.join(", ")))
+        }
+        EventKind::NotNamed { index, why, .. } => bar.suspend(|| outln!("      case #{index}: {why}")),
         // A bug is reported once, with its site; its further signatures, smaller cases and
         // sanitizer records are in the bug table and the index at the end.
-        EventKind::NewFinding { .. } | EventKind::SmallerCase { .. } | EventKind::Named { .. } | EventKind::NotNamed { .. } => Ok(()),
+        EventKind::NewFinding { .. } | EventKind::SmallerCase { .. } | EventKind::Named { .. } => Ok(()),
         EventKind::EscalationSilent { note } => bar.suspend(|| outln!("      ({note})")),
         EventKind::NotYetNamed { bugs } => {
             let ids: Vec<&str> = bugs.iter().map(|b| b.as_str()).collect();

@@ -135,6 +135,7 @@ impl<'k> Desk<'k> {
     ) -> Result<ControlFlow<()>, SupervisorError> {
         let m = spec.stream.manifest();
         let Request { index: i, case, seed, .. } = done.request;
+        let mut case_bugs = Vec::new();
         match done.escalation {
             Escalation::Named(named) => {
                 let mut filed = Vec::new();
@@ -148,6 +149,7 @@ impl<'k> Desk<'k> {
                     filed.push((n, seed));
                 }
                 let bugs = self.keeper.observe(m, &case, filed);
+                case_bugs.clone_from(&bugs);
                 self.seen(i, bugs);
             }
             Escalation::Explained(why) => emit(EventKind::NotNamed { index: i, seed: &seed, why: &why }),
@@ -159,7 +161,13 @@ impl<'k> Desk<'k> {
                 self.awaiting.remove(&i);
             }
         }
+        // The case's finding was shown when it was filed: when its re-run names only bugs
+        // already announced, that is said too.
+        let known: Vec<BugId> = case_bugs.iter().filter(|b| self.keeper.is_announced(b)).cloned().collect();
         self.announce(i, summary, emit);
+        if !known.is_empty() && known.len() == case_bugs.len() {
+            emit(EventKind::NamedKnown { index: i, bugs: &known });
+        }
         Ok(stop_here(spec, summary))
     }
 
@@ -377,8 +385,26 @@ mod tests {
             EventKind::NewFinding { index, naming, .. } => events.push(format!("found {index} naming={naming}")),
             EventKind::NewBug { index, .. } => events.push(format!("bug {index}")),
             EventKind::NotYetNamed { bugs } => events.push(format!("{} not yet named", bugs.len())),
+            EventKind::NamedKnown { index, bugs } => events.push(format!("{index} is known {}", bugs.len())),
             _ => {}
         }
+    }
+
+    #[test]
+    fn a_shown_finding_whose_re_run_names_a_known_bug_says_so() {
+        let b = Bench::new();
+        let spec = b.spec();
+        let mut keeper = b.keeper();
+        let (tx, rx) = mpsc::channel();
+        let (mut desk, mut summary) = (Desk::new(&mut keeper, Some(tx)), CampaignSummary::default());
+        let mut seen = Vec::new();
+        for (i, alignments) in [(0, [8, 16, 16, 16]), (1, [8, 4, 16, 16])] {
+            assert!(desk.deliver(i, failed(fault(alignments)), &spec, None, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
+            let done = Done { request: rx.recv_timeout(Duration::from_secs(5)).unwrap(), escalation: Escalation::Named(vec![q_site([8, 16, 16, 16])]) };
+            assert!(desk.complete(done, &spec, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
+        }
+        assert_eq!(seen, ["found 0 naming=true", "bug 0", "found 1 naming=true", "1 is known 1"]);
+        assert_eq!(summary.progress.new_bugs, 1);
     }
 
     #[test]

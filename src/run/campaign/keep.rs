@@ -101,6 +101,11 @@ impl SeedKeeper {
         self.announce_except(held)
     }
 
+    /// Whether bug `id` was announced.
+    pub fn is_announced(&self, id: &BugId) -> bool {
+        self.announced.contains(id)
+    }
+
     /// The bugs of `ids` that exist and were never announced: those a campaign that stops
     /// leaves unnamed.
     pub fn unannounced_of(&self, ids: &BTreeSet<BugId>) -> Vec<BugId> {

@@ -169,6 +169,13 @@ pub enum EventKind<'a> {
         /// Whether its seed was saved.
         kept: &'a Kept,
     },
+    /// A new finding's re-run named only bugs already announced.
+    NamedKnown {
+        /// Local case number.
+        index: u64,
+        /// The bugs.
+        bugs: &'a [crate::core::triage::BugId],
+    },
     /// A new finding that was not escalated: an earlier re-run explains it.
     NotNamed {
         /// Local case number.
@@ -362,6 +369,7 @@ fn trace_event(kind: &EventKind<'_>) {
         EventKind::NotNamed { index, .. } => ("not_named", Some(*index)),
         EventKind::EscalationSilent { .. } => ("escalation_silent", None),
         EventKind::NotYetNamed { .. } => ("not_yet_named", None),
+        EventKind::NamedKnown { index, .. } => ("named_known", Some(*index)),
         _ => return,
     };
     trace::line(serde_json::json!({ "event": event, "index": index }));
