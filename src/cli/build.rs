@@ -19,7 +19,7 @@ pub(super) fn kernels(paths: &[std::path::PathBuf]) -> Result<i32> {
         outln!("shipped kernels in {} (* = fuzzed by a plain `cudafuzz fuzz`):", registry::kernels_dir().display())?;
         registry::shipped().into_iter().map(|m| m.map_err(|e| e.to_string())).collect()
     } else {
-        registry::manifests_at(paths).into_iter().map(|(_, m)| m).collect()
+        registry::manifests_at(paths)
     };
     for m in loaded {
         match m {

@@ -145,23 +145,19 @@ fn render_event(e: &CampaignEvent<'_>, bar: &indicatif::ProgressBar, coverage: b
             bar.suspend(|| outln!("FOUND after {after:.2} s (case #{index}): {}; naming it under the sanitizer", first_line(&what)))
         }
         // What a FOUND finding turned out to be, when not a new bug.
-        EventKind::NamedKnown { index, bugs } => {
-            let ids: Vec<&str> = bugs.iter().map(|b| b.as_str()).collect();
-            bar.suspend(|| outln!("      case #{index} is known bug {}", ids.join(", ")))
-        }
+        EventKind::NamedKnown { index, bugs } => bar.suspend(|| outln!("      case #{index} is known bug {}", triage::bug_ids(bugs))),
         EventKind::NotNamed { index, why, .. } => bar.suspend(|| outln!("      case #{index}: {why}")),
         // A bug is reported once, with its site; its further signatures, smaller cases and
         // sanitizer records are in the bug table and the index at the end.
         EventKind::NewFinding { .. } | EventKind::SmallerCase { .. } | EventKind::Named { .. } => Ok(()),
         EventKind::EscalationSilent { note } => bar.suspend(|| outln!("      ({note})")),
         EventKind::NotYetNamed { bugs } => {
-            let ids: Vec<&str> = bugs.iter().map(|b| b.as_str()).collect();
             let n = bugs.len();
             bar.suspend(|| {
                 outln!(
                     "{n} finding{} not yet named when the campaign stopped ({}): their sanitizer re-runs were given up; they are in the bug table as provisional and may be bugs already shown",
                     if n == 1 { "" } else { "s" },
-                    ids.join(", ")
+                    triage::bug_ids(bugs)
                 )
             })
         }

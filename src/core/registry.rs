@@ -104,22 +104,19 @@ pub fn shipped() -> Vec<Result<Manifest, ManifestError>> {
 
 /// The manifests at `paths`, loaded: a file is one manifest, a folder every manifest under it
 /// (as for the shipped ones). A path that is neither is an error of its own.
-pub fn manifests_at(paths: &[PathBuf]) -> Vec<(PathBuf, Result<Manifest, String>)> {
+pub fn manifests_at(paths: &[PathBuf]) -> Vec<Result<Manifest, String>> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
             let found = find_manifests(p);
             if found.is_empty() {
-                out.push((p.clone(), Err(format!("{}: a folder with no manifest (*.toml) in it", p.display()))));
+                out.push(Err(format!("{}: a folder with no manifest (*.toml) in it", p.display())));
             }
-            out.extend(found.into_iter().map(|f| {
-                let loaded = load(&f).map_err(|e| e.to_string());
-                (f, loaded)
-            }));
+            out.extend(found.iter().map(|f| load(f).map_err(|e| e.to_string())));
         } else if p.exists() {
-            out.push((p.clone(), load(p).map_err(|e| e.to_string())));
+            out.push(load(p).map_err(|e| e.to_string()));
         } else {
-            out.push((p.clone(), Err(format!("{}: no such file or folder", p.display()))));
+            out.push(Err(format!("{}: no such file or folder", p.display())));
         }
     }
     out

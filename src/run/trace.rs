@@ -5,11 +5,14 @@
 //! ended, a finding shown) from their own threads.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
 /// The open trace and the instant its clock counts from.
 static TRACE: Mutex<Option<(Instant, std::io::BufWriter<std::fs::File>)>> = Mutex::new(None);
+/// Whether [`TRACE`] is open: read for every case, so without the lock.
+static ON: AtomicBool = AtomicBool::new(false);
 
 /// Opens the trace `CUDAFUZZ_TRACE` names, its clock starting at `started`; without the
 /// variable nothing is traced. A file that cannot be opened is said once, and the campaign runs
@@ -19,7 +22,10 @@ pub fn start(started: Instant) {
     let opened = std::fs::OpenOptions::new().create(true).append(true).open(&path);
     let mut trace = TRACE.lock().unwrap_or_else(|e| e.into_inner());
     match opened {
-        Ok(f) => *trace = Some((started, std::io::BufWriter::new(f))),
+        Ok(f) => {
+            *trace = Some((started, std::io::BufWriter::new(f)));
+            ON.store(true, Ordering::SeqCst);
+        }
         Err(e) => {
             // A closed stderr must not panic a run over a diagnostic.
             let _ = writeln!(std::io::stderr(), "cudafuzz: CUDAFUZZ_TRACE={}: cannot open: {e}; the campaign is not traced", path.to_string_lossy());
@@ -29,7 +35,7 @@ pub fn start(started: Instant) {
 
 /// Whether a trace is open (callers skip building lines otherwise).
 pub fn on() -> bool {
-    TRACE.lock().map(|t| t.is_some()).unwrap_or(false)
+    ON.load(Ordering::Relaxed)
 }
 
 /// Milliseconds from the trace's start to `at` (0 before it).
@@ -52,6 +58,7 @@ pub fn line(mut fields: serde_json::Value) {
 /// Flushes and closes the trace at the campaign's end.
 pub fn stop() {
     let mut trace = TRACE.lock().unwrap_or_else(|e| e.into_inner());
+    ON.store(false, Ordering::SeqCst);
     if let Some((_, mut w)) = trace.take() {
         let _ = w.flush();
     }

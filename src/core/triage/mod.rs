@@ -45,7 +45,7 @@ use crate::core::finding::{Finding, FindingKind};
 
 pub use group::{Bug, Triage};
 pub use index::{BugIndex, IndexError, BUG_INDEX_FILE, BUG_INDEX_FORMAT, BUG_INDEX_VERSION};
-pub use render::{bug_line, table};
+pub use render::{bug_ids, bug_line, table};
 
 /// What a bug is keyed by, as far as the tools can tell (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::Bug;
+use super::{Bug, BugId};
 
 /// What a bug is, in a few words: `invalid_global_read_misaligned in v at fa_s512.cu:209`.
 fn what(b: &Bug) -> String {
@@ -15,6 +15,11 @@ fn what(b: &Bug) -> String {
         let _ = write!(s, " at {site}");
     }
     s
+}
+
+/// Bug ids as a list in one line (`B1e44477e5e, P1f24405f71`).
+pub fn bug_ids(ids: &[BugId]) -> String {
+    ids.iter().map(BugId::as_str).collect::<Vec<_>>().join(", ")
 }
 
 /// What `fuzz` prints after `NEW ... :` when a bug is seen for the first time: id and kernel,

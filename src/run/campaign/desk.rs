@@ -99,7 +99,7 @@ impl<'k> Desk<'k> {
                     filed.push((finding.clone(), seed));
                 }
                 let bugs = self.keeper.observe(m, &case, filed);
-                self.seen(i, bugs);
+                self.seen(i, &bugs);
                 if sent > 0 {
                     self.awaiting.insert(i, (crate::core::corpus::case_hash(&case), sent));
                 }
@@ -148,9 +148,8 @@ impl<'k> Desk<'k> {
                     };
                     filed.push((n, seed));
                 }
-                let bugs = self.keeper.observe(m, &case, filed);
-                case_bugs.clone_from(&bugs);
-                self.seen(i, bugs);
+                case_bugs = self.keeper.observe(m, &case, filed);
+                self.seen(i, &case_bugs);
             }
             Escalation::Explained(why) => emit(EventKind::NotNamed { index: i, seed: &seed, why: &why }),
             Escalation::Silent(note) => emit(EventKind::EscalationSilent { note: &note }),
@@ -196,9 +195,9 @@ impl<'k> Desk<'k> {
         tx.send(Request { index, global, case: case.clone(), finding: finding.clone(), seed: seed.to_path_buf() }).is_ok()
     }
 
-    fn seen(&mut self, i: u64, bugs: Vec<BugId>) {
+    fn seen(&mut self, i: u64, bugs: &[BugId]) {
         for b in bugs {
-            self.first_seen.entry(b).or_insert(i);
+            self.first_seen.entry(b.clone()).or_insert(i);
         }
     }
 

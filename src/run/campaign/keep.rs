@@ -98,22 +98,6 @@ impl SeedKeeper {
     /// case is still being named by a sanitizer, which may file it under a site instead); the
     /// returned ones count as announced from now on.
     pub fn announce(&mut self, held: &BTreeSet<BugId>) -> Vec<Bug> {
-        self.announce_except(held)
-    }
-
-    /// Whether bug `id` was announced.
-    pub fn is_announced(&self, id: &BugId) -> bool {
-        self.announced.contains(id)
-    }
-
-    /// The bugs of `ids` that exist and were never announced: those a campaign that stops
-    /// leaves unnamed.
-    pub fn unannounced_of(&self, ids: &BTreeSet<BugId>) -> Vec<BugId> {
-        let bugs = self.triage.bugs();
-        ids.iter().filter(|id| !self.announced.contains(*id) && bugs.iter().any(|b| &b.id == *id)).cloned().collect()
-    }
-
-    fn announce_except(&mut self, held: &BTreeSet<BugId>) -> Vec<Bug> {
         // Grouping every case is the expensive part, and most failing cases show known bugs:
         // only group when a case filed an id that may be announced now. (Every bug is some
         // observed case's id: a mapping learnt from a case files others under that case's own.)
@@ -126,6 +110,18 @@ impl SeedKeeper {
         // Ids re-filed under another by a mapping are no bug any more.
         self.unannounced.retain(|id| !self.announced.contains(id) && bugs.iter().any(|b| &b.id == id));
         fresh
+    }
+
+    /// Whether bug `id` was announced.
+    pub fn is_announced(&self, id: &BugId) -> bool {
+        self.announced.contains(id)
+    }
+
+    /// The bugs of `ids` that exist and were never announced: those a campaign that stops
+    /// leaves unnamed.
+    pub fn unannounced_of(&self, ids: &BTreeSet<BugId>) -> Vec<BugId> {
+        let bugs = self.triage.bugs();
+        ids.iter().filter(|id| !self.announced.contains(*id) && bugs.iter().any(|b| &b.id == *id)).cloned().collect()
     }
 
     /// Arranges the saved seeds one per bug ([`crate::core::triage::layout::arrange`]: each bug's

@@ -194,8 +194,9 @@ impl Pool {
 
 /// One slot's thread: takes chunks of indices until they, the time or the run run out.
 fn drive(sup: &mut Supervisor, s: &Shared<'_>, tx: &Sender<Report>) {
+    let over = || s.abort.load(Ordering::SeqCst) || s.deadline.is_some_and(|d| Instant::now() >= d);
     loop {
-        if s.abort.load(Ordering::SeqCst) || s.deadline.is_some_and(|d| Instant::now() >= d) {
+        if over() {
             return;
         }
         if let Err(e) = sup.ready_for(s.manifest) {
@@ -207,7 +208,7 @@ fn drive(sup: &mut Supervisor, s: &Shared<'_>, tx: &Sender<Report>) {
             return;
         }
         // A worker's start may have outlasted the run.
-        if s.abort.load(Ordering::SeqCst) || s.deadline.is_some_and(|d| Instant::now() >= d) {
+        if over() {
             return;
         }
         let chunk = sup.next_chunk(s.deadline) as u64;

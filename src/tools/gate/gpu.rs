@@ -89,8 +89,7 @@ impl<'s> GpuBackend<'s> {
                 say(&format!("      ({note})"));
             }
             EventKind::NotYetNamed { bugs } => {
-                let ids: Vec<&str> = bugs.iter().map(|b| b.as_str()).collect();
-                say(&format!("      not yet named when the campaign stopped: {}", ids.join(", ")));
+                say(&format!("      not yet named when the campaign stopped: {}", crate::core::triage::bug_ids(bugs)));
             }
             _ => {}
         };
