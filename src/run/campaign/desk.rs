@@ -352,7 +352,7 @@ mod tests {
         let (mut desk, mut summary) = (Desk::new(&mut keeper, Some(tx)), CampaignSummary::default());
         let mut events = Vec::new();
         assert!(desk.deliver(3, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
-        let done = Done { request: rx.recv_timeout(Duration::from_secs(5)).unwrap(), escalation: Escalation::Silent("nothing".into()) };
+        let done = answered(&rx, Escalation::Silent("nothing".into()));
         assert!(desk.complete(done, &spec, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
         assert_eq!(events, ["3:P"]);
         assert!(!desk.awaiting());
@@ -368,7 +368,7 @@ mod tests {
         let mut seen = Vec::new();
         assert!(desk.deliver(2, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
         assert_eq!(seen, ["found 2 naming=true"], "the finding at once, its bug held");
-        let done = Done { request: rx.recv_timeout(Duration::from_secs(5)).unwrap(), escalation: Escalation::Named(vec![q_site([8, 16, 16, 16])]) };
+        let done = answered(&rx, Escalation::Named(vec![q_site([8, 16, 16, 16])]));
         assert!(desk.complete(done, &spec, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
         assert_eq!(seen, ["found 2 naming=true", "bug 2"]);
         // Without a sanitizer to name it, the finding is not being named: its bug comes at once.
@@ -377,6 +377,11 @@ mod tests {
         let mut seen = Vec::new();
         assert!(desk.deliver(0, failed(fault([8, 16, 16, 16])), &spec, None, &mut CampaignSummary::default(), &mut shown(&mut seen)).unwrap().is_continue());
         assert_eq!(seen, ["found 0 naming=false", "bug 0"]);
+    }
+
+    /// The next re-run request, answered with `escalation`.
+    fn answered(rx: &mpsc::Receiver<Request>, escalation: Escalation) -> Done {
+        Done { request: rx.recv_timeout(Duration::from_secs(5)).unwrap(), escalation }
     }
 
     fn shown(events: &mut Vec<String>) -> impl FnMut(EventKind<'_>) + '_ {
@@ -399,7 +404,7 @@ mod tests {
         let mut seen = Vec::new();
         for (i, alignments) in [(0, [8, 16, 16, 16]), (1, [8, 4, 16, 16])] {
             assert!(desk.deliver(i, failed(fault(alignments)), &spec, None, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
-            let done = Done { request: rx.recv_timeout(Duration::from_secs(5)).unwrap(), escalation: Escalation::Named(vec![q_site([8, 16, 16, 16])]) };
+            let done = answered(&rx, Escalation::Named(vec![q_site([8, 16, 16, 16])]));
             assert!(desk.complete(done, &spec, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
         }
         assert_eq!(seen, ["found 0 naming=true", "bug 0", "found 1 naming=true", "1 is known 1"]);
@@ -417,7 +422,7 @@ mod tests {
         assert!(desk.deliver(0, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
         assert!(desk.deliver(1, failed(fault([16, 4, 16, 16])), &spec, None, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
         // Case #0 is named; case #1's re-run is still out when the campaign stops.
-        let done = Done { request: rx.recv_timeout(Duration::from_secs(5)).unwrap(), escalation: Escalation::Named(vec![q_site([8, 16, 16, 16])]) };
+        let done = answered(&rx, Escalation::Named(vec![q_site([8, 16, 16, 16])]));
         assert!(desk.complete(done, &spec, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
         desk.finish(&mut summary, &mut shown(&mut seen));
         assert_eq!(seen, ["found 0 naming=true", "found 1 naming=true", "bug 0", "1 not yet named"]);
