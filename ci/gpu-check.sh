@@ -5,7 +5,7 @@
 #   bash ci/gpu-check.sh            # logs go to $OUT (if set) or ./gpu-check-logs
 #   GPU_CHECK_TESTS=0 bash ci/gpu-check.sh   # smoke campaigns only, no test suite
 #   GPU_CHECK_BENCH=0 bash ci/gpu-check.sh   # no bench row (it takes up to 4 minutes)
-#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke away python pyext triton clean pytools bench)
+#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke latency wraps vocab away python pyext triton clean pytools bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=gpu-check-logs
@@ -18,9 +18,9 @@ export CUDAFUZZ_BIN="$PWD/$bin"
 # (the shipped manifests, reference kernels and sanitizer markers), from any working directory.
 export CUDAFUZZ_KERNELS="$PWD/kernels"
 rows=()
-# GPU_CHECK_STAGES picks stages (default all but clean, which takes many minutes): tests smoke
-# away python pyext triton clean pytools bench.
-want() { [[ " ${GPU_CHECK_STAGES:-tests smoke away python pyext triton pytools bench} " == *" $1 "* ]]; }
+# GPU_CHECK_STAGES picks stages (default all but clean, latency and wraps, which take minutes):
+# tests smoke latency wraps vocab away python pyext triton clean pytools bench.
+want() { [[ " ${GPU_CHECK_STAGES:-tests smoke vocab away python pyext triton pytools bench} " == *" $1 "* ]]; }
 # Each row is also printed as it is made: a call cut short by a time limit still shows them.
 row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); echo "row: ${rows[-1]}"; }
 
@@ -67,6 +67,52 @@ done
 # Case #64 of every campaign has a tensor past 2^31 elements: the int32_offset mutant faults on it.
 $bin fuzz --kernel kernels/mutants/int32_offset.toml --cases 100 --stop-after 1 --escalate none --seed 1 --out "$logs/out-int32" > "$logs/fuzz-int32.log" 2>&1; st=$?
 row "fuzz int32_offset 100 cases: found (exit 1)" "$([ $st = 1 ] && grep -q 'case #64' "$logs/fuzz-int32.log" && echo ok || echo FAIL)" "$(grep -m1 -A1 '^NEW' "$logs/fuzz-int32.log" | tail -n1 | sed 's/^ *//' | cut -c1-80)"
+fi
+
+# 2b. Latency (stage `latency`, issue 29): every shipped mutant and fa_s512 with the default
+#     `fuzz --stop-after 1 --jobs 3`, LATENCY_PARALLEL (5) campaigns at a time; from each first
+#     finding's verdict to its FOUND line, and to the line that names it (ci/latency.py).
+#     LATENCY_KERNELS picks other manifests.
+if want latency; then
+  python3 ci/latency.py --bin "$bin" --out "$logs/latency" --parallel "${LATENCY_PARALLEL:-5}" --time "${LATENCY_TIME:-120s}" ${LATENCY_KERNELS:-kernels/mutants/*.toml kernels/attention/fa_s512.toml} > "$logs/latency.txt" 2>&1; st=$?
+  cat "$logs/latency.txt"
+  row "latency: found by every campaign" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -m1 '^latency: [0-9]' "$logs/latency.txt")"
+  row "  named" "$(grep -q '^latency: named' "$logs/latency.txt" && echo ok || echo FAIL)" "$(grep -m1 '^latency: named' "$logs/latency.txt")"
+fi
+# 2c. Wraps (stage `wraps`, issue 29): the 32-bit-offset mutants' first 256 cases push every
+#     tensor that can be pushed past 2^31 elements; each such case must fail within 60 s
+#     (`PATH:x` for a mutant that indexes only x in 32 bits: rotary's cos and sin are read at
+#     positions, in 64 bits).
+if want wraps; then
+  python3 ci/latency.py --wraps --bin "$bin" --out "$logs/wraps" --parallel 3 ${WRAPS_KERNELS:-kernels/mutants/int32_offset.toml kernels/mutants/rmsnorm_int32_row.toml kernels/mutants/rotary_int32_row.toml:x kernels/mutants/silu_mul_int32_row.toml kernels/mutants/gemm_int32_offset.toml} > "$logs/wraps.txt" 2>&1; st=$?
+  cat "$logs/wraps.txt"
+  row "wraps: every pushed tensor found" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -m1 '^wraps:' "$logs/wraps.txt")"
+fi
+
+# 2d. Contract vocabulary (stage `vocab`, issues 28 and 29): the shared-memory opt-in switch, base
+#     alignment apart from stride alignment, the `huge` value class. Each switch is shown both
+#     ways: the shipped manifest, and a copy (next to it, removed after) without the line.
+if want vocab; then
+  t=kernels/mutants/fa_accum_no_optin.toml; loose=kernels/mutants/.gpu-check-optin.toml
+  $bin fuzz --kernel $t --cases 300 --jobs 4 --seed 1 --stop-after 1 --escalate none --out "$logs/out-optin" > "$logs/vocab-optin.log" 2>&1; st=$?
+  row "no opt-in: launch_rejected found" "$([ $st = 1 ] && grep -q launch_rejected "$logs/vocab-optin.log" && echo ok || echo FAIL)" "$(grep -m1 -A1 '^NEW' "$logs/vocab-optin.log" | tail -n1 | sed 's/^ *//' | cut -c1-60); $(cat "$logs"/out-optin/seeds/*.json 2>/dev/null | grep -m1 -oE '"head_dim": *[0-9]+')"
+  sed -e '/^shared_opt_in = false/d' -e '0,/^name = /s/^name = .*/name = "fa_accum_optin"/' $t > $loose
+  $bin fuzz --kernel $loose --cases 300 --jobs 4 --seed 1 --out "$logs/out-optin-on" > "$logs/vocab-optin-on.log" 2>&1; st=$?
+  row "  with the opt-in: 300 cases clean" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^fa_accum_optin:' "$logs/vocab-optin-on.log" | tail -n1 | cut -c1-100)"
+  rm -f $loose
+  t=kernels/norm/softmax_base16.toml; loose=kernels/norm/.gpu-check-base.toml
+  $bin fuzz --kernel $t --cases 2000 --jobs 4 --seed 1 --out "$logs/out-base16" > "$logs/vocab-base16.log" 2>&1; st=$?
+  row "base_align = 16: 2000 cases clean" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^softmax_base16:' "$logs/vocab-base16.log" | tail -n1 | cut -c1-100)"
+  sed -e '/^base_align = 16/d' -e '0,/^name = /s/^name = .*/name = "softmax_base_any"/' $t > $loose
+  $bin fuzz --kernel $loose --cases 500 --jobs 4 --seed 1 --stop-after 1 --escalate none --out "$logs/out-base-any" > "$logs/vocab-base-any.log" 2>&1; st=$?
+  row "  without it: a misaligned base found" "$([ $st = 1 ] && grep -q misaligned "$logs/vocab-base-any.log" && echo ok || echo FAIL)" "$(grep -m1 -E '^NEW' "$logs/vocab-base-any.log" | cut -c1-90)"
+  rm -f $loose
+  s=$(date +%s.%N); $bin fuzz --kernel kernels/mutants/softmax_no_max.toml --jobs 3 --seed 1 --stop-after 1 --time 60s --out "$logs/out-nomax" > "$logs/vocab-nomax.log" 2>&1; st=$?; e=$(date +%s.%N)
+  row "softmax without max: found within 60 s" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(echo "$s $e" | awk '{printf "%.1f s; ", $2-$1}')$(grep -m1 -E '^(FOUND|NEW)' "$logs/vocab-nomax.log" | cut -c1-70)"
+  for k in softmax rmsnorm layernorm; do
+    $bin fuzz --kernel kernels/norm/$k.toml --cases 3000 --jobs 4 --seed 1 --out "$logs/out-huge-$k" > "$logs/vocab-huge-$k.log" 2>&1; st=$?
+    row "  $k with huge values: 3000 clean" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E "^$k:" "$logs/vocab-huge-$k.log" | tail -n1 | cut -c1-100)"
+  done
 fi
 
 # 3. A user's kernel outside the repository (stage `away`: the shipped silu_and_mul, and its

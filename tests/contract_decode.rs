@@ -83,14 +83,14 @@ fn flash_fwd_cases_still_span_every_parameter_dtype_layout_and_offset() {
     }
 }
 
-/// `cudafuzz fuzz` runs a case past 2³¹ elements early (case #64) and then every 4096 cases,
-/// inside the contract, and only where the contract allows it; the decoder's own chance draws
-/// stay rare.
+/// `cudafuzz fuzz` pushes every eligible tensor past 2³¹ elements within its first 256 cases
+/// (from case #64), then two cases in every 512, inside the contract, and only where the
+/// contract allows it; the decoder's own chance draws stay rare.
 #[test]
 fn campaigns_schedule_cases_past_int32_early_and_rarely() {
     use cudafuzz::core::generate::reaches_past_int32;
     use cudafuzz::core::generate::PastInt32;
-    use cudafuzz::run::campaign::{campaign_case, PAST_INT32_AT, PAST_INT32_EVERY, PAST_INT32_NARROW_AT};
+    use cudafuzz::run::campaign::{campaign_case, PAST_INT32_AT, PAST_INT32_EVERY, PAST_INT32_FIRST_BLOCK, PAST_INT32_NARROW_AT};
     for rel in [
         "kernels/attention/flash_fwd.toml",
         "kernels/mutants/int32_offset.toml",
@@ -116,11 +116,72 @@ fn campaigns_schedule_cases_past_int32_early_and_rarely() {
             let pushed = plan.tensors.iter().find(|t| t.reaches_past_int32()).unwrap();
             assert_eq!(PastInt32::of(pushed), form, "{}: case #{at}: {}", m.name, case.summary());
         }
-        assert!(past.len() <= 12, "{}: {} cases past 2^31 in {n}", m.name, past.len());
+        // Every eligible tensor is pushed, in turn, within the first block.
+        let eligible = ctx.past_int32_tensors(PastInt32::WideStride);
+        let pushed_early: std::collections::BTreeSet<String> = (0..PAST_INT32_FIRST_BLOCK)
+            .filter_map(|i| {
+                let case = m.bind(campaign_case(&ctx, 0, i));
+                let plan = cudafuzz::core::plan::Plan::new(&case, &m).ok()?;
+                let t = plan.tensors.iter().find(|t| t.reaches_past_int32())?;
+                Some(t.name.clone())
+            })
+            .collect();
+        assert!(eligible.len() >= 2, "{}: {eligible:?}", m.name);
+        for t in &eligible {
+            assert!(pushed_early.contains(t), "{}: {t} is not pushed within the first {PAST_INT32_FIRST_BLOCK} cases: {pushed_early:?}", m.name);
+        }
+        let most = 2 * eligible.len() + 3 + 3;
+        assert!(past.len() <= most, "{}: {} cases past 2^31 in {n}", m.name, past.len());
     }
     // A kernel that declares 32-bit indexing is never given one.
     let mut m = manifest("kernels/attention/flash_fwd.toml");
     m.contract.max_element_offset = Some((1 << 31) - 1);
     let ctx = DecodeContext::new(&m);
     assert!(!(0..2 * PAST_INT32_EVERY).any(|i| reaches_past_int32(&m.bind(campaign_case(&ctx, 0, i)), &m)));
+}
+
+/// `base_align` constrains the base alone: every base of softmax_base16 is 16-byte aligned while
+/// row pitches still take every 2-byte residue, and a case whose base is off by 8 bytes lies
+/// outside with the base named; the same pitch with an aligned base lies inside.
+#[test]
+fn base_align_holds_the_base_and_leaves_the_pitch_free() {
+    use cudafuzz::core::plan::{check_contract, ContractVerdict, Plan};
+    let m = manifest("kernels/norm/softmax_base16.toml");
+    let (cases, inside) = campaign(&m, false, 600);
+    assert_eq!(inside, 600, "every generated case inside");
+    assert!(cases.iter().all(|c| ["x", "y"].iter().all(|t| c.layout(t).offset_bytes % 16 == 0)));
+    let pitch_bytes = |c: &Case, t: &str| {
+        let plan = Plan::new(c, &m).unwrap();
+        let tp = plan.tensors.iter().find(|p| p.name == t).unwrap();
+        tp.strides[0] * tp.elem_bytes as u64
+    };
+    let odd_pitch = cases.iter().filter(|c| c.dim("rows") > 1 && pitch_bytes(c, "x") % 16 != 0).count();
+    assert!(odd_pitch > 60, "{odd_pitch} cases whose x pitch is not 16-byte aligned");
+    let mut c = cases.iter().find(|c| c.dim("rows") > 1 && pitch_bytes(c, "x") % 16 != 0).unwrap().clone();
+    c.layout_mut("x").offset_bytes = 8;
+    let plan = Plan::new(&c, &m).unwrap();
+    match check_contract(&m, &c, &plan) {
+        ContractVerdict::Outside { reasons } => assert!(reasons.iter().any(|r| r.contains("x base offset 8 bytes is not a multiple of 16")), "{reasons:?}"),
+        v => panic!("{v:?}"),
+    }
+    // The same kernel without the guarantee: a base off by 8 is inside its contract again.
+    let mut loose = m.clone();
+    loose.tensors.iter_mut().for_each(|t| t.base_align = t.align);
+    assert!(admits(&loose, &c), "{}", c.summary());
+}
+
+/// `huge` values come only where a manifest lists them: softmax draws them, flash_fwd never.
+#[test]
+fn the_huge_class_is_drawn_only_where_the_manifest_lists_it() {
+    use cudafuzz::core::case::ValueClass;
+    let huge = |rel: &str| {
+        let m = manifest(rel);
+        let (cases, _) = campaign(&m, false, 400);
+        let (outside, _) = campaign(&m, true, 400);
+        let count = |cs: &[Case]| cs.iter().filter(|c| c.tensors.values().any(|l| l.values.contains(&ValueClass::Huge))).count();
+        (count(&cases), count(&outside))
+    };
+    let (softmax, _) = huge("kernels/norm/softmax.toml");
+    assert!(softmax >= 20, "softmax: {softmax} of 400 cases with huge values");
+    assert_eq!(huge("kernels/attention/flash_fwd.toml"), (0, 0), "never by default, nor outside the contract");
 }

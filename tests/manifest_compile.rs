@@ -294,6 +294,20 @@ fn unknown_keys_are_rejected_with_file_and_field() {
     assert!(msg.contains("`bias` is input") && msg.contains("output or in-out"), "{msg}");
     let (_, _, ok) = load_variant("init = \"neg_inf\"", "init = \"neg_inf\"\norder_dependent = true");
     assert!(ok.unwrap().tensor("rowsum").unwrap().order_dependent);
+    // The shared-memory opt-in: on unless the host never does it.
+    let (_, _, ok) = load_variant("timeout_ms = 2000", "timeout_ms = 2000\nshared_opt_in = false");
+    assert!(!ok.unwrap().launch.shared_opt_in);
+    assert!(load_variant("timeout_ms = 2000", "timeout_ms = 2000").2.unwrap().launch.shared_opt_in);
+    let (_, msg) = error_of("timeout_ms = 2000", "timeout_ms = 2000\nshared_opt_in = \"no\"", "launch.shared_opt_in");
+    assert!(msg.contains("expected a boolean"), "{msg}");
+    // Base alignment apart from stride alignment: at least `align`, a power of two.
+    let (_, _, ok) = load_variant("layout = \"dense\"", "layout = \"dense\"\nbase_align = 16");
+    let bias = ok.unwrap().tensor("bias").unwrap().clone();
+    assert_eq!((bias.align, bias.base_align, bias.base_alignment()), (4, 16, 16));
+    let (_, msg) = error_of("layout = \"dense\"", "layout = \"dense\"\nbase_align = 2", "tensors.bias.base_align");
+    assert!(msg.contains("less than align = 4"), "{msg}");
+    let (_, msg) = error_of("layout = \"dense\"", "layout = \"dense\"\nbase_align = 24", "tensors.bias.base_align");
+    assert!(msg.contains("not a power of two"), "{msg}");
     let (_, msg) = error_of("role = \"scratch\"", "role = \"temp\"", "tensors.scratch.role");
     assert!(msg.contains("unknown variant `temp`"), "{msg}");
     let (_, msg) = error_of("alpha = { type = \"f32\"", "alpha = { type = \"float\"", "scalars.alpha.type");

@@ -99,8 +99,8 @@ impl InputClass {
             InputClass::Offset(t, _) | InputClass::PitchPlusOne(t) if m.tensor(t).is_none_or(|s| !s.layout_is_drawn()) => {
                 format!("{} has no tensor `{t}` whose layout a case chooses", m.name)
             }
-            InputClass::Offset(t, b) if m.tensor(t).is_some_and(|s| *b % s.align.max(1) != 0) => {
-                let align = m.tensor(t).map_or(1, |s| s.align);
+            InputClass::Offset(t, b) if m.tensor(t).is_some_and(|s| *b % s.base_alignment().max(1) != 0) => {
+                let align = m.tensor(t).map_or(1, |s| s.base_alignment());
                 format!("{t}'s base must stay a multiple of {align} bytes (its `align` in {}); use an offset that is", m.name)
             }
             InputClass::Flag(f) if m.scalar(f).is_none_or(|s| s.ty != crate::core::manifest::ScalarType::Bool) => {

@@ -230,6 +230,13 @@ pub enum ValueClass {
     Large,
     /// Magnitudes near the smallest normal and subnormals of the element type.
     Tiny,
+    /// Magnitudes from 2⁶ to 2¹⁵ (64 to 32768), mixed signs, one in four an exact power of
+    /// two: logits past `expf`'s overflow (88.7) that only a kernel subtracting the row maximum
+    /// survives, still finite in f16 and bf16, with squares whose row sums stay finite in f32.
+    /// Opt-in ([`ValueClass::is_opt_in`]): sums and products of such values overflow a
+    /// half-precision output, which no correct GEMM avoids, so only a tensor whose manifest
+    /// lists `huge` draws it.
+    Huge,
     /// Exact zeros (both signs).
     Zero,
     /// Each innermost row holds one repeated value from {0, ±0.25, ±0.5, ±1}: ties, uniform
@@ -243,11 +250,12 @@ pub enum ValueClass {
 
 impl ValueClass {
     /// Every class, in a fixed order.
-    pub const ALL: [ValueClass; 8] = [
+    pub const ALL: [ValueClass; 9] = [
         ValueClass::Normal,
         ValueClass::Uniform,
         ValueClass::Large,
         ValueClass::Tiny,
+        ValueClass::Huge,
         ValueClass::Zero,
         ValueClass::ConstantRows,
         ValueClass::Nan,
@@ -261,6 +269,7 @@ impl ValueClass {
             ValueClass::Uniform => "uniform",
             ValueClass::Large => "large",
             ValueClass::Tiny => "tiny",
+            ValueClass::Huge => "huge",
             ValueClass::Zero => "zero",
             ValueClass::ConstantRows => "constant_rows",
             ValueClass::Nan => "nan",
@@ -276,6 +285,12 @@ impl ValueClass {
     /// Whether values of this class are not finite.
     pub fn is_special(self) -> bool {
         matches!(self, ValueClass::Nan | ValueClass::Inf)
+    }
+
+    /// Whether a tensor draws this class only when its manifest lists it: never by default,
+    /// nor outside the contract (the specials, and [`ValueClass::Huge`]).
+    pub fn is_opt_in(self) -> bool {
+        self.is_special() || self == ValueClass::Huge
     }
 }
 

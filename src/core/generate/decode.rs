@@ -45,12 +45,13 @@ const MULTIPLES: [u64; 4] = [1, 2, 4, 3];
 pub const PAST_INT32_ONE_IN: u32 = 512;
 /// Relative weights of the case-level value class (finite classes; specials only where
 /// allowed).
-const CLASS_WEIGHTS: [(ValueClass, u32); 8] = [
+const CLASS_WEIGHTS: [(ValueClass, u32); 9] = [
     (ValueClass::Normal, 6),
     (ValueClass::Uniform, 1),
     (ValueClass::Large, 2),
     (ValueClass::ConstantRows, 1),
     (ValueClass::Tiny, 1),
+    (ValueClass::Huge, 2),
     (ValueClass::Zero, 1),
     (ValueClass::Nan, 1),
     (ValueClass::Inf, 1),
@@ -328,7 +329,7 @@ fn draw_values(u: &mut Unstructured<'_>, ctx: &DecodeContext, case: &mut Case) -
         if ctx.constrained {
             t.values.clone()
         } else {
-            ValueClass::ALL.into_iter().filter(|c| !c.is_special()).collect()
+            ValueClass::ALL.into_iter().filter(|c| !c.is_opt_in()).collect()
         }
     };
     let union: Vec<(ValueClass, u32)> = CLASS_WEIGHTS.iter().copied().filter(|(c, _)| drawn.iter().any(|t| allowed(t).contains(c))).collect();
@@ -420,7 +421,8 @@ pub fn orders(rank: usize, inner: bool) -> Vec<Vec<usize>> {
 fn draw_layout(u: &mut Unstructured<'_>, ctx: &DecodeContext, t: &TensorSpec, elem: u32) -> Result<TensorLayout> {
     let align = align_of(ctx, t, elem);
     let kind = u.int_in_range(0..=7u8)?;
-    let offset_bytes = offset(u, align)?;
+    let base_align = if ctx.constrained { t.base_alignment().max(align) } else { align };
+    let offset_bytes = offset(u, base_align)?;
     let freedom = if ctx.constrained { t.layout } else { LayoutFreedom::Strided };
     let mut l = TensorLayout { offset_bytes, ..TensorLayout::dense() };
     if kind >= 4 && freedom != LayoutFreedom::Dense && t.rank() >= 2 {

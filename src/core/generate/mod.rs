@@ -40,6 +40,44 @@ pub fn example(m: &Manifest) -> Case {
     case
 }
 
+/// [`smaller_for_naming`] keeps each dim's residue modulo this many elements: 16 is a multiple
+/// of every vector width in elements, so strides keep their alignment class and a dim that took
+/// a kernel's vector path still takes it.
+pub const NAMING_DIM: u64 = 16;
+
+/// A smaller case of the same configuration for a sanitizer to name a misaligned fault on: each
+/// dim lowered to the smallest value of its residue modulo [`NAMING_DIM`] (at least 2 where it
+/// was, so its stride is still stepped; within its range and multiple; relations kept), with
+/// the same params, element type, scalars, layouts (orders, padding, offsets) and values. A
+/// misaligned access depends on the layout, not on the sizes, and a sanitizer's time grows with
+/// the threads that fault: a full-size attention case took memcheck 4 to 5 s. `None` when
+/// nothing shrinks, when the case reaches past 2³¹ elements (its size is its trigger), or when
+/// the smaller case leaves the contract.
+pub fn smaller_for_naming(case: &Case, m: &Manifest) -> Option<Case> {
+    if reaches_past_int32(case, m) {
+        return None;
+    }
+    let mut small = case.clone();
+    for d in &m.dims {
+        let v = case.dim(&d.name);
+        let mut lowered = match v % NAMING_DIM {
+            0 => NAMING_DIM,
+            1 if v > 1 => NAMING_DIM + 1,
+            r => r,
+        };
+        while lowered < d.range[0] {
+            lowered += NAMING_DIM;
+        }
+        if lowered < v && lowered.is_multiple_of(d.multiple.max(1)) {
+            small.dims.insert(d.name.clone(), lowered);
+        }
+    }
+    relations::repair(&mut small, m, 0);
+    let small = m.bind(small);
+    let inside = crate::core::plan::admits(m, &small);
+    (small != *case && inside && small.dims.iter().all(|(k, &v)| v <= case.dim(k))).then_some(small)
+}
+
 /// Lays tensor `t` of `case` out in its current order at offset 0, unbroadcast, with no padding
 /// except on the innermost position of the order, where the extent is rounded up to a multiple
 /// of `align` bytes and then `extra` elements are added. Every stride but the innermost is then a
@@ -129,4 +167,26 @@ pub fn check_satisfiable(m: &Manifest) -> Result<(), crate::core::manifest::Mani
         &field,
         format!("none of {} cases drawn inside the contract is valid (the first: {why}); the manifest's requires, [contract] and scalar choices contradict each other", SATISFIABILITY_SAMPLES + 1),
     ))
+}
+
+#[cfg(test)]
+mod naming_tests {
+    use super::*;
+
+    #[test]
+    fn the_case_a_fault_is_named_on_keeps_its_layout_and_lowers_its_sizes() {
+        let m = crate::testing::attention();
+        let mut big = m.bind(crate::testing::example());
+        big.layout_mut("q").offset_bytes = 8;
+        big.layout_mut("k").pad = vec![0, 0, 3, 0];
+        let small = smaller_for_naming(&big, &m).expect("seq_q 65 and seq_k 113 shrink");
+        // Each keeps its residue modulo 16 (65 and 113: 1, kept at 17 so the rows still step).
+        assert_eq!((small.dim("seq_q"), small.dim("seq_k"), small.dim("head_dim"), small.dim("heads_q")), (17, 17, 16, 2));
+        assert!(small.dims.iter().all(|(k, &v)| v <= big.dim(k)));
+        assert_eq!((small.layout("q"), small.layout("k")), (big.layout("q"), big.layout("k")), "same offsets and padding");
+        assert_eq!((small.dtype, &small.params, &small.scalars, small.seed), (big.dtype, &big.params, &big.scalars, big.seed));
+        assert!(crate::core::plan::admits(&m, &small));
+        // Nothing to lower: no smaller case.
+        assert_eq!(smaller_for_naming(&small, &m), None);
+    }
 }

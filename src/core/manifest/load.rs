@@ -20,8 +20,8 @@ use crate::core::target::Target;
 
 use super::expr::{self, Env, TensorVars, Vars};
 use super::{
-    ArgSpec, ContractSpec, DimSpec, DtypeSpec, Hint, Init, LaunchSpec, LayoutFreedom, Manifest, ManifestError, ReferenceSpec, Role, ScalarChoice, ScalarSpec,
-    ScalarType, TensorSpec, MANIFEST_FORMAT,
+    ContractSpec, DimSpec, DtypeSpec, Hint, Init, LayoutFreedom, Manifest, ManifestError, ReferenceSpec, Role, ScalarChoice, ScalarSpec, ScalarType,
+    TensorSpec, MANIFEST_FORMAT,
 };
 
 const TOP_LEVEL_KEYS: [&str; 19] = [
@@ -92,6 +92,7 @@ struct RawTensor {
     #[serde(default)]
     broadcast: bool,
     align: Option<u32>,
+    base_align: Option<u32>,
     values: Option<Vec<String>>,
     init: Option<toml::Value>,
     range: Option<[toml::Value; 2]>,
@@ -105,17 +106,6 @@ struct RawContract {
     #[serde(default)]
     relations: Vec<String>,
     max_element_offset: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawLaunch {
-    grid: Vec<Expression>,
-    block: Vec<Expression>,
-    #[serde(default)]
-    shared_bytes: Option<Expression>,
-    timeout_ms: Option<u64>,
-    args: Vec<toml::Value>,
 }
 
 /// An expression written as a string or a bare number.
@@ -293,7 +283,7 @@ impl Loader<'_> {
         ManifestError::Expr { path: self.path.to_path_buf(), field: field.to_string(), expr: expr.to_string(), problem: f.problem, hint: f.hint }
     }
 
-    fn decode<T: DeserializeOwned>(&self, v: toml::Value, field: &str) -> Result<T, ManifestError> {
+    pub(super) fn decode<T: DeserializeOwned>(&self, v: toml::Value, field: &str) -> Result<T, ManifestError> {
         let key = |v: &toml::Value| match super::error::failing_key::<T>(v) {
             Some(k) => format!("{field}.{k}"),
             None => field.to_string(),
@@ -579,9 +569,11 @@ impl Loader<'_> {
             DtypeSpec::Fixed(d) => d.size(),
             DtypeSpec::Case => 1,
         };
-        let align = r.align.unwrap_or(elem);
-        if !align.is_power_of_two() || align > 256 {
-            return Err(self.invalid(&format!("{field}.align"), format!("{align} is not a power of two up to 256; use 1, 2, 4, 8 or 16")));
+        let align = self.alignment(r.align.unwrap_or(elem), &format!("{field}.align"))?;
+        let base_align = self.alignment(r.base_align.unwrap_or(align), &format!("{field}.base_align"))?;
+        if base_align < align {
+            let problem = format!("{base_align} is less than align = {align}, which already holds for the base; remove base_align or raise it");
+            return Err(self.invalid(&format!("{field}.base_align"), problem));
         }
         if r.broadcast && r.role != Role::Input {
             return Err(self.invalid(&format!("{field}.broadcast"), "only inputs may be broadcast (a stride-0 output would be written many times)".into()));
@@ -638,6 +630,7 @@ impl Loader<'_> {
             layout: r.layout.unwrap_or_default(),
             broadcast: r.broadcast,
             align,
+            base_align,
             values,
             init,
             range,
@@ -678,45 +671,12 @@ impl Loader<'_> {
         Ok(raw.map(|r| ContractSpec { relations: r.relations, max_element_offset: r.max_element_offset }).unwrap_or_default())
     }
 
-    fn launch(&self, t: &mut toml::Table, tensors: &[TensorSpec]) -> Result<LaunchSpec, ManifestError> {
-        let raw: RawLaunch = self.required(t.remove("launch"), "launch", "a [launch] section with grid, block and args")?;
-        let launch = LaunchSpec {
-            grid: self.three(raw.grid, "launch.grid")?,
-            block: self.three(raw.block, "launch.block")?,
-            shared_bytes: raw.shared_bytes.map(|e| e.0).unwrap_or_else(|| "0".into()),
-            timeout_ms: raw.timeout_ms,
-            args: self.args(raw.args, tensors, "launch.args")?,
-        };
-        if launch.timeout_ms == Some(0) {
-            return Err(self.invalid("launch.timeout_ms", "0 ms would time out every launch; remove it or give a positive value".into()));
+    /// An alignment in bytes: a power of two up to 256.
+    fn alignment(&self, bytes: u32, field: &str) -> Result<u32, ManifestError> {
+        if bytes.is_power_of_two() && bytes <= 256 {
+            return Ok(bytes);
         }
-        Ok(launch)
-    }
-
-    pub(super) fn three(&self, v: Vec<Expression>, field: &str) -> Result<[String; 3], ManifestError> {
-        match <[Expression; 3]>::try_from(v) {
-            Ok([x, y, z]) => Ok([x.0, y.0, z.0]),
-            Err(v) => Err(self.invalid(field, format!("{} entries; give exactly three: [x, y, z]", v.len()))),
-        }
-    }
-
-    pub(super) fn args(&self, raw: Vec<toml::Value>, tensors: &[TensorSpec], field: &str) -> Result<Vec<ArgSpec>, ManifestError> {
-        let mut args = Vec::new();
-        for (i, v) in raw.into_iter().enumerate() {
-            let f = format!("{field}[{i}]");
-            let arg: ArgSpec = self.decode(v, &f).map_err(|_| self.invalid(&f, "write one of { ptr = \"q\" }, { i32 = \"seq_q\" }, { u32 = ... }, { i64 = \"q.stride(2)\" }, { u64 = ... }, { f32 = \"scale\" }, { f64 = ... }".into()))?;
-            if let ArgSpec::Ptr(name) = &arg {
-                if !tensors.iter().any(|t| &t.name == name) {
-                    let known: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
-                    return Err(self.invalid(
-                        &f,
-                        format!("pointer `{name}` is not a tensor (tensors: {}); declare it under [[tensors]] or fix the name", known.join(", ")),
-                    ));
-                }
-            }
-            args.push(arg);
-        }
-        Ok(args)
+        Err(self.invalid(field, format!("{bytes} is not a power of two up to 256; use 1, 2, 4, 8, 16, ...")))
     }
 
     /// Shapes, relations, scalar expressions and integer ranges name only known dims, scalars,

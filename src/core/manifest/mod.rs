@@ -35,6 +35,7 @@
 mod check;
 mod error;
 pub mod expr;
+mod launch;
 mod load;
 pub mod migrate;
 mod ops;
@@ -242,6 +243,10 @@ pub struct TensorSpec {
     /// The contract's minimum alignment of the base and every stepped stride, in bytes; never
     /// less than the element size.
     pub align: u32,
+    /// The contract's alignment of the base alone, in bytes, when the host guarantees more for
+    /// the base pointer than for the strides (an allocator's 16 bytes, any row pitch); never
+    /// less than [`TensorSpec::align`]. [`TensorSpec::base_alignment`] is the one to use.
+    pub base_align: u32,
     /// Value classes the contract allows (inputs; outputs whose `init` is drawn).
     pub values: Vec<ValueClass>,
     /// Initial contents (outputs, in-outs, scratch).
@@ -255,6 +260,11 @@ pub struct TensorSpec {
 }
 
 impl TensorSpec {
+    /// The alignment the base must honour: `base_align`, or `align` when that is larger.
+    pub fn base_alignment(&self) -> u32 {
+        self.base_align.max(self.align)
+    }
+
     /// The tensor's rank.
     pub fn rank(&self) -> usize {
         self.shape.len()
@@ -387,6 +397,11 @@ pub struct LaunchSpec {
     pub block: [String; 3],
     /// Dynamic shared memory in bytes, an integer expression (`"0"` when not given).
     pub shared_bytes: String,
+    /// Whether the host raises the kernel's dynamic shared memory limit past 48 KiB
+    /// (`cudaFuncSetAttribute(MaxDynamicSharedMemorySize)`) before a launch that needs it
+    /// (default true). False describes a host that never does: such a launch is made as that
+    /// host makes it, and the driver refuses it.
+    pub shared_opt_in: bool,
     /// Watchdog override in milliseconds.
     pub timeout_ms: Option<u64>,
     /// Kernel arguments in order.

@@ -91,6 +91,8 @@ impl Loader<'_> {
                         None => launch.block.clone(),
                     },
                     shared_bytes: raw.shared_bytes.map(|e| e.0).unwrap_or_else(|| if raw.args.is_none() { launch.shared_bytes.clone() } else { "0".into() }),
+                    // A reference kernel is the harness's own: it always gets what it asks for.
+                    shared_opt_in: true,
                     timeout_ms: launch.timeout_ms,
                     args: match raw.args {
                         Some(a) => self.args(a, tensors, "reference.args")?,

@@ -46,6 +46,8 @@ pub struct ResolvedLaunch {
     pub block: [u32; 3],
     /// Dynamic shared memory in bytes.
     pub shared_bytes: u32,
+    /// Whether the host opts in to more than 48 KiB of it ([`super::LaunchSpec::shared_opt_in`]).
+    pub shared_opt_in: bool,
     /// Watchdog override in milliseconds.
     pub timeout_ms: Option<u64>,
     /// Kernel arguments in order.
@@ -154,7 +156,7 @@ impl Manifest {
             .size(&launch.shared_bytes, u32::MAX as u64, "shared memory size")
             .map_err(|f| self.expr_error(format!("{section}.shared_bytes"), &launch.shared_bytes, f))? as u32;
         let args = launch.args.iter().enumerate().map(|(i, a)| self.resolve_arg(&env, i, a, section)).collect::<Result<Vec<_>, _>>()?;
-        Ok(ResolvedLaunch { grid, block, shared_bytes, timeout_ms: launch.timeout_ms, args })
+        Ok(ResolvedLaunch { grid, block, shared_bytes, shared_opt_in: launch.shared_opt_in, timeout_ms: launch.timeout_ms, args })
     }
 
     fn expr_error(&self, field: String, expr: &str, f: ExprFailure) -> ManifestError {

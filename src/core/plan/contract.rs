@@ -157,12 +157,11 @@ fn tensor(m: &Manifest, tp: &super::TensorPlan, reasons: &mut Vec<String>) {
     }
     // No kernel loads an element from an address that is not a multiple of its size.
     let align = (spec.align as u64).max(tp.elem_bytes as u64);
-    if align > 1 && !tp.aligned_to(align) {
-        if !tp.offset_bytes.is_multiple_of(align) {
-            reasons.push(format!("{t} base offset {} bytes is not a multiple of {align}", tp.offset_bytes));
-        } else {
-            reasons.push(format!("{t} strides {:?} (elements) are not all multiples of {align} bytes", tp.strides));
-        }
+    let base_align = (spec.base_alignment() as u64).max(align);
+    if !tp.offset_bytes.is_multiple_of(base_align) {
+        reasons.push(format!("{t} base offset {} bytes is not a multiple of {base_align}", tp.offset_bytes));
+    } else if align > 1 && !tp.aligned_to(align) {
+        reasons.push(format!("{t} strides {:?} (elements) are not all multiples of {align} bytes", tp.strides));
     }
 }
 

@@ -153,6 +153,13 @@ fn float_value(class: ValueClass, rng: &mut ChaCha8Rng, normal: &mut Normal, dty
             let sign = if rng.next_u32() & 1 == 0 { 1.0 } else { -1.0 };
             sign * (1.0 + unit(rng)) * min_normal(dtype) * 2f64.powi(e)
         }
+        ValueClass::Huge => {
+            // 2^6 .. 2^15: past expf's overflow, inside f16's 65504.
+            let e = 6 + pick(rng, 9) as i32;
+            let sign = if rng.next_u32() & 1 == 0 { 1.0 } else { -1.0 };
+            let fraction = if rng.next_u32() & 3 == 0 { 0.0 } else { unit(rng) };
+            sign * (1.0 + fraction) * pow2(e)
+        }
         ValueClass::Zero => {
             if rng.next_u32() & 1 == 0 {
                 0.0
@@ -455,6 +462,19 @@ mod tests {
         }
         let tiny = gen(&case(Dtype::F16, &[&[ValueClass::Tiny], N, N], 5));
         assert!(tiny[0].iter().any(|&x| x != 0.0 && x.abs() < pow2(-14)), "subnormals come up");
+    }
+
+    #[test]
+    fn huge_values_pass_expf_overflow_and_stay_finite_in_every_float_type() {
+        const H: &[ValueClass] = &[ValueClass::Huge];
+        for dt in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::F64] {
+            let g = gen(&case(dt, &[H, H, N], 11));
+            let x: Vec<f64> = g[0].iter().chain(&g[1]).copied().collect();
+            assert!(x.iter().all(|v| v.is_finite() && (64.0..=65504.0).contains(&v.abs())), "{dt}");
+            assert!(x.iter().any(|v| *v > 88.73) && x.iter().any(|v| *v < -88.73), "{dt}: past expf's overflow, both signs");
+            assert!(x.iter().filter(|v| (v.abs().log2().fract()) == 0.0).count() > x.len() / 8, "{dt}: exact powers of two come up");
+            assert!(x.iter().any(|v| v.abs() > 8192.0), "{dt}: the top binades come up");
+        }
     }
 
     #[test]

@@ -48,10 +48,13 @@ impl Module {
         self.function
     }
 
-    /// Raises the dynamic shared memory limit when a launch needs more than 48 KB, as
-    /// FlashAttention's launcher does; says so clearly when the GPU cannot give that much.
-    pub fn reserve_shared(&mut self, bytes: u32, gpu: &GpuInfo) -> Result<(), LaunchRejection> {
-        if bytes <= self.smem_attribute.max(DEFAULT_SMEM_LIMIT) {
+    /// Raises the dynamic shared memory limit when `launch` needs more than 48 KB, as
+    /// FlashAttention's launcher does; says so clearly when the GPU cannot give that much. A
+    /// launch whose host never opts in ([`ResolvedLaunch::shared_opt_in`] false) is left as that
+    /// host leaves it: `cuLaunchKernel` then refuses more than 48 KB, as it would there.
+    pub fn reserve_shared(&mut self, launch: &ResolvedLaunch, gpu: &GpuInfo) -> Result<(), LaunchRejection> {
+        let bytes = launch.shared_bytes;
+        if !launch.shared_opt_in || bytes <= self.smem_attribute.max(DEFAULT_SMEM_LIMIT) {
             return Ok(());
         }
         if bytes > gpu.max_smem_optin {

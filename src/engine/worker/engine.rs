@@ -329,7 +329,7 @@ impl Engine {
         } else {
             let gpu_info = self.gpu.info.clone();
             let module = self.module(&prep.manifest, case, opts.coverage).map_err(|e| p.error(e, false))?;
-            let reserved = module.reserve_shared(prep.resolved.shared_bytes, &gpu_info);
+            let reserved = module.reserve_shared(&prep.resolved, &gpu_info);
             p.times.compile_us = micros(t);
             reserved.map_err(|rejection| p.failed(vec![rejection_finding(&judged, &rejection)], false))?;
         }

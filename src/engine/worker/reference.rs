@@ -138,7 +138,7 @@ impl Engine {
         let rarena = DeviceArena::upload(&rimage).map_err(|s| reference(format!("reference buffer allocation failed: {s}")))?;
         let gpu_info = self.gpu.info.clone();
         let module = self.module(&refm, &rc, false)?;
-        module.reserve_shared(resolved.shared_bytes, &gpu_info).map_err(|r| reference(format!("reference kernel: {r}")))?;
+        module.reserve_shared(&resolved, &gpu_info).map_err(|r| reference(format!("reference kernel: {r}")))?;
         // A view with the case's own allocations where the reference reads its inputs; it owns
         // nothing, so its allocation list is emptied before it drops.
         let mut view = DeviceArena::view(Vec::with_capacity(rplan.tensors.len()));
@@ -197,7 +197,7 @@ impl Engine {
         let arena = DeviceArena::upload(&image).map_err(|s| reference(format!("reference allocation failed: {s}")))?;
         let gpu_info = self.gpu.info.clone();
         let module = self.module(&rm, &rc, false)?;
-        module.reserve_shared(resolved.shared_bytes, &gpu_info).map_err(|r| reference(format!("reference kernel {}: {r}", k.entry)))?;
+        module.reserve_shared(&resolved, &gpu_info).map_err(|r| reference(format!("reference kernel {}: {r}", k.entry)))?;
         launch::launch(module, &resolved, &arena, &image)
             .map_err(|r| reference(format!("reference kernel {} launch: {r}", k.entry)))
             .and_then(|()| crate::engine::gpu::synchronize().map_err(|s| reference(format!("reference kernel {} failed: {s}", k.entry))))?;

@@ -6,6 +6,11 @@
 //! Until a case's re-run comes back, the provisional bugs that case shows are *held*: one may turn
 //! out to be a site a sanitizer names, and it is announced once, under its final id, when the
 //! answer is filed ([`Desk::complete`]). A bug keyed by a site is final and announced at once.
+//! A provisional bug of a wrong value (no fault) whose re-run came back with the tools silent
+//! (passing under them, or failing only natively) is *settled*: nothing names a value bug's site, so it is announced then, even while re-runs of
+//! its other cases are out (a value bug shown 20 s late, after every new signature of it had been
+//! re-run, was the alternative). A fault's provisional bug is never settled so: a later re-run may
+//! still name its site, and announcing it early would show one bug twice.
 //! Whatever is still held when the campaign ends is announced as it stands.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -30,6 +35,8 @@ pub(super) struct Desk<'k> {
     awaiting: BTreeMap<u64, (String, usize)>,
     /// The first case each bug was filed from.
     first_seen: BTreeMap<BugId, u64>,
+    /// Provisional value bugs a silent re-run settled (see the module docs): never held.
+    settled: BTreeSet<BugId>,
     /// The exception types a Python target has refused cases with.
     rejections: std::collections::BTreeSet<String>,
     /// The notes shown so far (each is shown once).
@@ -40,7 +47,15 @@ impl<'k> Desk<'k> {
     /// A desk that keeps seeds with `keeper` and sends new native findings to `requests`
     /// (none: findings are not named).
     pub(super) fn new(keeper: &'k mut SeedKeeper, requests: Option<Sender<Request>>) -> Desk<'k> {
-        Desk { keeper, requests, awaiting: BTreeMap::new(), first_seen: BTreeMap::new(), rejections: Default::default(), notes: Default::default() }
+        Desk {
+            keeper,
+            requests,
+            awaiting: BTreeMap::new(),
+            first_seen: BTreeMap::new(),
+            settled: BTreeSet::new(),
+            rejections: Default::default(),
+            notes: Default::default(),
+        }
     }
 
     /// Whether re-runs are still out.
@@ -134,25 +149,41 @@ impl<'k> Desk<'k> {
         emit: &mut dyn FnMut(EventKind<'_>),
     ) -> Result<ControlFlow<()>, SupervisorError> {
         let m = spec.stream.manifest();
-        let Request { index: i, case, seed, .. } = done.request;
+        let Request { index: i, case, seed, finding, .. } = done.request;
         let mut case_bugs = Vec::new();
-        match done.escalation {
-            Escalation::Named(named) => {
-                let mut filed = Vec::new();
-                for n in named {
-                    let kept = self.keeper.keep(m, &case, &n)?;
-                    emit(EventKind::Named { index: i, case: &case, finding: &n, kept: &kept });
-                    let seed = match kept {
-                        Kept::New(p) | Kept::Smaller(p) => Some(p),
-                        Kept::Known => None,
-                    };
-                    filed.push((n, seed));
-                }
-                case_bugs = self.keeper.observe(m, &case, filed);
-                self.seen(i, &case_bugs);
+        // The tools named nothing: the re-run passed under them, or failed only natively.
+        let unnamed = matches!(&done.escalation, Escalation::Silent(_)) || matches!(&done.escalation, Escalation::Named(n) if n.is_empty());
+        if unnamed && finding.oracle != crate::core::finding::Oracle::CudaStatus {
+            let bug = self.awaiting.get(&i).and_then(|(id, _)| self.keeper.triage().bug_of(id, &finding));
+            self.settled.extend(bug.filter(BugId::is_provisional));
+        }
+        // Named findings are filed with the case that showed the fault (so its provisional bug
+        // turns into the site); their seeds hold the case they were named on.
+        let named = match done.escalation {
+            Escalation::Named(named) => Some((named, case.clone())),
+            Escalation::NamedSmaller { named, case: smaller } => Some((named, *smaller)),
+            Escalation::Explained(why) => {
+                emit(EventKind::NotNamed { index: i, seed: &seed, why: &why });
+                None
             }
-            Escalation::Explained(why) => emit(EventKind::NotNamed { index: i, seed: &seed, why: &why }),
-            Escalation::Silent(note) => emit(EventKind::EscalationSilent { note: &note }),
+            Escalation::Silent(note) => {
+                emit(EventKind::EscalationSilent { note: &note });
+                None
+            }
+        };
+        if let Some((named, named_on)) = named {
+            let mut filed = Vec::new();
+            for n in named {
+                let kept = self.keeper.keep(m, &named_on, &n)?;
+                emit(EventKind::Named { index: i, case: &named_on, finding: &n, kept: &kept });
+                let seed = match kept {
+                    Kept::New(p) | Kept::Smaller(p) => Some(p),
+                    Kept::Known => None,
+                };
+                filed.push((n, seed));
+            }
+            case_bugs = self.keeper.observe(m, &case, filed);
+            self.seen(i, &case_bugs);
         }
         if let Some((_, out)) = self.awaiting.get_mut(&i) {
             *out -= 1;
@@ -186,7 +217,7 @@ impl<'k> Desk<'k> {
 
     /// The provisional bugs of the cases whose re-runs are still out.
     fn held(&self) -> BTreeSet<BugId> {
-        self.awaiting.values().flat_map(|(id, _)| self.keeper.triage().bugs_of(id)).filter(BugId::is_provisional).collect()
+        self.awaiting.values().flat_map(|(id, _)| self.keeper.triage().bugs_of(id)).filter(|b| b.is_provisional() && !self.settled.contains(b)).collect()
     }
 
     /// Sends a finding to be named; false when nothing names findings (or it stopped).
@@ -356,6 +387,67 @@ mod tests {
         assert!(desk.complete(done, &spec, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
         assert_eq!(events, ["3:P"]);
         assert!(!desk.awaiting());
+    }
+
+    /// Two cases of one provisional bug delivered, then the first one's re-run answered: the
+    /// bugs announced by then, and whether the second's re-run is still out.
+    fn first_of_two_answered(b: &Bench, seeds: &str, first: Finding, second: Finding, escalation: Escalation) -> (Vec<String>, bool) {
+        let spec = b.spec();
+        let mut keeper = SeedKeeper::new(b.dir.path().join(seeds));
+        let (tx, rx) = mpsc::channel();
+        let (mut desk, mut summary) = (Desk::new(&mut keeper, Some(tx)), CampaignSummary::default());
+        let mut events = Vec::new();
+        for (i, f) in [first, second].into_iter().enumerate() {
+            assert!(desk.deliver(i as u64, failed(f), &spec, None, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
+        }
+        assert!(events.is_empty(), "held while its first re-run is out: {events:?}");
+        let done = answered(&rx, escalation);
+        assert!(desk.complete(done, &spec, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
+        (events, desk.awaiting())
+    }
+
+    #[test]
+    fn a_value_bug_is_announced_when_a_re_run_of_it_is_silent_though_others_are_out() {
+        let b = Bench::new();
+        // Canary damage in o, before it and after it: two signatures of one provisional bug.
+        let damage = |alignment, location| Finding {
+            kind: FindingKind::CanaryDamage,
+            oracle: Oracle::Canary,
+            tensor: Some("o".into()),
+            location: Some(location),
+            ..fault(alignment)
+        };
+        let before = || damage([8, 16, 16, 16], crate::core::finding::Location::RedzoneBefore { bytes_before: 2 });
+        let after = || damage([4, 4, 16, 16], crate::core::finding::Location::RedzoneAfter { bytes_past_end: 2 });
+        let silent = first_of_two_answered(&b, "seeds-silent", before(), after(), Escalation::Silent("nothing".into()));
+        assert_eq!(silent, (vec!["0:P".to_string()], true), "the tools were silent on a value bug: it is announced with case 1's re-run still out");
+        // A re-run that fails only natively names nothing either.
+        let native = first_of_two_answered(&b, "seeds-native", before(), after(), Escalation::Named(Vec::new()));
+        assert_eq!(native.0, ["0:P"]);
+        // A fault's provisional bug is not settled so: its other case's re-run may still name it.
+        let fault = first_of_two_answered(&b, "seeds-fault", fault([8, 16, 16, 16]), fault([4, 4, 16, 16]), Escalation::Silent("nothing".into()));
+        assert_eq!(fault, (Vec::new(), true));
+    }
+
+    #[test]
+    fn a_site_named_on_a_smaller_case_is_filed_with_the_fault_and_keeps_the_smaller_seed() {
+        let b = Bench::new();
+        let spec = b.spec();
+        let mut keeper = b.keeper();
+        let (tx, rx) = mpsc::channel();
+        let (mut desk, mut summary) = (Desk::new(&mut keeper, Some(tx)), CampaignSummary::default());
+        let mut events = Vec::new();
+        assert!(desk.deliver(0, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
+        let request = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        let mut smaller = request.case.clone();
+        smaller.dims.insert("seq_k".into(), 16);
+        let done = Done { request, escalation: Escalation::NamedSmaller { named: vec![q_site([8, 16, 16, 16])], case: Box::new(smaller) } };
+        assert!(desk.complete(done, &spec, &mut summary, &mut announced(&mut events)).unwrap().is_continue());
+        desk.finish(&mut summary, &mut announced(&mut events));
+        assert_eq!(events, ["0:B"], "the fault's provisional bug became the site: one bug");
+        let saved: Vec<String> = std::fs::read_dir(b.dir.path().join("seeds")).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect();
+        let site_seed = saved.iter().find(|t| t.contains("invalid_global_read_misaligned")).expect("the site's seed");
+        assert!(site_seed.contains("\"seq_k\": 16"), "the seed holds the smaller case: {site_seed}");
     }
 
     #[test]

@@ -5,6 +5,14 @@
 //! traced to a tensor ([`ExplainedFaults`]), so a fault that an earlier re-run explains is not
 //! re-run for every new set of unaligned tensors.
 //!
+//! A misaligned fault is first named on a smaller case of the same configuration
+//! ([`crate::core::generate::smaller_for_naming`]: same layouts and offsets, dims lowered), under
+//! memcheck alone: the tool's time grows with the threads that fault. That answer stands when
+//! memcheck names a misaligned access of a tensor the fault's case left unaligned; otherwise the
+//! full case is re-run as before. The named findings then say, in their sentence, that they were
+//! named on the smaller case, whose seed is the one kept for them (a smaller case may reach the
+//! fault in another phase of the kernel, so its site is the smaller case's).
+//!
 //! A campaign does not wait for a re-run (seconds under a sanitizer): [`Escalator::serve`] runs
 //! beside it on its own thread, taking [`Request`]s in order and answering each with a [`Done`],
 //! while the workers go on with later cases.
@@ -15,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::core::case::Case;
-use crate::core::finding::{ExplainedFaults, Explanation, Finding};
+use crate::core::finding::{ExplainedFaults, Explanation, Finding, FindingKind, SanitizerKind};
 use crate::core::manifest::Manifest;
 use crate::core::verdict::{Outcome, RunOptions, Verdict};
 use crate::run::supervisor::Supervisor;
@@ -26,6 +34,14 @@ pub enum Escalation {
     /// The sanitizer's findings for the case: empty when the re-run failed only natively
     /// (under a sanitizer, a kernel's own fault can stop it before any tool reports).
     Named(Vec<Finding>),
+    /// The sanitizer's findings on a smaller case of the same configuration (see the module
+    /// docs), which named the fault's misaligned tensor.
+    NamedSmaller {
+        /// The findings, each saying it was named on the smaller case.
+        named: Vec<Finding>,
+        /// The smaller case.
+        case: Box<Case>,
+    },
     /// Not re-run: an earlier re-run already explains this fault.
     Explained(Explanation),
     /// Re-run, but the tools named nothing: why, as one sentence.
@@ -56,19 +72,50 @@ impl Escalator {
         if let Some(e) = self.explained.covering(finding) {
             return Escalation::Explained(e.clone());
         }
-        let named = self.rerun(case, m, timeout);
+        if let Some(small) = self.on_smaller(finding, case, m, timeout, index) {
+            return small;
+        }
+        let named = self.rerun(case, m, timeout, self.sups.len());
         if let Escalation::Named(named) = &named {
             self.explained.record(finding, named, index);
         }
         named
     }
 
-    /// The sanitizer findings of one case from the first tool that names any, or why there are
-    /// none.
-    fn rerun(&mut self, case: &Case, m: &Manifest, timeout: Duration) -> Escalation {
+    /// A misaligned fault named on the smaller case (see the module docs), when memcheck names
+    /// a misaligned access there of a tensor unaligned in the fault's case.
+    fn on_smaller(&mut self, finding: &Finding, case: &Case, m: &Manifest, timeout: Duration, index: u64) -> Option<Escalation> {
+        let memcheck = self.sups.first().is_some_and(|s| s.tool_name() == Some("memcheck"));
+        if finding.kind != FindingKind::MisalignedAddress || !memcheck {
+            return None;
+        }
+        let small = crate::core::generate::smaller_for_naming(case, m)?;
+        let Escalation::Named(named) = self.rerun(&small, m, timeout, 1) else { return None };
+        let explains = |n: &Finding| {
+            n.sanitizer_kind.as_ref().is_some_and(SanitizerKind::is_misaligned)
+                && n.tensor.as_deref().is_some_and(|t| finding.alignment_of(t) < crate::core::plan::VECTOR_ALIGN)
+        };
+        if !named.iter().any(explains) {
+            return None;
+        }
+        self.explained.record(finding, &named, index);
+        let sizes = small.dims.iter().filter(|(k, &v)| v != case.dim(k)).map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+        let named = named
+            .into_iter()
+            .map(|mut n| {
+                n.detail = format!("{} (named on a smaller case of the same layout: {sizes}; the seed holds that case)", n.detail);
+                n
+            })
+            .collect();
+        Some(Escalation::NamedSmaller { named, case: Box::new(small) })
+    }
+
+    /// The sanitizer findings of one case from the first of the first `tools` tools that names
+    /// any, or why there are none.
+    fn rerun(&mut self, case: &Case, m: &Manifest, timeout: Duration, tools: usize) -> Escalation {
         let opts = RunOptions { determinism: false, ..RunOptions::default() };
         let mut last = Escalation::Silent("the sanitizer tools reported nothing for this case".into());
-        for sup in &mut self.sups {
+        for sup in self.sups.iter_mut().take(tools) {
             crate::run::trace::line(serde_json::json!({ "event": "rerun_begin", "tool": sup.tool_name() }));
             let ran = sup.run(case, m, &opts, timeout);
             crate::run::trace::line(serde_json::json!({ "event": "rerun_end", "tool": sup.tool_name(), "ok": ran.is_ok() }));

@@ -26,7 +26,9 @@ use escalate::{Done, Request};
 pub use escalate::{Escalation, Escalator};
 pub use keep::{case_size, Kept, SeedKeeper};
 pub use steer::{features, named_trigger, Features, Steering, Triggers};
-pub use stream::{campaign_case, generated_case, redrawn_case, CaseStream, PAST_INT32_AT, PAST_INT32_EVERY, PAST_INT32_NARROW_AT};
+pub use stream::{
+    campaign_case, generated_case, past_int32_slot, redrawn_case, CaseStream, PAST_INT32_AT, PAST_INT32_EVERY, PAST_INT32_FIRST_BLOCK, PAST_INT32_NARROW_AT,
+};
 
 use crate::core::case::Case;
 use crate::core::coverage::CoverageMap;
@@ -303,7 +305,7 @@ pub fn run(
                 Delivery::Case(i, slot) => (i, slot),
                 Delivery::Tick => return Ok(if stopped { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }),
             };
-            let traced = trace_note(&slot);
+            let traced = trace_note(&slot, m);
             let flow = desk.deliver(i, slot, spec, steering.as_ref(), &mut summary, &mut emit)?;
             let steered = steering.as_ref().is_some_and(|s| s.delivered(i));
             summary.steered += steered as u64;
@@ -336,22 +338,30 @@ pub fn run(
     (summary, result)
 }
 
-/// What the trace (`CUDAFUZZ_TRACE`, [`trace`]) records of a result before it is filed:
-/// nothing when not tracing.
-fn trace_note(slot: &Slot) -> Option<(&'static str, Option<crate::core::verdict::StageTimes>)> {
+/// What the trace (`CUDAFUZZ_TRACE`, [`trace`]) records of a result before it is filed.
+struct TraceNote {
+    outcome: &'static str,
+    times: Option<crate::core::verdict::StageTimes>,
+    /// The tensor the case pushed past 2³¹ elements, if it did (which wrap a case probed).
+    pushed: Option<String>,
+}
+
+/// The [`TraceNote`] of a result: nothing when not tracing.
+fn trace_note(slot: &Slot, m: &crate::core::manifest::Manifest) -> Option<TraceNote> {
     if !trace::on() {
         return None;
     }
     Some(match slot {
-        Slot::Skipped => ("skipped", None),
-        Slot::Ran(_, v) => {
+        Slot::Skipped => TraceNote { outcome: "skipped", times: None, pushed: None },
+        Slot::Ran(case, v) => {
             let outcome = match v.outcome {
                 Outcome::Pass => "pass",
                 Outcome::Fail { .. } => "fail",
                 Outcome::Rejected { .. } => "rejected",
                 _ => "error",
             };
-            (outcome, Some(v.times.clone()))
+            let pushed = crate::core::plan::Plan::new(case, m).ok().and_then(|p| p.tensors.iter().find(|t| t.reaches_past_int32()).map(|t| t.name.clone()));
+            TraceNote { outcome, times: Some(v.times.clone()), pushed }
         }
     })
 }
@@ -376,9 +386,9 @@ fn trace_event(kind: &EventKind<'_>) {
 }
 
 /// A case's trace line: its number, outcome, whether it was steered, bugs so far, the worker's
-/// stage times.
-fn trace_case(index: u64, noted: Option<(&str, Option<crate::core::verdict::StageTimes>)>, steered: bool, bugs: usize) {
-    if let Some((outcome, times)) = noted {
-        trace::line(serde_json::json!({ "case": index, "outcome": outcome, "steered": steered, "bugs": bugs, "times": times }));
+/// stage times, and the tensor it pushed past 2³¹ elements.
+fn trace_case(index: u64, noted: Option<TraceNote>, steered: bool, bugs: usize) {
+    if let Some(n) = noted {
+        trace::line(serde_json::json!({ "case": index, "outcome": n.outcome, "steered": steered, "bugs": bugs, "times": n.times, "pushed": n.pushed }));
     }
 }

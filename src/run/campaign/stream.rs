@@ -35,20 +35,57 @@ pub fn redrawn_case(ctx: &DecodeContext, seed: u64, index: u64, draw: u32) -> Ca
 /// elements ([`crate::core::generate::offsets_past_int32`]) where the kernel's contract allows it,
 /// each eligible tensor in turn, with a stride of 2³¹ or more ([`PastInt32::WideStride`]); case
 /// `index % PAST_INT32_EVERY == PAST_INT32_NARROW_AT` likewise with a stride that fits 32 bits
-/// ([`PastInt32::NarrowStride`]).
+/// ([`PastInt32::NarrowStride`]). Before those, the first [`PAST_INT32_FIRST_BLOCK`] cases push
+/// every eligible tensor once ([`past_int32_slot`]).
 pub const PAST_INT32_AT: u64 = 64;
 /// See [`PAST_INT32_AT`].
 pub const PAST_INT32_NARROW_AT: u64 = 320;
-/// How often [`campaign_case`] schedules a case past 2³¹ elements of each form: as often as the
-/// decoder draws one by chance, so about 3 in 512 campaign cases are such cases.
+/// How often [`campaign_case`] schedules a case past 2³¹ elements of each form after the first
+/// block: as often as the decoder draws one by chance.
 pub const PAST_INT32_EVERY: u64 = PAST_INT32_ONE_IN as u64;
+/// Every tensor that can be pushed past 2³¹ elements is pushed within this many cases of a
+/// campaign (up to 192 such tensors, one case each from #[`PAST_INT32_AT`]): a kernel that
+/// indexes only its fifth tensor in 32 bits must not wait thousands of cases for its turn.
+pub const PAST_INT32_FIRST_BLOCK: u64 = 256;
+/// Cases between two pushed cases of the first block (fewer when the kernel has more than 12
+/// eligible tensors): every pushed case allocates 4 to 8 GiB, so they are spread out.
+const PAST_INT32_SPACING: u64 = 16;
+
+/// The push campaign case `index` gets, if any, for a kernel with `eligible` tensors that can be
+/// pushed: its form and a turn counter (the caller pushes tensor `turn % count` of that form's
+/// eligible list). From case #[`PAST_INT32_AT`] to the end of the first block, one
+/// case in 16 (more often past 12 such tensors) pushes the next tensor with a wide stride, then, while slots
+/// remain, each with a narrow one; after the block, the periodic schedule of [`PAST_INT32_AT`].
+pub fn past_int32_slot(index: u64, eligible: usize) -> Option<(PastInt32, u64)> {
+    let n = eligible as u64;
+    if n == 0 {
+        return None;
+    }
+    if index < PAST_INT32_FIRST_BLOCK {
+        let room = PAST_INT32_FIRST_BLOCK - PAST_INT32_AT;
+        let spacing = PAST_INT32_SPACING.min(room / n).max(1);
+        let j = index.checked_sub(PAST_INT32_AT)?;
+        if j % spacing != 0 || j / spacing >= 2 * n {
+            return None;
+        }
+        let slot = j / spacing;
+        let form = if slot < n { PastInt32::WideStride } else { PastInt32::NarrowStride };
+        return Some((form, slot % n));
+    }
+    let form = match index % PAST_INT32_EVERY {
+        PAST_INT32_AT => PastInt32::WideStride,
+        PAST_INT32_NARROW_AT => PastInt32::NarrowStride,
+        _ => return None,
+    };
+    Some((form, index / PAST_INT32_EVERY))
+}
 
 /// The case a fuzz campaign (`cudafuzz fuzz`, the gate's fuzz step) runs as number `index`:
-/// [`generated_case`], except that cases past 2³¹ elements are scheduled early (cases
-/// #[`PAST_INT32_AT`] and #[`PAST_INT32_NARROW_AT`]) and then every [`PAST_INT32_EVERY`] cases,
-/// on each tensor in turn, instead of being left to the decoder's 1-in-512 chance: a campaign of
-/// a few hundred cases (one minute of a slow kernel) would otherwise miss 32-bit index overflow
-/// about half the time.
+/// [`generated_case`], except that cases past 2³¹ elements are scheduled ([`past_int32_slot`]:
+/// every eligible tensor within the first [`PAST_INT32_FIRST_BLOCK`] cases, then two cases in
+/// every [`PAST_INT32_EVERY`]) instead of being left to the decoder's 1-in-512 chance: a
+/// campaign of a few hundred cases (one minute of a slow kernel) would otherwise miss 32-bit
+/// index overflow about half the time.
 pub fn campaign_case(ctx: &DecodeContext, seed: u64, index: u64) -> Case {
     campaign_redraw(ctx, seed, index, 0)
 }
@@ -56,19 +93,18 @@ pub fn campaign_case(ctx: &DecodeContext, seed: u64, index: u64) -> Case {
 /// Draw `draw` of [`campaign_case`] `index` (see [`redrawn_case`]).
 fn campaign_redraw(ctx: &DecodeContext, seed: u64, index: u64, draw: u32) -> Case {
     let case = redrawn_case(ctx, seed, index, draw);
-    let form = match index % PAST_INT32_EVERY {
-        PAST_INT32_AT => PastInt32::WideStride,
-        PAST_INT32_NARROW_AT => PastInt32::NarrowStride,
-        _ => return case,
-    };
-    let eligible = ctx.past_int32_tensors(form);
-    if ctx.allows_int32_overflow() && !eligible.is_empty() {
-        let t = &eligible[(index / PAST_INT32_EVERY % eligible.len() as u64) as usize];
-        if let Some(pushed) = past_int32_variant(&case, &ctx.manifest, t, form) {
-            return pushed;
-        }
+    if !ctx.allows_int32_overflow() {
+        return case;
     }
-    case
+    let count = |form| ctx.past_int32_tensors(form).len();
+    let most = count(PastInt32::WideStride).max(count(PastInt32::NarrowStride));
+    let Some((form, turn)) = past_int32_slot(index, most) else { return case };
+    let eligible = ctx.past_int32_tensors(form);
+    if eligible.is_empty() {
+        return case;
+    }
+    let t = &eligible[(turn % eligible.len() as u64) as usize];
+    past_int32_variant(&case, &ctx.manifest, t, form).unwrap_or(case)
 }
 
 /// The cases of one campaign on one kernel: which seed, which shard, which side of the
@@ -155,5 +191,33 @@ impl<'a> CaseStream<'a> {
         let (_, draw, case) = best.expect("MAX_DRAWS is at least 1");
         let inside = self.outside_contract || crate::core::plan::admits(self.manifest, &case);
         (inside.then_some(case), draw > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tensors the first block pushes with a wide stride, in case order.
+    fn wide_turns(n: usize) -> Vec<u64> {
+        (0..PAST_INT32_FIRST_BLOCK).filter_map(|i| past_int32_slot(i, n)).filter(|(f, _)| *f == PastInt32::WideStride).map(|(_, t)| t).collect()
+    }
+
+    #[test]
+    fn every_eligible_tensor_is_pushed_in_the_first_block_however_many() {
+        assert_eq!(past_int32_slot(PAST_INT32_AT, 0), None);
+        assert_eq!(past_int32_slot(PAST_INT32_AT, 1), Some((PastInt32::WideStride, 0)));
+        for n in [1, 2, 4, 5, 12, 13, 40, 192] {
+            let turns = wide_turns(n);
+            assert_eq!(turns, (0..n as u64).collect::<Vec<_>>(), "{n} tensors");
+        }
+        // Four tensors: wide at 64, 80, 96, 112, narrow at 128 .. 176, nothing else before 256.
+        let pushed: Vec<u64> = (0..PAST_INT32_FIRST_BLOCK).filter(|&i| past_int32_slot(i, 4).is_some()).collect();
+        assert_eq!(pushed, [64, 80, 96, 112, 128, 144, 160, 176]);
+        assert_eq!(past_int32_slot(160, 4), Some((PastInt32::NarrowStride, 2)));
+        // After the block, the periodic schedule.
+        assert_eq!(past_int32_slot(PAST_INT32_NARROW_AT, 4), Some((PastInt32::NarrowStride, 0)));
+        assert_eq!(past_int32_slot(PAST_INT32_AT + PAST_INT32_EVERY, 4), Some((PastInt32::WideStride, 1)));
+        assert_eq!(past_int32_slot(PAST_INT32_AT + PAST_INT32_EVERY + 1, 4), None);
     }
 }

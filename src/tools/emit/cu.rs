@@ -268,7 +268,7 @@ struct cfr_alloc {\n\
 \x20   const char* dims[8];               // the dim each logical dimension is, or null\n\
 \x20   int order_dependent;               // its bits may differ between two runs (atomics): no bitwise check\n\
 };\n\
-struct cfr_launch { const char* what; unsigned grid[3], block[3], shared_bytes; int first_arg, n_args; };\n\
+struct cfr_launch { const char* what; unsigned grid[3], block[3], shared_bytes; int first_arg, n_args, shared_opt_in; };\n\
 struct cfr_arg { int kind; unsigned long long value; };  // kind: 0 pointer (value: allocation), 1 i32, 2 u32, 3 i64, 4 u64, 5 f32, 6 f64 (bits)\n\
 struct cfr_expect {\n\
 \x20   int alloc;                         // the judged output (one of the kernel's allocations)\n\
@@ -386,7 +386,7 @@ fn launches(o: &mut String, p: &Prepared) {
         let l = &g.launch;
         let _ = writeln!(
             o,
-            "  {{\"{}\", {{{}u, {}u, {}u}}, {{{}u, {}u, {}u}}, {}u, {first}, {}}},",
+            "  {{\"{}\", {{{}u, {}u, {}u}}, {{{}u, {}u, {}u}}, {}u, {first}, {}, {}}},",
             g.role.name(),
             l.grid[0],
             l.grid[1],
@@ -395,7 +395,8 @@ fn launches(o: &mut String, p: &Prepared) {
             l.block[1],
             l.block[2],
             l.shared_bytes,
-            l.args.len()
+            l.args.len(),
+            i32::from(l.shared_opt_in)
         );
         first += l.args.len();
     }

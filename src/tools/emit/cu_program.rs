@@ -256,12 +256,13 @@ static cudaError_t cfr_start(int program) {
 }
 
 // Sets the opt-in attribute a launch with more than 48 KiB of dynamic shared memory needs
-// (launch::Module::reserve_shared). False when this GPU allows less (*optin says how much);
-// *e is the attribute call's status.
+// (launch::Module::reserve_shared), unless the manifest's host never opts in (then the launch
+// is refused as it is there). False when this GPU allows less (*optin says how much); *e is the
+// attribute call's status.
 static bool cfr_reserve_shared(int program, int device, int* optin, cudaError_t* e) {
     const cfr_launch& l = cfr_launches[program];
     *e = cudaSuccess;
-    if (l.shared_bytes <= 48u * 1024u) return true;
+    if (!l.shared_opt_in || l.shared_bytes <= 48u * 1024u) return true;
     cfr_setup("cudaDeviceGetAttribute", cudaDeviceGetAttribute(optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     if ((unsigned)*optin < l.shared_bytes) return false;
     *e = cudaFuncSetAttribute(cfr_entries[program], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)l.shared_bytes);

@@ -349,7 +349,11 @@ pub(crate) fn header_lines(p: &Prepared, seed: &SeedInfo, what: &str, commands: 
             k.launch.grid,
             k.launch.block,
             k.launch.shared_bytes,
-            if k.launch.shared_bytes > crate::engine::launch::DEFAULT_SMEM_LIMIT { " (opt-in attribute set)" } else { "" }
+            match (k.launch.shared_bytes > crate::engine::launch::DEFAULT_SMEM_LIMIT, k.launch.shared_opt_in) {
+                (true, true) => " (opt-in attribute set)",
+                (true, false) => " (no opt-in: the host never raises the 48 KiB limit)",
+                _ => "",
+            }
         ),
         "tensors:    one allocation each, in the manifest's order".to_string(),
     ];

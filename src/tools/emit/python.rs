@@ -200,12 +200,13 @@ fn programs(o: &mut String, p: &Prepared) {
         let l = &g.launch;
         let _ = writeln!(
             o,
-            "    dict(what={}, entry={}, source={source}, grid={:?}, block={:?}, shared_bytes={},\n         options=[{}]),",
+            "    dict(what={}, entry={}, source={source}, grid={:?}, block={:?}, shared_bytes={}, shared_opt_in={},\n         options=[{}]),",
             py_str(g.role.name()),
             py_str(&g.entry),
             l.grid,
             l.block,
             l.shared_bytes,
+            if l.shared_opt_in { "True" } else { "False" },
             opts.iter().map(|s| py_str(s)).collect::<Vec<_>>().join(", ")
         );
     }

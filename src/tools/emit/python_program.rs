@@ -381,7 +381,7 @@ class Runner:
     def reserve_shared(self, program, dev):
         """The opt-in attribute for more than 48 KiB of dynamic shared memory (launch::Module::reserve_shared): (ok, limit, code)."""
         want = PROGRAMS[program]["shared_bytes"]
-        if want <= 48 * 1024:
+        if not PROGRAMS[program]["shared_opt_in"] or want <= 48 * 1024:
             return True, 0, 0
         optin = ctypes.c_int()
         self.cuda.setup("cuDeviceGetAttribute", self.cuda.lib.cuDeviceGetAttribute(ctypes.byref(optin), 97, dev))
