@@ -593,14 +593,20 @@ impl ExplainedFaults {
             return;
         }
         for n in named {
-            let misaligned = n.sanitizer_kind.as_ref().is_some_and(SanitizerKind::is_misaligned);
-            if let (true, Some(t)) = (misaligned, &n.tensor) {
-                if fault.alignment_of(t) < crate::core::plan::VECTOR_ALIGN && !self.explained.iter().any(|e| e.kernel == fault.kernel && &e.tensor == t) {
-                    self.explained.push(Explanation { kernel: fault.kernel.clone(), tensor: t.clone(), named: n.to_string(), case_index });
+            if let Some(t) = misaligned_tensor_of(n, fault) {
+                if !self.explained.iter().any(|e| e.kernel == fault.kernel && e.tensor == t) {
+                    self.explained.push(Explanation { kernel: fault.kernel.clone(), tensor: t.to_string(), named: n.to_string(), case_index });
                 }
             }
         }
     }
+}
+
+/// The tensor of a sanitizer finding `named` that traces `fault`: a misaligned access on a
+/// tensor the fault's case left below the vector alignment.
+pub fn misaligned_tensor_of<'a>(named: &'a Finding, fault: &Finding) -> Option<&'a str> {
+    let misaligned = named.sanitizer_kind.as_ref().is_some_and(SanitizerKind::is_misaligned);
+    named.tensor.as_deref().filter(|t| misaligned && fault.alignment_of(t) < crate::core::plan::VECTOR_ALIGN)
 }
 
 #[cfg(test)]

@@ -7,10 +7,11 @@
 //! out to be a site a sanitizer names, and it is announced once, under its final id, when the
 //! answer is filed ([`Desk::complete`]). A bug keyed by a site is final and announced at once.
 //! A provisional bug of a wrong value (no fault) whose re-run came back with the tools silent
-//! (passing under them, or failing only natively) is *settled*: nothing names a value bug's site, so it is announced then, even while re-runs of
-//! its other cases are out (a value bug shown 20 s late, after every new signature of it had been
-//! re-run, was the alternative). A fault's provisional bug is never settled so: a later re-run may
-//! still name its site, and announcing it early would show one bug twice.
+//! (passing under them, or failing only natively) is *settled*: nothing names a value bug's
+//! site, so it is announced then, even while re-runs of its other cases are out (a value bug
+//! shown 20 s late, after every new signature of it had been re-run, was the alternative). A
+//! fault's provisional bug is never settled so: a later re-run may still name its site, and
+//! announcing it early would show one bug twice.
 //! Whatever is still held when the campaign ends is announced as it stands.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -159,23 +160,24 @@ impl<'k> Desk<'k> {
         }
         // Named findings are filed with the case that showed the fault (so its provisional bug
         // turns into the site); their seeds hold the case they were named on.
-        let named = match done.escalation {
-            Escalation::Named(named) => Some((named, case.clone())),
-            Escalation::NamedSmaller { named, case: smaller } => Some((named, *smaller)),
+        let (named, smaller) = match done.escalation {
+            Escalation::Named(named) => (Some(named), None),
+            Escalation::NamedSmaller { named, case: smaller } => (Some(named), Some(*smaller)),
             Escalation::Explained(why) => {
                 emit(EventKind::NotNamed { index: i, seed: &seed, why: &why });
-                None
+                (None, None)
             }
             Escalation::Silent(note) => {
                 emit(EventKind::EscalationSilent { note: &note });
-                None
+                (None, None)
             }
         };
-        if let Some((named, named_on)) = named {
+        if let Some(named) = named {
+            let named_on = smaller.as_ref().unwrap_or(&case);
             let mut filed = Vec::new();
             for n in named {
-                let kept = self.keeper.keep(m, &named_on, &n)?;
-                emit(EventKind::Named { index: i, case: &named_on, finding: &n, kept: &kept });
+                let kept = self.keeper.keep(m, named_on, &n)?;
+                emit(EventKind::Named { index: i, case: named_on, finding: &n, kept: &kept });
                 let seed = match kept {
                     Kept::New(p) | Kept::Smaller(p) => Some(p),
                     Kept::Known => None,

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::core::case::Case;
-use crate::core::finding::{ExplainedFaults, Explanation, Finding, FindingKind, SanitizerKind};
+use crate::core::finding::{misaligned_tensor_of, ExplainedFaults, Explanation, Finding, FindingKind};
 use crate::core::manifest::Manifest;
 use crate::core::verdict::{Outcome, RunOptions, Verdict};
 use crate::run::supervisor::Supervisor;
@@ -91,11 +91,7 @@ impl Escalator {
         }
         let small = crate::core::generate::smaller_for_naming(case, m)?;
         let Escalation::Named(named) = self.rerun(&small, m, timeout, 1) else { return None };
-        let explains = |n: &Finding| {
-            n.sanitizer_kind.as_ref().is_some_and(SanitizerKind::is_misaligned)
-                && n.tensor.as_deref().is_some_and(|t| finding.alignment_of(t) < crate::core::plan::VECTOR_ALIGN)
-        };
-        if !named.iter().any(explains) {
+        if !named.iter().any(|n| misaligned_tensor_of(n, finding).is_some()) {
             return None;
         }
         self.explained.record(finding, &named, index);

@@ -51,20 +51,20 @@ pub const PAST_INT32_FIRST_BLOCK: u64 = 256;
 /// eligible tensors): every pushed case allocates 4 to 8 GiB, so they are spread out.
 const PAST_INT32_SPACING: u64 = 16;
 
-/// The push campaign case `index` gets, if any, for a kernel with `eligible` tensors that can be
-/// pushed: its form and a turn counter (the caller pushes tensor `turn % count` of that form's
-/// eligible list). From case #[`PAST_INT32_AT`] to the end of the first block, one
+/// The push campaign case `index` gets, if any, for a kernel with `eligible()` tensors that can
+/// be pushed (asked only where the schedule may push, so most cases cost nothing): its form and
+/// a turn counter (the caller pushes tensor `turn % count` of that form's eligible list). From case #[`PAST_INT32_AT`] to the end of the first block, one
 /// case in 16 (more often past 12 such tensors) pushes the next tensor with a wide stride, then, while slots
 /// remain, each with a narrow one; after the block, the periodic schedule of [`PAST_INT32_AT`].
-pub fn past_int32_slot(index: u64, eligible: usize) -> Option<(PastInt32, u64)> {
-    let n = eligible as u64;
-    if n == 0 {
-        return None;
-    }
+pub fn past_int32_slot(index: u64, eligible: impl FnOnce() -> usize) -> Option<(PastInt32, u64)> {
     if index < PAST_INT32_FIRST_BLOCK {
+        let j = index.checked_sub(PAST_INT32_AT)?;
+        let n = eligible() as u64;
+        if n == 0 {
+            return None;
+        }
         let room = PAST_INT32_FIRST_BLOCK - PAST_INT32_AT;
         let spacing = PAST_INT32_SPACING.min(room / n).max(1);
-        let j = index.checked_sub(PAST_INT32_AT)?;
         if j % spacing != 0 || j / spacing >= 2 * n {
             return None;
         }
@@ -77,7 +77,7 @@ pub fn past_int32_slot(index: u64, eligible: usize) -> Option<(PastInt32, u64)> 
         PAST_INT32_NARROW_AT => PastInt32::NarrowStride,
         _ => return None,
     };
-    Some((form, index / PAST_INT32_EVERY))
+    (eligible() > 0).then_some((form, index / PAST_INT32_EVERY))
 }
 
 /// The case a fuzz campaign (`cudafuzz fuzz`, the gate's fuzz step) runs as number `index`:
@@ -93,14 +93,10 @@ pub fn campaign_case(ctx: &DecodeContext, seed: u64, index: u64) -> Case {
 /// Draw `draw` of [`campaign_case`] `index` (see [`redrawn_case`]).
 fn campaign_redraw(ctx: &DecodeContext, seed: u64, index: u64, draw: u32) -> Case {
     let case = redrawn_case(ctx, seed, index, draw);
-    if !ctx.allows_int32_overflow() {
-        return case;
-    }
     let count = |form| ctx.past_int32_tensors(form).len();
-    let most = count(PastInt32::WideStride).max(count(PastInt32::NarrowStride));
-    let Some((form, turn)) = past_int32_slot(index, most) else { return case };
+    let Some((form, turn)) = past_int32_slot(index, || count(PastInt32::WideStride).max(count(PastInt32::NarrowStride))) else { return case };
     let eligible = ctx.past_int32_tensors(form);
-    if eligible.is_empty() {
+    if eligible.is_empty() || !ctx.allows_int32_overflow() {
         return case;
     }
     let t = &eligible[(turn % eligible.len() as u64) as usize];
@@ -200,24 +196,24 @@ mod tests {
 
     /// The tensors the first block pushes with a wide stride, in case order.
     fn wide_turns(n: usize) -> Vec<u64> {
-        (0..PAST_INT32_FIRST_BLOCK).filter_map(|i| past_int32_slot(i, n)).filter(|(f, _)| *f == PastInt32::WideStride).map(|(_, t)| t).collect()
+        (0..PAST_INT32_FIRST_BLOCK).filter_map(|i| past_int32_slot(i, || n)).filter(|(f, _)| *f == PastInt32::WideStride).map(|(_, t)| t).collect()
     }
 
     #[test]
     fn every_eligible_tensor_is_pushed_in_the_first_block_however_many() {
-        assert_eq!(past_int32_slot(PAST_INT32_AT, 0), None);
-        assert_eq!(past_int32_slot(PAST_INT32_AT, 1), Some((PastInt32::WideStride, 0)));
+        assert_eq!(past_int32_slot(PAST_INT32_AT, || 0), None);
+        assert_eq!(past_int32_slot(PAST_INT32_AT, || 1), Some((PastInt32::WideStride, 0)));
         for n in [1, 2, 4, 5, 12, 13, 40, 192] {
             let turns = wide_turns(n);
             assert_eq!(turns, (0..n as u64).collect::<Vec<_>>(), "{n} tensors");
         }
         // Four tensors: wide at 64, 80, 96, 112, narrow at 128 .. 176, nothing else before 256.
-        let pushed: Vec<u64> = (0..PAST_INT32_FIRST_BLOCK).filter(|&i| past_int32_slot(i, 4).is_some()).collect();
+        let pushed: Vec<u64> = (0..PAST_INT32_FIRST_BLOCK).filter(|&i| past_int32_slot(i, || 4).is_some()).collect();
         assert_eq!(pushed, [64, 80, 96, 112, 128, 144, 160, 176]);
-        assert_eq!(past_int32_slot(160, 4), Some((PastInt32::NarrowStride, 2)));
+        assert_eq!(past_int32_slot(160, || 4), Some((PastInt32::NarrowStride, 2)));
         // After the block, the periodic schedule.
-        assert_eq!(past_int32_slot(PAST_INT32_NARROW_AT, 4), Some((PastInt32::NarrowStride, 0)));
-        assert_eq!(past_int32_slot(PAST_INT32_AT + PAST_INT32_EVERY, 4), Some((PastInt32::WideStride, 1)));
-        assert_eq!(past_int32_slot(PAST_INT32_AT + PAST_INT32_EVERY + 1, 4), None);
+        assert_eq!(past_int32_slot(PAST_INT32_NARROW_AT, || 4), Some((PastInt32::NarrowStride, 0)));
+        assert_eq!(past_int32_slot(PAST_INT32_AT + PAST_INT32_EVERY, || 4), Some((PastInt32::WideStride, 1)));
+        assert_eq!(past_int32_slot(PAST_INT32_AT + PAST_INT32_EVERY + 1, || 4), None);
     }
 }
