@@ -5,7 +5,7 @@
 #   bash ci/gpu-check.sh            # logs go to $OUT (if set) or ./gpu-check-logs
 #   GPU_CHECK_TESTS=0 bash ci/gpu-check.sh   # smoke campaigns only, no test suite
 #   GPU_CHECK_BENCH=0 bash ci/gpu-check.sh   # no bench row (it takes up to 4 minutes)
-#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke latency wraps vocab away python pyext triton clean pytools bench)
+#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke latency wraps counts vocab away python pyext triton clean pytools bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=gpu-check-logs
@@ -18,8 +18,8 @@ export CUDAFUZZ_BIN="$PWD/$bin"
 # (the shipped manifests, reference kernels and sanitizer markers), from any working directory.
 export CUDAFUZZ_KERNELS="$PWD/kernels"
 rows=()
-# GPU_CHECK_STAGES picks stages (default all but clean, latency and wraps, which take minutes):
-# tests smoke latency wraps vocab away python pyext triton clean pytools bench.
+# GPU_CHECK_STAGES picks stages (default all but clean, latency, wraps and counts, which take
+# minutes): tests smoke latency wraps counts vocab away python pyext triton clean pytools bench.
 want() { [[ " ${GPU_CHECK_STAGES:-tests smoke vocab away python pyext triton pytools bench} " == *" $1 "* ]]; }
 # Each row is also printed as it is made: a call cut short by a time limit still shows them.
 row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); echo "row: ${rows[-1]}"; }
@@ -87,6 +87,45 @@ if want wraps; then
   python3 ci/latency.py --wraps --bin "$bin" --out "$logs/wraps" --parallel 3 ${WRAPS_KERNELS:-kernels/mutants/int32_offset.toml kernels/mutants/rmsnorm_int32_row.toml kernels/mutants/rotary_int32_row.toml:x kernels/mutants/silu_mul_int32_row.toml kernels/mutants/gemm_int32_offset.toml} > "$logs/wraps.txt" 2>&1; st=$?
   cat "$logs/wraps.txt"
   row "wraps: every pushed tensor found" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -m1 '^wraps:' "$logs/wraps.txt")"
+fi
+
+# 2c'. Bug counts and faulting throughput (stage `counts`, issue 29): one bug per missing barrier,
+#     two for two independent races, fa_s512's four sites with no provisional twin, vec_load_q's
+#     two bugs (the second behind the first's fault) under the harder steering; then fa_s512
+#     with 4 jobs for 30 s (cases/s, worker starts, all four bugs) for each of FAULT_SEEDS (default
+#     1), and the same with FAULT_BASELINE (another cudafuzz binary) when given.
+bugs_of() { python3 -c 'import json,sys
+b=json.load(open(sys.argv[1]))["bugs"]
+print(len(b), sum(1 for x in b if x["id"].startswith("P")), " ".join(x["id"]+"="+(x.get("site") or x.get("what",""))[:48].replace(" ","_") for x in b))' "$1/bugs.json" 2>/dev/null || echo "? ? no bugs.json"; }
+count_row() { # label dir expected-bugs
+  read -r n p list <<< "$(bugs_of "$2")"
+  row "$1" "$([ "$n" = "$3" ] && [ "$p" = 0 ] && echo ok || echo FAIL)" "$n bugs ($p provisional): $list"
+}
+if want counts; then
+  for k in softmax_no_barrier layernorm_no_barrier; do
+    $bin fuzz --kernel kernels/mutants/$k.toml --cases 300 --jobs 3 --seed 1 --out "$logs/out-count-$k" > "$logs/count-$k.log" 2>&1
+    count_row "race mutant $k: one bug" "$logs/out-count-$k" 1
+  done
+  $bin fuzz --kernel kernels/mutants/no_sync.toml --time 60s --jobs 3 --seed 1 --out "$logs/out-count-no_sync" > "$logs/count-no_sync.log" 2>&1
+  count_row "race mutant no_sync (60 s): one bug" "$logs/out-count-no_sync" 1
+  $bin fuzz --kernel kernels/mutants/softmax_two_races.toml --cases 300 --jobs 3 --seed 1 --out "$logs/out-count-two" > "$logs/count-two.log" 2>&1
+  count_row "two independent races: two bugs" "$logs/out-count-two" 2
+  $bin fuzz --kernel fa_s512 --cases 1000 --seed 0 --jobs 4 --out "$logs/out-count-fa" > "$logs/count-fa.log" 2>&1
+  count_row "fa_s512 1000 cases seed 0: four sites" "$logs/out-count-fa" 4
+  $bin fuzz --kernel vec_load_q --cases 1000 --seed 0 --jobs 4 --out "$logs/out-count-vec" > "$logs/count-vec.log" 2>&1
+  read -r n p list <<< "$(bugs_of "$logs/out-count-vec")"
+  row "vec_load_q 1000 cases: both bugs" "$([ "$n" = 2 ] && echo ok || echo FAIL)" "$n bugs: $list"
+  for b in "$bin" ${FAULT_BASELINE:-}; do
+   for s in ${FAULT_SEEDS:-1}; do
+    tag=$([ "$b" = "$bin" ] && echo this || echo baseline)-$s
+    CUDAFUZZ_TRACE="$logs/fault-$tag.trace" $b fuzz --kernel fa_s512 --jobs 4 --time 30s --seed $s --out "$logs/out-fault-$tag" > "$logs/fault-$tag.log" 2>&1
+    starts=$(grep -c '"worker_ready"' "$logs/fault-$tag.trace" 2>/dev/null)
+    failed=$(grep -c '"outcome": *"fail"' "$logs/fault-$tag.trace" 2>/dev/null)
+    read -r n p list <<< "$(bugs_of "$logs/out-fault-$tag")"
+    rate=$(grep -E '^fa_s512:' "$logs/fault-$tag.log" | tail -n1 | grep -oE '\(([0-9.]+)/s\)' | tr -d '()/s')
+    row "fa_s512 --jobs 4 --time 30s ($tag)" "$(awk -v r="${rate:-0}" -v n="$n" 'BEGIN{print (r>=60 && n==4)?"ok":"FAIL"}')" "${rate:-?} cases/s, $starts worker starts, $failed failed cases, $n bugs; $(grep -E '^fa_s512:' "$logs/fault-$tag.log" | tail -n1 | cut -c1-70)"
+   done
+  done
 fi
 
 # 2d. Contract vocabulary (stage `vocab`, issues 28 and 29): the shared-memory opt-in switch, base

@@ -5,7 +5,8 @@ Runs `cudafuzz fuzz --kernel K --stop-after 1 --jobs 3` on every kernel given, P
 campaigns at a time, each with its own CUDAFUZZ_TRACE, then reads the traces:
 
 - shown: from the verdict of the first finding's case (the pool's `verdict` event) to its
-  `new_finding` event, which is written where the `FOUND` line is printed;
+  `found_early` event (a failed case shown while earlier cases are still out) or its
+  `new_finding` event, whichever comes first: each is written where a `FOUND` line is printed;
 - named: from that verdict to the first line that says which bug it is (`new_bug`, `named`,
   `named_known`) or that nothing could name it (`not_named`, `not_yet_named`).
 
@@ -68,7 +69,7 @@ def timings(events):
     for e in events:
         if e.get("event") == "verdict" and e.get("index") is not None:
             verdict_ms.setdefault(e["index"], e["ms"])
-    found = next((e for e in events if e.get("event") == "new_finding"), None)
+    found = next((e for e in events if e.get("event") in ("found_early", "new_finding")), None)
     if found is None:
         return None
     case = found["index"]

@@ -238,3 +238,35 @@ fn coverage_runs_report_the_kernel_paths_a_case_reached() {
     let plain = sup.run(&aligned, &m, &RunOptions { coverage: false, ..opts }, limit).unwrap();
     assert!(plain.coverage.is_none(), "no coverage unless asked for");
 }
+
+#[test]
+fn a_tensor_pushed_past_int32_elements_has_memory_only_under_its_rows() {
+    require_gpu!();
+    use cudafuzz::core::generate::{offsets_past_int32, PastInt32};
+    use cudafuzz::engine::arena::device::{pooled, DeviceArena};
+    use cudafuzz::engine::arena::HostImage;
+    let m = manifest("kernels/testing/simple_attn.toml");
+    let mut case = case_for(&m);
+    assert!(offsets_past_int32(&mut case, &m, "v", PastInt32::WideStride));
+    let plan = cudafuzz::core::plan::Plan::new(&case, &m).unwrap();
+    let inputs = cudafuzz::engine::data::generate(&case, &plan, &m);
+    let image = HostImage::build(&case, &plan, &inputs);
+    let v = plan.tensors.iter().find(|t| t.name == "v").unwrap().index;
+    assert!(!image.holds_whole(v) && image.bytes[v].len() > 4 << 30);
+    let _gpu = cudafuzz::engine::gpu::Gpu::open(0).unwrap();
+    pooled(true);
+    let arena = DeviceArena::upload(&image).unwrap();
+    assert!(arena.is_sparse(v), "v's gigabyte gap is not backed by memory");
+    assert!((0..plan.tensors.len()).filter(|&i| i != v).all(|i| !arena.is_sparse(i)));
+    // What was uploaded comes back: every held byte, canaries and data.
+    let after = arena.download(&image).unwrap();
+    assert!((0..after.len()).all(|i| image.holds_same(i, &after[i])));
+    // Written again (an output restored before the determinism run), it is still the image.
+    arena.write(&image, v).unwrap();
+    assert!(image.holds_same(v, &arena.download_one(&image, v).unwrap()));
+    // Under a sanitizer every allocation is whole.
+    pooled(false);
+    let whole = DeviceArena::upload(&image).unwrap();
+    assert!(!whole.is_sparse(v));
+    assert!(image.holds_same(v, &whole.download_one(&image, v).unwrap()));
+}

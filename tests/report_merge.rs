@@ -26,6 +26,7 @@ fn finding(kind: FindingKind, oracle: Oracle, line: Option<u32>) -> Finding {
         tensor: Some("q".into()),
         location: Some(Location::RedzoneAfter { bytes_past_end: 2 }),
         source: line.map(|line| SourceLocation { file: "flash_fwd_kernel.cuh".into(), line, function: None }),
+        other_access: None,
         access_size: Some(16),
         sanitizer_kind: oracle.is_sanitizer().then(|| "invalid_global_read_out_of_bounds".into()),
         alignment: ["q", "k", "v", "o"].map(|t| (t.to_string(), 16)).to_vec(),

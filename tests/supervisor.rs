@@ -225,6 +225,7 @@ fn a_pool_ticks_while_its_cases_run_and_a_tick_can_end_the_run() {
         match d {
             Delivery::Case(i, _) => cases.push(i),
             Delivery::Tick => ticks += 1,
+            Delivery::Early(..) => panic!("no case fails"),
         }
         Ok(if ticks >= 5 { std::ops::ControlFlow::Break(()) } else { std::ops::ControlFlow::Continue(()) })
     })
@@ -233,6 +234,25 @@ fn a_pool_ticks_while_its_cases_run_and_a_tick_can_end_the_run() {
     assert_eq!(cases, [0]);
     assert_eq!(ticks, 5, "the run ends at the tick that says so");
     assert!(took < Duration::from_secs(2), "five ticks of {:?} took {took:?}", cudafuzz::run::supervisor::TICK);
+}
+
+#[test]
+fn a_failed_case_is_shown_early_while_an_earlier_one_runs_and_still_comes_in_order() {
+    let (_dir, m, cfg) = setup();
+    let mut pool = pool_of(&cfg, 2);
+    // Case 0 hangs until the watchdog (1 s); case 1 fails at once on the other worker.
+    let make = |i: u64, _: &AtomicBool| Some(case(if i == 0 { 2 } else { 4 }));
+    let mut seen = Vec::new();
+    pool.run_indexed_ticking(2, None, &m, &opts(), Duration::from_secs(1), &make, &mut |d| {
+        match d {
+            Delivery::Case(i, _) => seen.push(format!("case {i}")),
+            Delivery::Early(i, _, v) => seen.push(format!("early {i} {}", matches!(v.outcome, cudafuzz::core::verdict::Outcome::Fail { .. }))),
+            Delivery::Tick => {}
+        }
+        Ok(std::ops::ControlFlow::Continue(()))
+    })
+    .unwrap();
+    assert_eq!(seen, ["early 1 true", "case 0", "case 1"]);
 }
 
 #[test]

@@ -7,6 +7,8 @@
 // Planted bugs shared by the kernels (one define each, see kernels/mutants/README.md):
 //   MUTANT_NO_BARRIER   the barrier between the warps' partial results landing in shared memory
 //                       and warp 0 reading them is missing (a race: stale partials).
+//   MUTANT_NO_RESULT_BARRIER  the barrier between warp 0 storing the block's result and every
+//                       warp reading it is missing (a second, independent race: a stale result).
 //   MUTANT_VEC_TAIL     the vector path ignores n % VEC: the last chunk of a row reads and
 //                       writes up to VEC - 1 elements past the row's end.
 //   MUTANT_INT32_ROW    row offsets row * stride computed in 32-bit ints.
@@ -58,7 +60,9 @@ __device__ __forceinline__ float block_reduce(float v, float* sh) {
         v = MAX ? cf_warp_max(v) : cf_warp_sum(v);
         if (lane == 0) sh[32] = v;
     }
+#ifndef MUTANT_NO_RESULT_BARRIER
     __syncthreads();
+#endif
     v = sh[32];
     // The next reduction overwrites sh[warp]: everyone has read sh[32] first.
     __syncthreads();

@@ -139,7 +139,7 @@ fn render_event(e: &CampaignEvent<'_>, bar: &indicatif::ProgressBar, coverage: b
         }
         // A finding being named is shown the moment its case is filed, its bug (NEW) once
         // the re-run names it.
-        EventKind::NewFinding { index, finding, naming: true, .. } => {
+        EventKind::NewFinding { index, finding, naming: true, shown: false, .. } | EventKind::FoundEarly { index, finding } => {
             let after = e.elapsed.as_secs_f64();
             let what = format!("{finding}");
             bar.suspend(|| outln!("FOUND after {after:.2} s (case #{index}): {}; naming it under the sanitizer", first_line(&what)))

@@ -62,6 +62,12 @@ impl FindingKind {
         )
     }
 
+    /// Whether the kernel finished and only its values are wrong (numbers off the reference, two
+    /// runs apart, a NaN from finite inputs): what a race shows, where no memory was damaged.
+    pub fn is_wrong_value(self) -> bool {
+        matches!(self, FindingKind::NumericalError | FindingKind::Nondeterminism | FindingKind::NanLeak)
+    }
+
     /// The snake_case name used in JSON and signatures.
     pub fn name(self) -> &'static str {
         match self {
@@ -361,6 +367,11 @@ pub struct Finding {
     /// The source line of the offending access, for sanitizer findings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceLocation>,
+    /// For a race, the source line of its second access (racecheck's `<destination>`; `source`
+    /// is the first): a race is one bug per line of its read, whichever access came first (see
+    /// [`crate::core::triage::BugKey::of`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_access: Option<SourceLocation>,
     /// Bytes per access of the offending load or store, when the tool reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_size: Option<u64>,
@@ -428,6 +439,7 @@ impl Finding {
             count: 1,
             cuda_error: None,
             source: None,
+            other_access: None,
             access_size: None,
             sanitizer_kind: None,
             alignment: Vec::new(),
@@ -623,6 +635,7 @@ mod tests {
             count: 1,
             cuda_error: None,
             source: None,
+            other_access: None,
             access_size: Some(16),
             sanitizer_kind: sanitizer_kind.map(SanitizerKind::from),
             alignment: ["q", "k", "v", "o"].iter().map(|t| t.to_string()).zip(alignment).collect(),

@@ -6,7 +6,10 @@
 //! misaligned vector load shows up as a dozen "distinct" findings. A bug is keyed instead by what
 //! the tools can say about its root cause ([`BugKey`]):
 //! - a **site**, when compute-sanitizer named one: kernel, `file:line`, and the record's kind
-//!   (class, memory space, direction, error: `invalid_global_read_misaligned`);
+//!   (class, memory space, direction, error: `invalid_global_read_misaligned`); for a race, the
+//!   line of its read (`race_shared_read`): the read-after-write and write-after-read records of
+//!   one missing barrier share it and are one bug (the race rule, [`BugKey::of`]), a race read
+//!   elsewhere is a bug of its own;
 //! - otherwise the **native** oracle's class for the kernel and tensor (`misaligned_address` in
 //!   no particular tensor, `canary_damage` in `o`): a *provisional* bug.
 //!
@@ -55,10 +58,11 @@ pub enum BugKey {
     Site {
         /// The kernel's name, without parameters.
         kernel: String,
-        /// `file:line` of the access, or `-` when the record has none.
+        /// `file:line` of the access, or `-` when the record has none; for a race, its read's.
         site: String,
         /// The record's kind: class, memory space, direction, error
-        /// (`invalid_global_read_misaligned`, `race_shared_write_read`).
+        /// (`invalid_global_read_misaligned`); for a race `race_`, the space and `_read`
+        /// (`race_shared_read`), or `_write` for two writes.
         access: String,
     },
     /// A native oracle's class in one tensor: provisional until a sanitizer names its site.
@@ -79,7 +83,11 @@ impl BugKey {
     pub fn of(f: &Finding, sanitized: bool) -> Option<BugKey> {
         let kernel = kernel_name(&f.kernel).to_string();
         if f.oracle.is_sanitizer() {
-            let site = f.source.as_ref().map(|s| format!("{}:{}", s.file, s.line)).unwrap_or_else(|| "-".into());
+            let line = |s: &crate::core::finding::SourceLocation| format!("{}:{}", s.file, s.line);
+            if let Some((access, at)) = race_key(f) {
+                return Some(BugKey::Site { kernel, site: line(at), access });
+            }
+            let site = f.source.as_ref().map(line).unwrap_or_else(|| "-".into());
             let access = f.sanitizer_kind.as_ref().map(|k| k.to_string()).unwrap_or_else(|| f.kind.name().to_string());
             return Some(BugKey::Site { kernel, site, access });
         }
@@ -118,6 +126,30 @@ impl fmt::Display for BugKey {
             BugKey::Native { kernel, kind, tensor } => write!(f, "native/{kernel}/{kind}/{}", tensor.as_deref().unwrap_or("-")),
         }
     }
+}
+
+/// The race rule: a race is keyed by the line of its read, the access a missing barrier should
+/// have ordered after the write (`race_shared_read` at that line), or for two writes by the
+/// lesser of their lines (`race_shared_write`). The read-after-write and write-after-read
+/// records of one missing barrier share their read, and so do the several writes one barrier
+/// should have ordered before it (a tile filled by `cp.async` on one path and by plain stores
+/// on another): one bug. A race between other data, read elsewhere, is a bug of its own. `None`
+/// for a race saved before its second line was kept: it keeps its old key (and id).
+fn race_key(f: &Finding) -> Option<(String, &crate::core::finding::SourceLocation)> {
+    let kind = f.sanitizer_kind.as_ref().filter(|k| k.class == crate::core::finding::SanitizerClass::Race)?;
+    let (first, second) = (f.source.as_ref()?, f.other_access.as_ref()?);
+    let mut words = kind.detail.split('_');
+    let space = words.next().filter(|s| !s.is_empty()).unwrap_or("shared");
+    let directions: Vec<&str> = words.collect();
+    let read = match directions.as_slice() {
+        [_, "read"] => Some(second),
+        ["read", _] => Some(first),
+        _ => None,
+    };
+    Some(match read {
+        Some(at) => (format!("race_{space}_read"), at),
+        None => (format!("race_{space}_write"), std::cmp::min_by_key(first, second, |s| (s.file.clone(), s.line))),
+    })
 }
 
 /// A bug's stable id (`B3f09c2a1d4`, or `P…` while provisional).

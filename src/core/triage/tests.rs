@@ -225,3 +225,39 @@ mod reports {
         assert!(known.headline().contains("1 new bug ("), "{}", known.headline());
     }
 }
+
+fn race(first: u32, other: Option<u32>, kind: &str) -> Finding {
+    let at = |line| SourceLocation { file: "row_common.cuh".into(), line, function: None };
+    Finding {
+        kind: FindingKind::Race,
+        oracle: Oracle::Racecheck,
+        tensor: None,
+        source: Some(at(first)),
+        other_access: other.map(at),
+        access_size: None,
+        sanitizer_kind: Some(SanitizerKind::from(kind)),
+        ..native(FindingKind::NumericalError, None, [16; 4])
+    }
+}
+
+#[test]
+fn the_records_of_one_missing_barrier_are_one_bug_and_a_race_read_elsewhere_another() {
+    let mut t = Triage::new();
+    // Read after write and write after read around the read at line 57: one barrier is missing.
+    t.observe("c0", "c0", 10, vec![(race(52, Some(57), "race_shared_write_read"), None), (race(57, Some(52), "race_shared_read_write"), None)]);
+    // Another write the same barrier should have ordered before that read.
+    t.observe("c1", "c1", 10, vec![(race(49, Some(57), "race_shared_write_read"), None)]);
+    // Another barrier, before the read at line 62.
+    t.observe("c2", "c2", 10, vec![(race(59, Some(62), "race_shared_write_read"), None)]);
+    let bugs = t.bugs();
+    assert_eq!(bugs.len(), 2, "{bugs:#?}");
+    let key = |b: &Bug| b.key.to_string();
+    assert_eq!(key(&bugs[0]), "site/fa/row_common.cuh:57/race_shared_read");
+    assert_eq!(bugs[0].cases, 2);
+    assert_eq!(key(&bugs[1]), "site/fa/row_common.cuh:62/race_shared_read");
+    // Two writes: the lesser line.
+    assert_eq!(BugKey::of(&race(70, Some(66), "race_shared_write_write"), false).unwrap().to_string(), "site/fa/row_common.cuh:66/race_shared_write");
+    // A race saved before the second line was kept keeps its one-line key (and id).
+    let old = BugKey::of(&race(52, None, "race_shared_write_read"), false).unwrap();
+    assert_eq!(old.to_string(), "site/fa/row_common.cuh:52/race_shared_write_read");
+}

@@ -6,6 +6,10 @@
 //! allocation), and `cuMemAlloc` returns 256-byte-aligned pointers, so the case's byte offset
 //! alone decides each tensor's alignment residue.
 //!
+//! An allocation the image holds only in ranges (a tensor pushed past 2³¹ elements by a
+//! gigabyte stride gap) has memory only under those ranges, outside a sanitizer
+//! ([`super::sparse`]).
+//!
 //! Outside a sanitizer ([`pooled`]), allocations come from a stream-ordered pool of the arena's
 //! own (`cuMemPoolCreate`, `cuMemAllocFromPoolAsync` on the null stream) with its release
 //! threshold raised, so a worker reuses
@@ -35,8 +39,8 @@ use crate::engine::gpu::CudaStatus;
 pub struct DeviceArena {
     /// `(device pointer, bytes)` per allocation, in the image's order.
     pub allocs: Vec<(sys::CUdeviceptr, u64)>,
-    /// Which allocations came from the stream-ordered pool ([`pooled`]).
-    pooled: Vec<bool>,
+    /// What backs each allocation.
+    backing: Vec<Backing>,
     /// Held by every view of the arena's memory handed to a target ([`DeviceArena::lease`]).
     leases: Arc<()>,
 }
@@ -44,19 +48,27 @@ pub struct DeviceArena {
 /// Allocations of dropped arenas whose views are still alive, freed once their leases are back.
 static QUARANTINE: Mutex<Vec<Quarantined>> = Mutex::new(Vec::new());
 
-/// One dropped arena's allocations (pointer, pooled) and its lease counter.
-type Quarantined = (Arc<()>, Vec<(sys::CUdeviceptr, bool)>);
+/// One dropped arena's allocations and its lease counter.
+type Quarantined = (Arc<()>, Vec<(sys::CUdeviceptr, Backing)>);
+
+/// What backs one allocation.
+#[derive(Debug)]
+enum Backing {
+    /// `cuMemAlloc` (or nothing: an allocation left out of the image).
+    Plain,
+    /// The arena's stream-ordered pool ([`pooled`]).
+    Pool,
+    /// Memory under its held ranges only ([`super::sparse`]).
+    Sparse(super::sparse::Sparse),
+}
 
 /// Frees the quarantined allocations no view holds any more.
 fn sweep_quarantine() {
     let mut q = QUARANTINE.lock().unwrap_or_else(|e| e.into_inner());
-    q.retain(|(leases, allocs)| {
-        if Arc::strong_count(leases) > 1 {
-            return true;
-        }
-        allocs.iter().for_each(|&(ptr, pooled)| release(ptr, pooled));
-        false
-    });
+    let (free, kept): (Vec<Quarantined>, Vec<Quarantined>) = std::mem::take(&mut *q).into_iter().partition(|(leases, _)| Arc::strong_count(leases) == 1);
+    *q = kept;
+    drop(q);
+    free.into_iter().flat_map(|(_, allocs)| allocs).for_each(|(ptr, backing)| release(ptr, backing));
 }
 
 /// The device pool allocations come from (see the module docs), as an address; 0 when off.
@@ -133,15 +145,15 @@ fn allocate(len: usize, pool: usize) -> Result<(sys::CUdeviceptr, bool), CudaSta
     unsafe { result::malloc_sync(len) }.map(|ptr| (ptr, false)).map_err(CudaStatus::from_driver)
 }
 
-/// Frees what [`allocate`] returned: a pool's pointer goes back to the pool.
-fn release(ptr: sys::CUdeviceptr, from_pool: bool) {
-    if from_pool {
+/// Frees one allocation: a pool's pointer goes back to the pool.
+fn release(ptr: sys::CUdeviceptr, backing: Backing) {
+    match backing {
         // SAFETY: a live pool allocation, freed once, ordered on the null stream after its uses.
-        let _ = unsafe { result::free_async(ptr, std::ptr::null_mut()) };
-    } else {
+        Backing::Pool => drop(unsafe { result::free_async(ptr, std::ptr::null_mut()) }),
         // SAFETY: a live cuMemAlloc allocation, freed once; after a sticky error the free fails
         // and the process is about to exit anyway.
-        let _ = unsafe { result::free_sync(ptr) };
+        Backing::Plain => drop(unsafe { result::free_sync(ptr) }),
+        Backing::Sparse(sparse) => super::sparse::release(sparse),
     }
 }
 
@@ -149,23 +161,32 @@ impl DeviceArena {
     /// An arena over allocations it does not own (another arena's, viewed by a reference
     /// kernel): empty its list before it drops.
     pub fn view(allocs: Vec<(sys::CUdeviceptr, u64)>) -> DeviceArena {
-        DeviceArena { allocs, pooled: Vec::new(), leases: Arc::new(()) }
+        DeviceArena { allocs, backing: Vec::new(), leases: Arc::new(()) }
     }
 
-    /// Allocates and uploads every allocation of `image`.
+    /// Allocates and uploads every allocation of `image`. Outside a sanitizer an allocation
+    /// held in ranges is sparse ([`super::sparse`]); where the driver cannot map one, it is
+    /// allocated whole as under a sanitizer (the same bytes, seconds slower).
     pub fn upload(image: &HostImage) -> Result<DeviceArena, CudaStatus> {
         sweep_quarantine();
         let pool = POOL.load(Ordering::Relaxed);
-        let mut arena = DeviceArena { allocs: Vec::with_capacity(image.bytes.len()), pooled: Vec::with_capacity(image.bytes.len()), leases: Arc::new(()) };
+        let mut arena = DeviceArena { allocs: Vec::with_capacity(image.bytes.len()), backing: Vec::with_capacity(image.bytes.len()), leases: Arc::new(()) };
         for (i, bytes) in image.bytes.iter().enumerate() {
             if bytes.is_empty() {
                 // Left out of the image (it stands for another arena's allocation).
                 arena.allocs.push((0, 0));
-                arena.pooled.push(false);
+                arena.backing.push(Backing::Plain);
                 continue;
             }
-            let (ptr, pooled) = allocate(bytes.len(), pool)?;
-            arena.pooled.push(pooled);
+            let sparse = (pool != 0 && !image.holds_whole(i)).then(|| super::sparse::allocate(bytes.len(), &image.held[i]).ok()).flatten();
+            let (ptr, backing) = match sparse {
+                Some(sparse) => (sparse.base, Backing::Sparse(sparse)),
+                None => match allocate(bytes.len(), pool)? {
+                    (ptr, true) => (ptr, Backing::Pool),
+                    (ptr, false) => (ptr, Backing::Plain),
+                },
+            };
+            arena.backing.push(backing);
             arena.allocs.push((ptr, bytes.len() as u64));
             arena.write(image, i)?;
         }
@@ -188,8 +209,16 @@ impl DeviceArena {
             }
         };
         if !image.holds_whole(i) {
-            // SAFETY: the whole live allocation, `len` bytes.
-            unsafe { result::memset_d8_sync(ptr, a.canary, len as usize) }.map_err(CudaStatus::from_driver)?;
+            // The canary everywhere there is memory: the whole allocation, or a sparse one's
+            // mapped chunks.
+            let mapped: Vec<(u64, u64)> = match self.backing.get(i) {
+                Some(Backing::Sparse(sparse)) => sparse.mapped().map(|r| (r.start, r.end - r.start)).collect(),
+                _ => Vec::from([(0, len)]),
+            };
+            for (start, bytes) in mapped {
+                // SAFETY: a range of the live allocation with memory behind it.
+                unsafe { result::memset_d8_sync(ptr + start, a.canary, bytes as usize) }.map_err(CudaStatus::from_driver)?;
+            }
             return image.held[i].iter().try_for_each(|r| copy(r.start as usize, r.end as usize));
         }
         if image.data_uninit[i] {
@@ -217,6 +246,11 @@ impl DeviceArena {
         Ok(out)
     }
 
+    /// Whether allocation `i` has memory only under its held ranges ([`super::sparse`]).
+    pub fn is_sparse(&self, i: usize) -> bool {
+        matches!(self.backing.get(i), Some(Backing::Sparse(_)))
+    }
+
     /// Device address of the first data byte of allocation `i`.
     pub fn data_ptr(&self, image: &HostImage, i: usize) -> u64 {
         self.allocs[i].0 + image.layout.allocs[i].data_offset
@@ -236,13 +270,14 @@ impl DeviceArena {
 
 impl Drop for DeviceArena {
     fn drop(&mut self) {
-        let owned: Vec<(sys::CUdeviceptr, bool)> =
-            self.allocs.iter().enumerate().filter(|(_, (p, _))| *p != 0).map(|(i, &(ptr, _))| (ptr, self.pooled.get(i).copied().unwrap_or(false))).collect();
+        // A view's arena (`DeviceArena::view`) has no backing list: it owns nothing it may free.
+        let backing = std::mem::take(&mut self.backing);
+        let owned: Vec<(sys::CUdeviceptr, Backing)> = self.allocs.iter().zip(backing).filter(|((p, _), _)| *p != 0).map(|(&(ptr, _), b)| (ptr, b)).collect();
         if Arc::strong_count(&self.leases) > 1 {
             QUARANTINE.lock().unwrap_or_else(|e| e.into_inner()).push((Arc::clone(&self.leases), owned));
             return;
         }
-        owned.into_iter().for_each(|(ptr, pooled)| release(ptr, pooled));
+        owned.into_iter().for_each(|(ptr, backing)| release(ptr, backing));
         sweep_quarantine();
     }
 }

@@ -7,6 +7,7 @@
 //! ([`device`]) only copies these images up and the results down.
 
 pub mod device;
+pub mod sparse;
 /// The arena's pure host arithmetic, kept with the other plain types in [`crate::core::layout`].
 pub use crate::core::layout;
 
@@ -103,6 +104,19 @@ impl HostImage {
             }
         }
         self
+    }
+
+    /// Whether `bytes` (allocation `i` as downloaded) equals the image wherever the image holds
+    /// it: a gigabyte stride gap, never held on the host, is never compared (reading it would
+    /// touch gigabytes of pages that were never written: seconds for nothing).
+    pub fn holds_same(&self, i: usize, bytes: &[u8]) -> bool {
+        self.same_where_held(i, &self.bytes[i], bytes)
+    }
+
+    /// Whether two downloads of allocation `i` are equal wherever the image holds it.
+    pub fn same_where_held(&self, i: usize, a: &[u8], b: &[u8]) -> bool {
+        let r = |r: &Range<u64>| r.start as usize..r.end as usize;
+        self.held[i].iter().all(|h| a.get(r(h)) == b.get(r(h)))
     }
 
     /// The data bytes of one allocation (the span, without redzones).

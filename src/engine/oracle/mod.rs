@@ -60,10 +60,10 @@ pub fn check_determinism(j: &Judged<'_>, image: &HostImage, first: &[Vec<u8>], s
         if second[i].is_empty() {
             continue;
         }
-        let (a, b) = (image.data(i, &first[i]), image.data(i, &second[i]));
-        if a == b {
+        if image.same_where_held(i, &first[i], &second[i]) {
             continue;
         }
+        let (a, b) = (image.data(i, &first[i]), image.data(i, &second[i]));
         let (a, b) = (data::read_strided_bits(a, tp), data::read_strided_bits(b, tp));
         let diff: Vec<usize> = (0..a.len()).filter(|&e| a[e] != b[e]).collect();
         let Some(&first_diff) = diff.first() else { continue };

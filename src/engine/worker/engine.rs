@@ -436,7 +436,7 @@ impl Engine {
                 Ok(())
             }
             Err(Stop::Finding(f, sticky)) => {
-                findings.push(f);
+                findings.push(*f);
                 Err(p.failed(std::mem::take(findings), sticky))
             }
             Err(stop) => Err(stop.verdict(p)),
@@ -449,7 +449,7 @@ impl Engine {
 /// already judged that from `after`).
 fn restore(prep: &Prepared<'_>, arena: &DeviceArena, after: &[Vec<u8>]) -> Result<(), CudaStatus> {
     let written: Vec<usize> = prep.plan.tensors.iter().filter(|t| t.role.is_written()).map(|t| t.index).collect();
-    (0..after.len()).filter(|i| written.contains(i) || after[*i] != prep.image.bytes[*i]).try_for_each(|i| arena.write(&prep.image, i))
+    (0..after.len()).filter(|&i| written.contains(&i) || !prep.image.holds_same(i, &after[i])).try_for_each(|i| arena.write(&prep.image, i))
 }
 
 /// Why a case could not be uploaded; out of memory names what the case needs and, for a case
@@ -503,7 +503,7 @@ enum Launcher<'a> {
 /// Why a run of the code under test stopped the case.
 enum Stop {
     /// A finding, and whether it poisoned the context.
-    Finding(Finding, bool),
+    Finding(Box<Finding>, bool),
     /// The harness could not call the target.
     Error(EngineError),
     /// The target refused the case (a Python target's own exception): its type and message.
@@ -513,7 +513,7 @@ enum Stop {
 impl Stop {
     fn verdict(self, p: &Progress) -> Verdict {
         match self {
-            Stop::Finding(f, sticky) => p.failed(vec![f], sticky),
+            Stop::Finding(f, sticky) => p.failed(vec![*f], sticky),
             Stop::Error(e) => p.error(e, false),
             Stop::Rejected(exception, message) => p.verdict(Outcome::Rejected { exception, message }, false),
         }
@@ -522,7 +522,7 @@ impl Stop {
 
 impl From<(Finding, bool)> for Stop {
     fn from((f, sticky): (Finding, bool)) -> Stop {
-        Stop::Finding(f, sticky)
+        Stop::Finding(Box::new(f), sticky)
     }
 }
 
@@ -549,7 +549,7 @@ fn rerun_outputs(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostImage
 fn launch_and_wait(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<(), Stop> {
     match launcher {
         Launcher::Kernel(module, resolved) => {
-            launch::launch(module, resolved, arena, image).map_err(|r| Stop::Finding(rejection_finding(j, &r), false))?;
+            launch::launch(module, resolved, arena, image).map_err(|r| Stop::Finding(Box::new(rejection_finding(j, &r)), false))?;
             Ok(crate::engine::gpu::synchronize().map_err(|s| failed_after_launch(j, &s))?)
         }
         Launcher::Python { manifest, call, ordinal } => call_python(manifest, call, *ordinal, arena, image, j),
@@ -570,7 +570,7 @@ fn call_python(manifest: &Manifest, call: &ResolvedCall, ordinal: i32, arena: &D
     if let Some((kind, words, status)) = outcome.finding() {
         let mut f = j.finding(kind, Oracle::CudaStatus, words);
         f.cuda_error = status.map(|s| s.to_string());
-        return Err(Stop::Finding(f, false));
+        return Err(Stop::Finding(Box::new(f), false));
     }
     match outcome {
         launch::call::CallOutcome::Rejected { exception, message } => Err(Stop::Rejected(exception, message)),

@@ -42,6 +42,8 @@ pub(super) struct Desk<'k> {
     rejections: std::collections::BTreeSet<String>,
     /// The notes shown so far (each is shown once).
     notes: std::collections::BTreeSet<String>,
+    /// Signatures shown ahead of case order ([`Desk::early`]).
+    shown_early: BTreeSet<crate::core::finding::Signature>,
 }
 
 impl<'k> Desk<'k> {
@@ -55,6 +57,7 @@ impl<'k> Desk<'k> {
             first_seen: BTreeMap::new(),
             settled: BTreeSet::new(),
             rejections: Default::default(),
+            shown_early: BTreeSet::new(),
             notes: Default::default(),
         }
     }
@@ -97,6 +100,7 @@ impl<'k> Desk<'k> {
             Outcome::Fail { findings } => {
                 let mut filed: Vec<(Finding, Option<PathBuf>)> = Vec::new();
                 let mut sent = 0;
+                let value_only = findings.iter().all(|f| f.kind.is_wrong_value());
                 for finding in findings {
                     let seed = match self.keeper.keep(m, &case, finding)? {
                         Kept::Known => None,
@@ -106,9 +110,10 @@ impl<'k> Desk<'k> {
                         }
                         Kept::New(seed) => {
                             summary.progress.new_findings += 1;
-                            let naming = !finding.oracle.is_sanitizer() && self.send(i, spec.stream.global(i), &case, finding, &seed);
+                            let naming = !finding.oracle.is_sanitizer() && self.send(i, spec.stream.global(i), &case, finding, &seed, value_only);
                             sent += naming as usize;
-                            emit(EventKind::NewFinding { index: i, case: &case, finding, seed: &seed, naming });
+                            let shown = self.shown_early.contains(&finding.signature());
+                            emit(EventKind::NewFinding { index: i, case: &case, finding, seed: &seed, naming, shown });
                             Some(seed)
                         }
                     };
@@ -138,6 +143,22 @@ impl<'k> Desk<'k> {
         }
         emit(EventKind::CaseDone { index: i, verdict: Some(&verdict), progress: &summary.progress });
         Ok(stop_here(spec, summary))
+    }
+
+    /// Case `i` failed while earlier cases are still out: each of its native findings whose
+    /// signature is not kept yet is shown now ([`EventKind::FoundEarly`]), once per signature,
+    /// where findings are named. Nothing is kept or filed: that waits for the case's turn.
+    pub(super) fn early(&mut self, i: u64, verdict: &crate::core::verdict::Verdict, emit: &mut dyn FnMut(EventKind<'_>)) {
+        let Outcome::Fail { findings } = &verdict.outcome else { return };
+        if self.requests.is_none() {
+            return;
+        }
+        for finding in findings.iter().filter(|f| !f.oracle.is_sanitizer()) {
+            let signature = finding.signature();
+            if !self.keeper.knows(&signature) && self.shown_early.insert(signature) {
+                emit(EventKind::FoundEarly { index: i, finding });
+            }
+        }
     }
 
     /// A re-run came back: what it named is kept and filed with its case, and the bugs it held
@@ -223,9 +244,10 @@ impl<'k> Desk<'k> {
     }
 
     /// Sends a finding to be named; false when nothing names findings (or it stopped).
-    fn send(&mut self, index: u64, global: u64, case: &Case, finding: &Finding, seed: &std::path::Path) -> bool {
+    /// `value_only`: the case showed only wrong values (racecheck goes first).
+    fn send(&mut self, index: u64, global: u64, case: &Case, finding: &Finding, seed: &std::path::Path, value_only: bool) -> bool {
         let Some(tx) = &self.requests else { return false };
-        tx.send(Request { index, global, case: case.clone(), finding: finding.clone(), seed: seed.to_path_buf() }).is_ok()
+        tx.send(Request { index, global, case: case.clone(), finding: finding.clone(), seed: seed.to_path_buf(), value_only }).is_ok()
     }
 
     fn seen(&mut self, i: u64, bugs: &[BugId]) {
@@ -473,6 +495,35 @@ mod tests {
         assert_eq!(seen, ["found 0 naming=false", "bug 0"]);
     }
 
+    #[test]
+    fn a_failed_case_ahead_of_order_is_shown_at_once_and_not_again_when_filed() {
+        let b = Bench::new();
+        let spec = b.spec();
+        let mut keeper = b.keeper();
+        let (tx, _rx) = mpsc::channel();
+        let (mut desk, mut summary) = (Desk::new(&mut keeper, Some(tx)), CampaignSummary::default());
+        let mut seen = Vec::new();
+        let verdict = |slot: &Slot| match slot {
+            Slot::Ran(_, v) => (**v).clone(),
+            Slot::Skipped => unreachable!(),
+        };
+        // Case 5 fails while case 4 is still out; then case 6 shows the same signature early.
+        let five = failed(fault([8, 16, 16, 16]));
+        desk.early(5, &verdict(&five), &mut shown(&mut seen));
+        desk.early(6, &verdict(&failed(fault([8, 16, 16, 16]))), &mut shown(&mut seen));
+        assert_eq!(seen, ["found early 5"], "once per signature");
+        // Case 4 comes in with the same signature: filed and named, not shown again.
+        assert!(desk.deliver(4, failed(fault([8, 16, 16, 16])), &spec, None, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
+        assert!(desk.deliver(5, five, &spec, None, &mut summary, &mut shown(&mut seen)).unwrap().is_continue());
+        assert_eq!(seen, ["found early 5", "filed 4, shown before"]);
+        // A signature already kept is not shown early; without a sanitizer nothing is.
+        desk.early(9, &verdict(&failed(fault([8, 16, 16, 16]))), &mut shown(&mut seen));
+        let mut keeper = SeedKeeper::new(b.dir.path().join("seeds-2"));
+        let mut plain = Desk::new(&mut keeper, None);
+        plain.early(1, &verdict(&failed(fault([8, 16, 16, 16]))), &mut shown(&mut seen));
+        assert_eq!(seen.len(), 2, "{seen:?}");
+    }
+
     /// The next re-run request, answered with `escalation`.
     fn answered(rx: &mpsc::Receiver<Request>, escalation: Escalation) -> Done {
         Done { request: rx.recv_timeout(Duration::from_secs(5)).unwrap(), escalation }
@@ -480,7 +531,9 @@ mod tests {
 
     fn shown(events: &mut Vec<String>) -> impl FnMut(EventKind<'_>) + '_ {
         |e| match e {
-            EventKind::NewFinding { index, naming, .. } => events.push(format!("found {index} naming={naming}")),
+            EventKind::NewFinding { index, naming, shown: false, .. } => events.push(format!("found {index} naming={naming}")),
+            EventKind::NewFinding { index, shown: true, .. } => events.push(format!("filed {index}, shown before")),
+            EventKind::FoundEarly { index, .. } => events.push(format!("found early {index}")),
             EventKind::NewBug { index, .. } => events.push(format!("bug {index}")),
             EventKind::NotYetNamed { bugs } => events.push(format!("{} not yet named", bugs.len())),
             EventKind::NamedKnown { index, bugs } => events.push(format!("{index} is known {}", bugs.len())),

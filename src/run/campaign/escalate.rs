@@ -13,6 +13,11 @@
 //! named on the smaller case, whose seed is the one kept for them (a smaller case may reach the
 //! fault in another phase of the kernel, so its site is the smaller case's).
 //!
+//! A case that shows only wrong values goes to racecheck first, on the smaller case of the same
+//! configuration (a race is the likeliest cause a tool can name, racecheck sees a hazard whether
+//! or not the race went wrong, and its time grows with the case: seconds on a full attention
+//! case); when it names nothing there, the full case is re-run under the tools in order.
+//!
 //! A campaign does not wait for a re-run (seconds under a sanitizer): [`Escalator::serve`] runs
 //! beside it on its own thread, taking [`Request`]s in order and answering each with a [`Done`],
 //! while the workers go on with later cases.
@@ -53,7 +58,8 @@ pub enum Escalation {
 ///
 /// The tools run in order and stop at the first that names something: memcheck names a fault's
 /// site, and racecheck (a second sanitizer process, seconds more while the campaign waits) is
-/// run only for a finding memcheck cannot explain.
+/// run only for a finding memcheck cannot explain, except for wrong values (see the module
+/// docs).
 pub struct Escalator {
     sups: Vec<Supervisor>,
     explained: ExplainedFaults,
@@ -67,15 +73,31 @@ impl Escalator {
     }
 
     /// The sanitizer findings of the case behind `finding` (campaign index `index`), or the
-    /// earlier re-run that already explains it (then nothing is run).
-    pub fn name(&mut self, finding: &Finding, case: &Case, m: &Manifest, timeout: Duration, index: u64) -> Escalation {
+    /// earlier re-run that already explains it (then nothing is run). `value_only`: the case
+    /// showed only wrong values (no fault, no damaged memory), whose likeliest named cause is a
+    /// race, so racecheck goes first.
+    pub fn name(&mut self, finding: &Finding, case: &Case, m: &Manifest, timeout: Duration, index: u64, value_only: bool) -> Escalation {
         if let Some(e) = self.explained.covering(finding) {
             return Escalation::Explained(e.clone());
         }
-        if let Some(small) = self.on_smaller(finding, case, m, timeout, index) {
+        let racecheck = self.sups.iter().position(|s| s.tool_name() == Some("racecheck"));
+        let mut order: Vec<usize> = (0..self.sups.len()).collect();
+        if let (true, Some(r)) = (value_only, racecheck) {
+            match crate::core::generate::smaller_for_naming(case, m) {
+                Some(small) => {
+                    if let Escalation::Named(named) = self.rerun(&small, m, timeout, &[r]) {
+                        if !named.is_empty() {
+                            return smaller(named, small, case, "configuration");
+                        }
+                    }
+                }
+                // No smaller case: racecheck goes first on this one.
+                None => order.sort_by_key(|&i| i != r),
+            }
+        } else if let Some(small) = self.on_smaller(finding, case, m, timeout, index) {
             return small;
         }
-        let named = self.rerun(case, m, timeout, self.sups.len());
+        let named = self.rerun(case, m, timeout, &order);
         if let Escalation::Named(named) = &named {
             self.explained.record(finding, named, index);
         }
@@ -90,28 +112,21 @@ impl Escalator {
             return None;
         }
         let small = crate::core::generate::smaller_for_naming(case, m)?;
-        let Escalation::Named(named) = self.rerun(&small, m, timeout, 1) else { return None };
+        let Escalation::Named(named) = self.rerun(&small, m, timeout, &[0]) else { return None };
         if !named.iter().any(|n| misaligned_tensor_of(n, finding).is_some()) {
             return None;
         }
         self.explained.record(finding, &named, index);
-        let sizes = small.dims.iter().filter(|(k, &v)| v != case.dim(k)).map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
-        let named = named
-            .into_iter()
-            .map(|mut n| {
-                n.detail = format!("{} (named on a smaller case of the same layout: {sizes}; the seed holds that case)", n.detail);
-                n
-            })
-            .collect();
-        Some(Escalation::NamedSmaller { named, case: Box::new(small) })
+        Some(smaller(named, small, case, "layout"))
     }
 
-    /// The sanitizer findings of one case from the first of the first `tools` tools that names
-    /// any, or why there are none.
-    fn rerun(&mut self, case: &Case, m: &Manifest, timeout: Duration, tools: usize) -> Escalation {
+    /// The sanitizer findings of one case from the first of the tools `order` (indices into
+    /// the supervisors) that names any, or why there are none.
+    fn rerun(&mut self, case: &Case, m: &Manifest, timeout: Duration, order: &[usize]) -> Escalation {
         let opts = RunOptions { determinism: false, ..RunOptions::default() };
         let mut last = Escalation::Silent("the sanitizer tools reported nothing for this case".into());
-        for sup in self.sups.iter_mut().take(tools) {
+        for &i in order {
+            let Some(sup) = self.sups.get_mut(i) else { continue };
             crate::run::trace::line(serde_json::json!({ "event": "rerun_begin", "tool": sup.tool_name() }));
             let ran = sup.run(case, m, &opts, timeout);
             crate::run::trace::line(serde_json::json!({ "event": "rerun_end", "tool": sup.tool_name(), "ok": ran.is_ok() }));
@@ -131,6 +146,20 @@ impl Escalator {
     }
 }
 
+/// Findings named on `small`, a smaller case of `case`'s `what` (layout, configuration): each
+/// says so in its sentence, and the seed kept for them holds the smaller case.
+fn smaller(named: Vec<Finding>, small: Case, case: &Case, what: &str) -> Escalation {
+    let sizes = small.dims.iter().filter(|(k, &v)| v != case.dim(k)).map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+    let named = named
+        .into_iter()
+        .map(|mut n| {
+            n.detail = format!("{} (named on a smaller case of the same {what}: {sizes}; the seed holds that case)", n.detail);
+            n
+        })
+        .collect();
+    Escalation::NamedSmaller { named, case: Box::new(small) }
+}
+
 /// A new native finding of campaign case `index` to name.
 pub struct Request {
     /// Local case number.
@@ -143,6 +172,8 @@ pub struct Request {
     pub finding: Finding,
     /// The finding's saved seed.
     pub seed: std::path::PathBuf,
+    /// Whether the case showed only wrong values (see [`Escalator::name`]).
+    pub value_only: bool,
 }
 
 /// A [`Request`] answered.
@@ -170,7 +201,7 @@ impl Escalator {
             if cancel.load(Ordering::SeqCst) {
                 break;
             }
-            let escalation = self.name(&request.finding, &request.case, m, timeout, request.global);
+            let escalation = self.name(&request.finding, &request.case, m, timeout, request.global, request.value_only);
             if let Some(first) = self.sups.first_mut() {
                 first.prewarm(m);
             }

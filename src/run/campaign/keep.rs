@@ -66,6 +66,11 @@ impl SeedKeeper {
         self.seen.values().map(|(p, _)| p.as_path())
     }
 
+    /// Whether a seed is kept for `signature`.
+    pub fn knows(&self, signature: &crate::core::finding::Signature) -> bool {
+        self.seen.contains_key(signature)
+    }
+
     /// Saves the seed of a finding whose signature is new, or whose case is smaller (fewer
     /// tensor elements) than the one kept so far: each signature keeps its smallest case.
     pub fn keep(&mut self, m: &Manifest, case: &Case, finding: &Finding) -> Result<Kept, SupervisorError> {

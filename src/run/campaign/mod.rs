@@ -141,6 +141,18 @@ pub enum EventKind<'a> {
         /// Whether it was sent to be named by a sanitizer re-run: its bug is announced
         /// ([`EventKind::NewBug`]) when the answer is filed, seconds later.
         naming: bool,
+        /// Whether a finding of its signature was already shown ([`EventKind::FoundEarly`]).
+        shown: bool,
+    },
+    /// A finding with a signature not kept yet, in a case whose verdict came in while earlier
+    /// cases were still out: shown at once, before its case is filed in order (which brings
+    /// its [`EventKind::NewFinding`], perhaps from an earlier case of the same signature).
+    /// Only where findings are named (the line that waits for no one).
+    FoundEarly {
+        /// Local case number.
+        index: u64,
+        /// The finding.
+        finding: &'a Finding,
     },
     /// A bug no earlier case showed: after the case's findings and their escalation.
     NewBug {
@@ -293,7 +305,7 @@ pub fn run(
             on_event(CampaignEvent { elapsed: started.elapsed(), kind })
         };
         let mut stopped = false;
-        let mut on_delivery = |delivery: Delivery| -> Result<ControlFlow<()>, SupervisorError> {
+        let mut on_delivery = |delivery: Delivery<'_>| -> Result<ControlFlow<()>, SupervisorError> {
             // Answers that came back belong to earlier cases: filed first, and on every tick,
             // so that a named bug is shown as soon as its re-run ends.
             while let Ok(done) = done_rx.try_recv() {
@@ -303,6 +315,10 @@ pub fn run(
             }
             let (i, slot) = match delivery {
                 Delivery::Case(i, slot) => (i, slot),
+                Delivery::Early(i, _, verdict) => {
+                    desk.early(i, verdict, &mut emit);
+                    return Ok(if stopped { ControlFlow::Break(()) } else { ControlFlow::Continue(()) });
+                }
                 Delivery::Tick => return Ok(if stopped { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }),
             };
             let traced = trace_note(&slot, m);
@@ -374,6 +390,7 @@ fn trace_event(kind: &EventKind<'_>) {
     }
     let (event, index) = match kind {
         EventKind::NewFinding { index, .. } => ("new_finding", Some(*index)),
+        EventKind::FoundEarly { index, .. } => ("found_early", Some(*index)),
         EventKind::NewBug { index, .. } => ("new_bug", Some(*index)),
         EventKind::Named { index, .. } => ("named", Some(*index)),
         EventKind::NotNamed { index, .. } => ("not_named", Some(*index)),

@@ -165,18 +165,19 @@ impl<'a> CaseStream<'a> {
         self.manifest.bind(case)
     }
 
-    /// Local case `local` steered away from `triggers` (the `steer` module): when it is one of the
-    /// nine in ten that are steered, the first draw that shows no trigger (else the one that
-    /// shows the fewest, earliest first). Returns the case as [`CaseStream::case`] does, and
+    /// Local case `local` steered away from `triggers` (the `steer` module): the first draw that
+    /// shows none of the triggers this case is steered around (else the one that shows the
+    /// fewest, earliest first). Returns the case as [`CaseStream::case`] does, and
     /// whether a later draw replaced the first.
     pub fn steered(&self, local: u64, triggers: &Triggers) -> (Option<Case>, bool) {
-        if triggers.is_empty() || !steers(self.seed, self.global(local)) {
+        let steer = steers(self.seed, self.global(local));
+        if triggers.is_empty() || !steer.any() {
             return (self.case(local), false);
         }
         let mut best: Option<(usize, u32, Case)> = None;
         for draw in 0..MAX_DRAWS {
             let case = self.redrawn(local, draw);
-            let hits = triggers.hits(&features(self.manifest, &case));
+            let hits = triggers.hits(&features(self.manifest, &case), steer);
             if best.as_ref().is_none_or(|(fewest, ..)| hits < *fewest) {
                 best = Some((hits, draw, case));
             }

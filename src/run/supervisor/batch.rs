@@ -338,6 +338,7 @@ mod tests {
             inside_contract: true,
             detail: "d".into(),
             source: None,
+            other_access: None,
             access_size: None,
             sanitizer_kind: Some("race_shared_write_read".into()),
         }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::{RunLimits, Supervisor, SupervisorError};
 use crate::core::case::Case;
 use crate::core::manifest::Manifest;
-use crate::core::verdict::{RunOptions, Verdict};
+use crate::core::verdict::{Outcome, RunOptions, Verdict};
 
 /// How long cases still running at the deadline may take to finish before they are abandoned
 /// (killed and not reported): `--time` is kept within this, and a normal case ends well inside it.
@@ -49,12 +49,15 @@ struct Shared<'a> {
 
 type Report = (u64, Result<Slot, SupervisorError>);
 
-/// What [`Pool::run_indexed_ticking`] hands its caller: a case's result, in case order, or a
-/// tick while results are awaited.
+/// What [`Pool::run_indexed_ticking`] hands its caller: a case's result, in case order, a failed
+/// case's result ahead of that order, or a tick while results are awaited.
 #[derive(Debug)]
-pub enum Delivery {
+pub enum Delivery<'a> {
     /// Case `i`'s result.
     Case(u64, Slot),
+    /// Case `i` failed, and earlier cases are still out: a look at its verdict as it arrives,
+    /// so that a finding can be shown at once (its `Case` delivery still follows, in order).
+    Early(u64, &'a Case, &'a Verdict),
     /// About [`TICK`] passed: a caller with answers of its own to file (a campaign's sanitizer
     /// re-runs) files them now, not when the next case comes in order, which may be seconds
     /// later while a worker restarts.
@@ -111,9 +114,9 @@ impl Pool {
         make: &(dyn Fn(u64, &AtomicBool) -> Option<Case> + Sync),
         on_result: &mut dyn FnMut(u64, Slot) -> Result<ControlFlow<()>, SupervisorError>,
     ) -> Result<(), SupervisorError> {
-        let mut on_delivery = |d: Delivery| match d {
+        let mut on_delivery = |d: Delivery<'_>| match d {
             Delivery::Case(i, slot) => on_result(i, slot),
-            Delivery::Tick => Ok(ControlFlow::Continue(())),
+            Delivery::Early(..) | Delivery::Tick => Ok(ControlFlow::Continue(())),
         };
         self.run_indexed_ticking(n, deadline, manifest, opts, timeout, make, &mut on_delivery)
     }
@@ -130,7 +133,7 @@ impl Pool {
         opts: &RunOptions,
         timeout: Duration,
         make: &(dyn Fn(u64, &AtomicBool) -> Option<Case> + Sync),
-        on_delivery: &mut dyn FnMut(Delivery) -> Result<ControlFlow<()>, SupervisorError>,
+        on_delivery: &mut dyn FnMut(Delivery<'_>) -> Result<ControlFlow<()>, SupervisorError>,
     ) -> Result<(), SupervisorError> {
         let shared = Shared { n, deadline, manifest, opts, timeout, make, next: AtomicU64::new(0), abort: AtomicBool::new(false) };
         let cancel = Arc::new(AtomicBool::new(false));
@@ -261,7 +264,7 @@ fn drive(sup: &mut Supervisor, s: &Shared<'_>, tx: &Sender<Report>) {
 
 /// Delivers results to `on_result` in index order; after a `Break` or an error, nothing more.
 struct InOrder<'f> {
-    on_delivery: &'f mut dyn FnMut(Delivery) -> Result<ControlFlow<()>, SupervisorError>,
+    on_delivery: &'f mut dyn FnMut(Delivery<'_>) -> Result<ControlFlow<()>, SupervisorError>,
     first_err: Option<SupervisorError>,
     done: bool,
     pending: BTreeMap<u64, Result<Slot, SupervisorError>>,
@@ -269,8 +272,15 @@ struct InOrder<'f> {
 }
 
 impl InOrder<'_> {
-    /// Takes index `i`'s result and delivers what is now in order; true when the run is over.
+    /// Takes index `i`'s result and delivers what is now in order; true when the run is over. A
+    /// failed case that must wait for earlier ones is shown early first.
     fn push(&mut self, i: u64, slot: Result<Slot, SupervisorError>) -> bool {
+        if let (false, Ok(Slot::Ran(case, verdict))) = (i == self.expect || self.done, &slot) {
+            if matches!(verdict.outcome, Outcome::Fail { .. }) {
+                let flow = (self.on_delivery)(Delivery::Early(i, case, verdict));
+                self.settle(flow);
+            }
+        }
         self.pending.insert(i, slot);
         while let Some(slot) = self.pending.remove(&self.expect) {
             self.deliver(self.expect, slot);

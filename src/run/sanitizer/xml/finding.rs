@@ -69,12 +69,23 @@ pub fn to_finding(record: &Record, ctx: &FindingContext<'_>) -> Finding {
         count: record.hazards.unwrap_or(1).max(1),
         cuda_error,
         source: user.and_then(Frame::source_location),
+        other_access: other_access(record),
         access_size: record.size,
         sanitizer_kind: Some(record.tool_kind()),
         alignment: ctx.alignment.to_vec(),
         inside_contract: ctx.inside_contract,
         ..Finding::new(kind, oracle, ctx.kernel, detail)
     }
+}
+
+/// A race's second access (`<destination>`), when both of its accesses have a line: with the
+/// first (the finding's `source`) it is the pair of lines a race is keyed by.
+fn other_access(record: &Record) -> Option<crate::core::finding::SourceLocation> {
+    if record.kind != RecordKind::Analysis {
+        return None;
+    }
+    let frame = |a: &Option<RaceAccess>| a.as_ref().and_then(|a| a.frame.as_ref()).and_then(Frame::source_location);
+    frame(&record.source).and(frame(&record.destination))
 }
 
 /// Functions of the frameworks a Python target calls into: PyTorch's ATen and c10 kernels (as
@@ -326,6 +337,7 @@ mod tests {
         let f = to_finding(race, &ctx(Some(&table), &al, Oracle::Racecheck));
         assert_eq!((f.kind, f.oracle, f.tensor.clone(), f.count), (FindingKind::Race, Oracle::Racecheck, None, 256));
         assert_eq!(f.source.as_ref().map(|s| s.line), Some(22));
+        assert_eq!(f.other_access.as_ref().map(|s| (s.file.as_str(), s.line)), Some(("sanitizer_probe.cu", 24)));
         assert_eq!(
             f.detail,
             "Race condition between Write at sanitizer_probe.cu:22 in shared_race and Read at sanitizer_probe.cu:24 in shared_race (256 hazards)"

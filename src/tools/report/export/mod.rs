@@ -208,6 +208,7 @@ pub(crate) mod tests {
             tensor: Some("k".into()),
             location: Some(Location::RedzoneAfter { bytes_past_end: 4 }),
             source: source.map(|(file, line)| SourceLocation { file: file.into(), line, function: None }),
+            other_access: None,
             access_size: Some(4),
             sanitizer_kind: oracle.is_sanitizer().then(|| "invalid_global_read_out_of_bounds".into()),
             alignment: crate::testing::alignment([16, 16, 16, 16]),
