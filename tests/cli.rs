@@ -289,3 +289,17 @@ fn bench_against_another_kernel_is_refused_before_the_gpu() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("bench --against kernels/norm/softmax.toml: it cannot run the cases of") && err.contains("same tensors, dims and scalars"), "{err}");
 }
+
+#[test]
+fn bench_floor_measures_on_a_gpu_and_says_no_gpu_without_one() {
+    let o = cudafuzz(&["bench", "--floor", "--jobs", "2", "--floor-bytes", "4096"]);
+    let (out, err) = text(&o);
+    if common::lacks_gpu(false) {
+        assert_eq!(o.status.code(), Some(exit::NO_GPU), "{out}{err}");
+        assert!(err.contains("NO GPU"), "{err}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(exit::OK), "{out}{err}");
+    // Three configurations, in one process and in two.
+    assert_eq!(out.lines().filter(|l| l.starts_with("4096 B up, empty kernel")).count(), 6, "{out}");
+}

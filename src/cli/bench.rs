@@ -12,6 +12,9 @@ use crate::run::supervisor::Pool;
 use crate::tools::bench;
 
 pub(super) fn bench(b: BenchArgs) -> Result<i32> {
+    if b.floor {
+        return floor(&b);
+    }
     let m = resolve_kernel(&b.kernel)?;
     let ctx = DecodeContext::new(&m);
     let against = b.against.as_deref().map(resolve_kernel).transpose()?;
@@ -128,4 +131,36 @@ pub(super) fn bench(b: BenchArgs) -> Result<i32> {
         std::fs::write(path, serde_json::to_string_pretty(&rows)?).with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(exit::OK)
+}
+
+/// `bench --floor`: each configuration in one process, then in `--jobs` processes at once, for
+/// 5 s each ([`crate::tools::floor`]).
+fn floor(b: &BenchArgs) -> Result<i32> {
+    let exe = std::env::current_exe().context("finding this executable")?;
+    let jobs = b.engine.jobs;
+    let mut rows = Vec::new();
+    for spec in crate::tools::floor::specs(b.floor_bytes) {
+        for processes in [1, jobs].into_iter().collect::<std::collections::BTreeSet<_>>() {
+            let row = crate::tools::floor::measure(&exe, b.engine.gpu, spec, processes, std::time::Duration::from_secs(5))
+                .map_err(|e| fail(exit::NO_GPU, format!("NO GPU: {e}")))?;
+            errln!("{}", crate::tools::floor::table(std::slice::from_ref(&row)).lines().nth(1).unwrap_or_default());
+            rows.push(row);
+        }
+    }
+    if let Some(path) = &b.json {
+        std::fs::write(path, serde_json::to_string_pretty(&rows)?).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    outln!("{}", crate::tools::floor::table(&rows).trim_end())?;
+    Ok(exit::OK)
+}
+
+/// One process of `bench --floor`: its count as one JSON line; exit 3 without a GPU.
+pub(super) fn floor_process(gpu: usize, spec: crate::engine::floor::FloorSpec, millis: u64) -> Result<i32> {
+    match crate::engine::floor::measure(gpu, spec, std::time::Duration::from_millis(millis)) {
+        Ok(count) => {
+            outln!("{}", serde_json::to_string(&count)?)?;
+            Ok(exit::OK)
+        }
+        Err(e) => Err(fail(exit::NO_GPU, crate::core::error::chain(&e))),
+    }
 }

@@ -131,6 +131,25 @@ enum Command {
         #[arg(long)]
         target: Option<PathBuf>,
     },
+    /// Internal: one process of `bench --floor` (prints its count as one JSON line).
+    #[command(hide = true)]
+    Floor {
+        /// GPU index.
+        #[arg(long, default_value_t = 0)]
+        gpu: usize,
+        /// How long to run.
+        #[arg(long)]
+        millis: u64,
+        /// Input bytes per case.
+        #[arg(long)]
+        upload_bytes: usize,
+        /// Bytes downloaded per case (8: the summary word).
+        #[arg(long)]
+        download_bytes: usize,
+        /// Allocate and free the buffers in every case.
+        #[arg(long)]
+        alloc_per_case: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -312,6 +331,13 @@ pub(super) struct BenchArgs {
     /// which faults and costs a worker restart.
     #[arg(long, value_parser = positive::<u64>)]
     pub(super) align: Option<u64>,
+    /// Measure the floor instead: cases whose kernel is empty and whose reference and judging
+    /// cost nothing (upload, launch, download), in 1 and in `--jobs` processes at once.
+    #[arg(long)]
+    pub(super) floor: bool,
+    /// Input bytes per case of `--floor`.
+    #[arg(long, default_value_t = 65536, value_parser = positive::<usize>)]
+    pub(super) floor_bytes: usize,
     #[command(flatten)]
     pub(super) engine: EngineArgs,
 }
@@ -485,6 +511,9 @@ fn run(args: RawArgs) -> Result<i32> {
         Command::Report(c) => report_cmd::report_command(c),
         Command::Triage(a) => triage::triage(a),
         Command::Worker { gpu, reference, target } => Ok(worker::main(gpu, reference, target)),
+        Command::Floor { gpu, millis, upload_bytes, download_bytes, alloc_per_case } => {
+            bench::floor_process(gpu, crate::engine::floor::FloorSpec { upload_bytes, download_bytes, alloc_per_case }, millis)
+        }
     }
 }
 

@@ -9,6 +9,7 @@
 pub mod arena;
 pub mod compile;
 pub mod data;
+pub mod floor;
 pub mod gpu;
 pub mod launch;
 pub mod marker;

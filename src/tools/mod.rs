@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod contract;
 pub mod emit;
+pub mod floor;
 pub mod gate;
 pub mod minimize;
 pub mod report;
