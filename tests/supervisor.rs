@@ -246,7 +246,7 @@ fn a_failed_case_is_shown_early_while_an_earlier_one_runs_and_still_comes_in_ord
     pool.run_indexed_ticking(2, None, &m, &opts(), Duration::from_secs(1), &make, &mut |d| {
         match d {
             Delivery::Case(i, _) => seen.push(format!("case {i}")),
-            Delivery::Early(i, _, v) => seen.push(format!("early {i} {}", matches!(v.outcome, cudafuzz::core::verdict::Outcome::Fail { .. }))),
+            Delivery::Early(i, v) => seen.push(format!("early {i} {}", matches!(v.outcome, cudafuzz::core::verdict::Outcome::Fail { .. }))),
             Delivery::Tick => {}
         }
         Ok(std::ops::ControlFlow::Continue(()))

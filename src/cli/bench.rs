@@ -127,10 +127,16 @@ pub(super) fn bench(b: BenchArgs) -> Result<i32> {
     if let Some((a_us, other, b_us)) = cost {
         outln!("cost of the same case: {a_us:.0} us through {}, {b_us:.0} us through {other}: {} costs {:.2}x {other}", m.name, m.name, a_us / b_us)?;
     }
-    if let Some(path) = &b.json {
-        std::fs::write(path, serde_json::to_string_pretty(&rows)?).with_context(|| format!("cannot write {}", path.display()))?;
-    }
+    write_json(b.json.as_deref(), &rows)?;
     Ok(exit::OK)
+}
+
+/// Writes `rows` as JSON to `path`, when given (`--json`).
+fn write_json<T: serde::Serialize>(path: Option<&std::path::Path>, rows: &T) -> Result<()> {
+    if let Some(path) = path {
+        std::fs::write(path, serde_json::to_string_pretty(rows)?).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// `bench --floor`: each configuration in one process, then in `--jobs` processes at once, for
@@ -147,9 +153,7 @@ fn floor(b: &BenchArgs) -> Result<i32> {
             rows.push(row);
         }
     }
-    if let Some(path) = &b.json {
-        std::fs::write(path, serde_json::to_string_pretty(&rows)?).with_context(|| format!("cannot write {}", path.display()))?;
-    }
+    write_json(b.json.as_deref(), &rows)?;
     outln!("{}", crate::tools::floor::table(&rows).trim_end())?;
     Ok(exit::OK)
 }

@@ -114,6 +114,5 @@ pub fn measure(gpu: usize, spec: FloorSpec, time: Duration) -> Result<FloorCount
     if let Some(bufs) = kept.take() {
         free(bufs);
     }
-    drop(gpu);
     Ok(FloorCount { cases, secs })
 }

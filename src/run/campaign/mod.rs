@@ -315,7 +315,7 @@ pub fn run(
             }
             let (i, slot) = match delivery {
                 Delivery::Case(i, slot) => (i, slot),
-                Delivery::Early(i, _, verdict) => {
+                Delivery::Early(i, verdict) => {
                     desk.early(i, verdict, &mut emit);
                     return Ok(if stopped { ControlFlow::Break(()) } else { ControlFlow::Continue(()) });
                 }

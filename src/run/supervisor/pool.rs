@@ -57,7 +57,7 @@ pub enum Delivery<'a> {
     Case(u64, Slot),
     /// Case `i` failed, and earlier cases are still out: a look at its verdict as it arrives,
     /// so that a finding can be shown at once (its `Case` delivery still follows, in order).
-    Early(u64, &'a Case, &'a Verdict),
+    Early(u64, &'a Verdict),
     /// About [`TICK`] passed: a caller with answers of its own to file (a campaign's sanitizer
     /// re-runs) files them now, not when the next case comes in order, which may be seconds
     /// later while a worker restarts.
@@ -275,9 +275,9 @@ impl InOrder<'_> {
     /// Takes index `i`'s result and delivers what is now in order; true when the run is over. A
     /// failed case that must wait for earlier ones is shown early first.
     fn push(&mut self, i: u64, slot: Result<Slot, SupervisorError>) -> bool {
-        if let (false, Ok(Slot::Ran(case, verdict))) = (i == self.expect || self.done, &slot) {
+        if let (false, Ok(Slot::Ran(_, verdict))) = (i == self.expect || self.done, &slot) {
             if matches!(verdict.outcome, Outcome::Fail { .. }) {
-                let flow = (self.on_delivery)(Delivery::Early(i, case, verdict));
+                let flow = (self.on_delivery)(Delivery::Early(i, verdict));
                 self.settle(flow);
             }
         }
