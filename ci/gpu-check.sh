@@ -5,7 +5,7 @@
 #   bash ci/gpu-check.sh            # logs go to $OUT (if set) or ./gpu-check-logs
 #   GPU_CHECK_TESTS=0 bash ci/gpu-check.sh   # smoke campaigns only, no test suite
 #   GPU_CHECK_BENCH=0 bash ci/gpu-check.sh   # no bench row (it takes up to 4 minutes)
-#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke latency wraps counts vocab away python pyext triton clean pytools bench)
+#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke latency wraps counts vocab shipping away python pyext triton clean pytools bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=gpu-check-logs
@@ -19,8 +19,8 @@ export CUDAFUZZ_BIN="$PWD/$bin"
 export CUDAFUZZ_KERNELS="$PWD/kernels"
 rows=()
 # GPU_CHECK_STAGES picks stages (default all but clean, latency, wraps and counts, which take
-# minutes): tests smoke latency wraps counts vocab away python pyext triton clean pytools bench.
-want() { [[ " ${GPU_CHECK_STAGES:-tests smoke vocab away python pyext triton pytools bench} " == *" $1 "* ]]; }
+# minutes): tests smoke latency wraps counts vocab shipping away python pyext triton clean pytools bench.
+want() { [[ " ${GPU_CHECK_STAGES:-tests smoke vocab shipping away python pyext triton pytools bench} " == *" $1 "* ]]; }
 # Each row is also printed as it is made: a call cut short by a time limit still shows them.
 row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); echo "row: ${rows[-1]}"; }
 
@@ -152,6 +152,28 @@ if want vocab; then
     $bin fuzz --kernel kernels/norm/$k.toml --cases 3000 --jobs 4 --seed 1 --out "$logs/out-huge-$k" > "$logs/vocab-huge-$k.log" 2>&1; st=$?
     row "  $k with huge values: 3000 clean" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E "^$k:" "$logs/vocab-huge-$k.log" | tail -n1 | cut -c1-100)"
   done
+fi
+
+# 2e. CUDA as it ships (stage `shipping`, issue 28 step 1): a C++ template entry with a param the
+#     host derives (gcd), the same kernel from prebuilt nvcc cubins and built by nvcc, a CUB
+#     block reduction under NVRTC; the derived dispatch's pitch bug found and reproduced by the
+#     Python emitter.
+if want shipping; then
+  for k in templates/rms_norm_vec templates/rms_norm_vec_prebuilt templates/rms_norm_vec_nvcc norm/rmsnorm_cub; do
+    n=$(basename $k)
+    $bin fuzz --kernel kernels/$k.toml --cases ${SHIP_CASES:-3000} --jobs 4 --seed 1 --out "$logs/out-ship-$n" > "$logs/ship-$n.log" 2>&1; st=$?
+    row "$n: ${SHIP_CASES:-3000} cases clean" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E "^$n:" "$logs/ship-$n.log" | tail -n1 | cut -c1-100)"
+  done
+  s=$(date +%s.%N); $bin fuzz --kernel kernels/mutants/rms_norm_vec_pitch.toml --jobs 3 --seed 1 --stop-after 1 --time 60s --out "$logs/out-pitch" > "$logs/ship-pitch.log" 2>&1; st=$?; e=$(date +%s.%N)
+  row "derived VEC, padded rows: found" "$([ $st = 1 ] && grep -q misaligned "$logs/ship-pitch.log" && echo ok || echo FAIL)" "$(echo "$s $e" | awk '{printf "%.1f s; ", $2-$1}')$(grep -m1 -A1 -E '^NEW' "$logs/ship-pitch.log" | tail -n1 | sed 's/^ *//' | cut -c1-70)"
+  seed=$(ls "$logs"/out-pitch/seeds/*.json 2>/dev/null | head -n1)
+  if [ -n "$seed" ]; then
+    $bin repro "$seed" --emit python -o "$logs/pitch_repro.py" > "$logs/ship-emit.log" 2>&1
+    python3 "$logs/pitch_repro.py" --no-determinism > "$logs/ship-emit-run.log" 2>&1; st=$?
+    row "  repro --emit python (template entry)" "$([ $st = 1 ] && grep -q FAIL "$logs/ship-emit-run.log" && echo ok || echo FAIL)" "exit $st: $(grep -m1 -E 'FAIL|PASS' "$logs/ship-emit-run.log" | cut -c1-70)"
+    $bin repro "$seed" --emit cu -o "$logs/pitch_repro.cu" > "$logs/ship-emit-cu.log" 2>&1 && nvcc -arch=native -lineinfo -o "$logs/pitch_repro" "$logs/pitch_repro.cu" >> "$logs/ship-emit-cu.log" 2>&1 && "$logs/pitch_repro" --no-determinism >> "$logs/ship-emit-cu.log" 2>&1; st=$?
+    row "  repro --emit cu, nvcc (template entry)" "$([ $st = 1 ] && echo ok || echo FAIL)" "exit $st: $(grep -m1 -E 'FAIL|PASS' "$logs/ship-emit-cu.log" | cut -c1-70)"
+  fi
 fi
 
 # 3. A user's kernel outside the repository (stage `away`: the shipped silu_and_mul, and its

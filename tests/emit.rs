@@ -243,7 +243,14 @@ fn emit_cu_kernel_section_compiles_with_nvrtc_outside_the_project() {
             entries.extend(["gold", "baseline"].map(|r| format!("cfr_{r}_{}", k.entry)));
         }
         for entry in entries {
-            let req = CompileRequest { source: path.clone(), entry, defines: BTreeMap::new(), options: s.manifest.options.clone(), arch: Arch::new(9, 0) };
+            let req = CompileRequest {
+                source: path.clone(),
+                entry,
+                defines: BTreeMap::new(),
+                options: s.manifest.options.clone(),
+                arch: Arch::new(9, 0),
+                build: Default::default(),
+            };
             let out = c.compile(&req).unwrap_or_else(|e| panic!("{}: {}", s.name, cudafuzz::core::error::chain(&e)));
             assert!(out.cubin.starts_with(b"\x7fELF"), "{}", s.name);
         }

@@ -95,6 +95,11 @@ pub(super) fn build_report(manifests: &[Manifest], archs: &[Arch], compiler: &Co
     for s in &skipped {
         outln!("note: {} ({}) is not built for {}: {}; it runs on the other targets", s.manifest, params_text(&s.params), s.arch, s.why)?;
     }
+    let mut unlined: Vec<&str> = outcomes.iter().filter(|o| o.no_line_info).map(|o| o.manifest.as_str()).collect();
+    unlined.dedup();
+    for name in unlined {
+        outln!("note: {name}: its module carries no line information (built without -lineinfo): sanitizer reports will name no source line")?;
+    }
     let mut failed = 0;
     let mut cached = 0;
     let mut over = 0;

@@ -12,7 +12,7 @@ use crate::engine::gpu::{self, Gpu};
 use crate::run::sanitizer::Sanitizer;
 
 /// The one line that installs NVRTC and the CUDA headers where cudafuzz finds them.
-pub(super) const NVRTC_INSTALL: &str = "python3 -m pip install nvidia-cuda-nvrtc nvidia-cuda-runtime";
+pub(super) const NVRTC_INSTALL: &str = "python3 -m pip install nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cccl";
 
 /// Arguments of `cudafuzz doctor`.
 #[derive(Debug, Args)]

@@ -22,9 +22,10 @@
 //!   roster's outputs; then the whole context is synchronised (a callable may use side streams)
 //!   and the case is judged like any other.
 //!
-//! Kinds still to come ("Real CUDA code as it ships"): a C++ template instantiation, a prebuilt
-//! module, a sequence of launches. Each is another variant here and another arm of the launch
-//! stage; none changes the arena, the oracles or the seeds.
+//! How an NVRTC-style target's module is made is a [`Build`]: NVRTC, nvcc, or a prebuilt
+//! module; its entry may be a C++ name expression (`ns::kernel<{VEC}, {T}>`). Still to come:
+//! a sequence of launches, another variant here and another arm of the launch stage; it
+//! changes neither the arena, the oracles nor the seeds.
 //!
 //! This module holds the plain data (what the manifest declares, and the call resolved for one
 //! case); the manifest resolves a call for a case (`Manifest::resolve_call`, beside its
@@ -57,6 +58,30 @@ impl Target {
     /// coverage builds need.
     pub fn is_compiled_here(&self) -> bool {
         matches!(self, Target::Nvrtc)
+    }
+}
+
+/// How an NVRTC-style target's module is made: what `compiler` and `module` say.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Build {
+    /// NVRTC, in process (the default).
+    #[default]
+    Nvrtc,
+    /// nvcc, run on the source (`compiler = "nvcc"`): for code NVRTC cannot build.
+    Nvcc,
+    /// A module the user's own build made (`module = [...]`): the first of these paths, with
+    /// `{arch}` filled in (`sm_90`), that exists; a `.cubin`, `.fatbin` or `.ptx`.
+    Prebuilt(Vec<PathBuf>),
+}
+
+impl Build {
+    /// The name `cudafuzz build` and errors use.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Build::Nvrtc => "nvrtc",
+            Build::Nvcc => "nvcc",
+            Build::Prebuilt(_) => "prebuilt module",
+        }
     }
 }
 

@@ -67,7 +67,14 @@ pub fn measure(gpu: usize, spec: FloorSpec, time: Duration) -> Result<FloorCount
     let entry = "cudafuzz_floor".to_string();
     let compiled = Compiler::new(None)
         .and_then(|c| {
-            c.compile(&CompileRequest { source: source.clone(), entry: entry.clone(), defines: Default::default(), options: vec![], arch: gpu.info.arch })
+            c.compile(&CompileRequest {
+                source: source.clone(),
+                entry: entry.clone(),
+                defines: Default::default(),
+                options: vec![],
+                arch: gpu.info.arch,
+                build: Default::default(),
+            })
         })
         .map_err(|e| FloorError::Compile { path: source, source: e })?;
     let cuda = |what: &'static str| move |e| FloorError::Cuda { what, status: CudaStatus::from_driver(e) };

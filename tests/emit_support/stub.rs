@@ -162,7 +162,7 @@ def fake_init(self):
 
 
 m.Cuda.__init__ = fake_init
-m.compile_program = lambda program, arch: program["what"].encode()
+m.compile_program = lambda program, arch: (program["what"].encode(), program["entry"].encode())
 sys.argv = ["repro", "--backend", "driver"] + sys.argv[2:]
 sys.exit(m.main())
 "#;

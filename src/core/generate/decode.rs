@@ -108,7 +108,7 @@ impl DecodeContext {
 pub fn decode_case(u: &mut Unstructured<'_>, ctx: &DecodeContext) -> Result<Case> {
     let m = &ctx.manifest;
     let mut case = Case::new(&ctx.kernel, m.dtypes[0]);
-    for (name, values) in &m.params {
+    for (name, values) in m.params.iter().filter(|(name, _)| !m.derived_params.contains_key(*name)) {
         case.params.insert(name.clone(), *u.choose(values)?);
     }
     case.dtype = *u.choose(&m.dtypes)?;

@@ -27,7 +27,7 @@ use crate::core::plan::Plan;
 pub fn example(m: &Manifest) -> Case {
     let vars = m.sample_vars();
     let mut case = Case::new(&m.path.display().to_string(), m.dtypes[0]);
-    case.params = m.default_params();
+    case.params = m.free_params();
     case.dims = vars.dims;
     case.scalars = vars.scalars;
     relations::repair(&mut case, m, 0);

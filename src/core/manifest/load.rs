@@ -24,7 +24,7 @@ use super::{
     TensorSpec, MANIFEST_FORMAT,
 };
 
-const TOP_LEVEL_KEYS: [&str; 19] = [
+const TOP_LEVEL_KEYS: [&str; 22] = [
     "format",
     "name",
     "description",
@@ -33,6 +33,9 @@ const TOP_LEVEL_KEYS: [&str; 19] = [
     "fuzz",
     "options",
     "include",
+    "std",
+    "compiler",
+    "module",
     "dtypes",
     "defines",
     "params",
@@ -167,15 +170,18 @@ impl Manifest {
             Some(p) => (p.source.clone(), p.entry.clone()),
             None => l.source_and_entry(t)?,
         };
-        let (fuzz, options) = l.fuzz_and_options(t)?;
+        let (fuzz, mut options) = l.fuzz_and_options(t)?;
+        let (build, std) = l.build(t, target_parts.is_some())?;
+        options.extend(std);
         let dtypes = l.dtypes(t)?;
         let defines = l.defines(t)?;
-        let params = l.params(t, &defines)?;
+        let (params, derived_params) = l.params(t, &defines)?;
         let dims = l.dims(t, &defines, &params)?;
         let requires = l.relations(t.remove("requires"), "requires")?;
         let scalars = l.scalars(t, &dims)?;
         let tensors = l.tensors(t, &dims, &scalars)?;
         let contract = l.contract(t)?;
+        super::entry::check_placeholders(&entry, &params, &defines, &tensors).map_err(|problem| l.invalid("entry", problem))?;
         let (target, launch) = match target_parts {
             Some(p) => (p.target, p.launch),
             None => (Target::Nvrtc, l.launch(t, &tensors)?),
@@ -204,6 +210,7 @@ impl Manifest {
             dtypes,
             defines,
             params,
+            derived_params,
             dims,
             requires,
             scalars,
@@ -212,6 +219,7 @@ impl Manifest {
             reference,
             launch,
             target,
+            build,
         };
         l.check_names(&manifest)?;
         l.check_sample(&manifest)?;
@@ -243,6 +251,8 @@ impl Manifest {
             let v = self.default_scalar(s, &vars);
             vars.scalars.insert(s.name.clone(), v);
         }
+        // A derived param that does not evaluate keeps its first value here; check_sample says why.
+        let _ = self.derive_params(&mut vars);
         vars.tensors = self.dense_tensor_vars(&vars, self.dtypes[0]);
         vars
     }
@@ -360,14 +370,13 @@ impl Loader<'_> {
         Ok(source)
     }
 
-    /// `source` (the `.cu` file, relative to the manifest) and `entry` (a C identifier).
+    /// `source` (the `.cu` file, relative to the manifest) and `entry` (an `extern "C"` name or a
+    /// C++ name expression, [`super::entry`]).
     fn source_and_entry(&self, t: &mut toml::Table) -> Result<(PathBuf, String), ManifestError> {
         let rel: String = self.required(t.remove("source"), "source", "source = \"my_kernel.cu\"")?;
         let source = self.source_file(&rel, "source")?;
         let entry: String = self.required(t.remove("entry"), "entry", "entry = \"my_kernel\"")?;
-        if !expr::is_identifier(&entry) {
-            return Err(self.invalid("entry", format!("{entry:?} is not a C identifier; name the `extern \"C\" __global__` function")));
-        }
+        super::entry::check_spelling(&entry).map_err(|problem| self.invalid("entry", problem))?;
         Ok((source, entry))
     }
 
@@ -711,6 +720,13 @@ impl Loader<'_> {
                 }
             }
         }
+        for (name, e) in &m.derived_params {
+            let field = format!("params.{name}.from");
+            env.parse(e).map_err(|f| self.expr_error(&field, e, f))?;
+            if let Some(other) = expr::variables_in(e).into_iter().find(|v| m.derived_params.contains_key(v)) {
+                return Err(self.invalid(&field, format!("names the derived param {other}; derive each param from dims, scalars, plain params and defines")));
+            }
+        }
         Ok(())
     }
 
@@ -719,6 +735,7 @@ impl Loader<'_> {
     /// legal launch.
     fn check_sample(&self, m: &Manifest) -> Result<(), ManifestError> {
         let vars = m.sample_vars();
+        m.derive_params(&mut vars.clone()).map_err(|(field, problem)| self.invalid(&field, problem))?;
         let env = Env::new(&vars);
         for (field, list) in [("requires", &m.requires), ("contract.relations", &m.contract.relations)] {
             for (i, rel) in list.iter().enumerate() {

@@ -33,6 +33,7 @@
 //! evaluation of the launch for one case; `migrate` the format-1 converter.
 
 mod check;
+pub mod entry;
 mod error;
 pub mod expr;
 mod launch;
@@ -430,7 +431,8 @@ pub struct Manifest {
     pub description: String,
     /// The `.cu` file, joined to the manifest's directory.
     pub source: PathBuf,
-    /// `extern "C"` entry point.
+    /// The entry point as written: an `extern "C"` name or a C++ name expression with
+    /// placeholders ([`entry`]; [`Manifest::entry_for`] fills them for one build).
     pub entry: String,
     /// Whether a plain `cudafuzz fuzz` (no `--kernel`) picks this kernel.
     pub fuzz: bool,
@@ -442,6 +444,10 @@ pub struct Manifest {
     pub defines: BTreeMap<String, i64>,
     /// Tunable `-D` parameters and the values to fuzz (each list non-empty).
     pub params: BTreeMap<String, Vec<i64>>,
+    /// The params the host derives from each case (`VEC = gcd(8, n)`): name to expression.
+    /// Their declared values stay in `params` (every one is built); a case never stores them,
+    /// its plan evaluates them ([`Manifest::derive_params`]).
+    pub derived_params: BTreeMap<String, String>,
     /// Dims, in the order the decoder draws them.
     pub dims: Vec<DimSpec>,
     /// Well-formedness relations between dims: never violated by any case.
@@ -456,6 +462,8 @@ pub struct Manifest {
     pub reference: ReferenceSpec,
     /// Launch geometry and arguments (an NVRTC target's; a Python target's has none).
     pub launch: LaunchSpec,
+    /// How the module is made: NVRTC (default), nvcc or a prebuilt module.
+    pub build: crate::core::target::Build,
     /// How the launch happens ([`crate::core::target`]): an NVRTC build of `source` launched as
     /// `launch` says, or a Python callable (then `source` is its module's file and `entry` is
     /// `module:function`).
@@ -486,13 +494,63 @@ impl Manifest {
     /// A case ready for this kernel: the default of every param it does not set filled in, and
     /// the kernel named (as the manifest's path) when it names none.
     pub fn bind(&self, mut case: Case) -> Case {
-        for (k, v) in self.default_params() {
+        for (k, v) in self.free_params() {
             case.params.entry(k).or_insert(v);
         }
         if case.kernel.is_empty() {
             case.kernel = self.path.display().to_string();
         }
         case
+    }
+
+    /// The entry of one build: the manifest's `entry` with its placeholders filled
+    /// ([`entry::instantiate`]).
+    pub fn entry_for(&self, params: &BTreeMap<String, i64>, dtype: Dtype) -> String {
+        entry::instantiate(&self.entry, params, &self.defines, dtype, &self.tensors)
+    }
+
+    /// The first listed value of every param a case chooses (not the derived ones).
+    pub fn free_params(&self) -> BTreeMap<String, i64> {
+        self.params.iter().filter(|(k, _)| !self.derived_params.contains_key(*k)).map(|(k, v)| (k.clone(), v[0])).collect()
+    }
+
+    /// Sets each derived param in `vars` from its expression over the dims, scalars, plain
+    /// params and defines there; the error (field, problem) names a value the manifest does not
+    /// declare, so it was never built.
+    pub fn derive_params(&self, vars: &mut Vars) -> Result<(), (String, String)> {
+        if self.derived_params.is_empty() {
+            return Ok(());
+        }
+        let env = expr::Env::without_tensors(vars);
+        let mut got = Vec::new();
+        for (name, e) in &self.derived_params {
+            let field = format!("params.{name}");
+            let v = env.int(e).map_err(|f| (field.clone(), format!("\"{e}\" {}{}", f.problem, f.hint)))?;
+            let declared = &self.params[name];
+            if !declared.contains(&v) {
+                return Err((
+                    field,
+                    format!(
+                        "{name} = {e} is {v} for this case, not one of the declared values {declared:?}; add {v} to params.{name}.values in {}",
+                        self.path.display()
+                    ),
+                ));
+            }
+            got.push((name.clone(), v));
+        }
+        vars.params.extend(got);
+        Ok(())
+    }
+
+    /// Every param of a case's build: its chosen ones, the defaults of those it leaves out,
+    /// and the derived ones evaluated for its dims and scalars.
+    pub fn case_params(&self, case: &Case) -> Result<BTreeMap<String, i64>, (String, String)> {
+        let mut vars = Vars { params: self.default_params(), defines: self.defines.clone(), elem_bytes: case.dtype.size(), ..Vars::default() };
+        vars.params.extend(case.params.iter().map(|(k, v)| (k.clone(), *v)));
+        vars.dims = case.dims.clone();
+        vars.scalars = case.scalars.clone();
+        self.derive_params(&mut vars)?;
+        Ok(vars.params)
     }
 
     /// The first listed value of every param.

@@ -23,6 +23,46 @@ impl Loader<'_> {
         Ok((fuzz, options))
     }
 
+    /// `std` (the language standard, `"c++20"`; default C++17) as an option, `compiler`
+    /// (`"nvrtc"` or `"nvcc"`) and `module` (prebuilt modules: a path or a list, relative to
+    /// the manifest, `{arch}` standing for `sm_90`): how the module is made.
+    pub(super) fn build(&self, t: &mut toml::Table, python_target: bool) -> Result<(crate::core::target::Build, Option<String>), ManifestError> {
+        use crate::core::target::Build;
+        let std: Option<String> = self.optional(t.remove("std"), "std")?;
+        let compiler: Option<String> = self.optional(t.remove("compiler"), "compiler")?;
+        let module: Option<toml::Value> = t.remove("module");
+        if python_target && (std.is_some() || compiler.is_some() || module.is_some()) {
+            return Err(self.invalid("compiler", "a Python target builds itself; `std`, `compiler` and `module` describe a CUDA build: remove them".into()));
+        }
+        if let Some(s) = &std {
+            if !["c++11", "c++14", "c++17", "c++20", "c++23"].contains(&s.as_str()) {
+                return Err(self.invalid("std", format!("{s:?} is not a standard NVRTC or nvcc takes; use \"c++17\", \"c++20\" ...")));
+            }
+        }
+        let build = match (compiler.as_deref(), module) {
+            (Some(_), Some(_)) => {
+                return Err(self.invalid("module", "a prebuilt module is not compiled: remove `compiler`, or remove `module` to compile the source".into()));
+            }
+            (None, Some(m)) => {
+                let list: Vec<String> = match m {
+                    toml::Value::String(s) => vec![s],
+                    other => self.required(Some(other), "module", "module = [\"build/my_kernel.{arch}.cubin\", \"build/my_kernel.fatbin\"]")?,
+                };
+                if list.is_empty() || list.iter().any(|s| s.trim().is_empty()) {
+                    return Err(self.invalid("module", "list at least one path (`build/my_kernel.{arch}.cubin`)".into()));
+                }
+                let base = self.path.parent().unwrap_or(Path::new("."));
+                Build::Prebuilt(list.iter().map(|p| std::path::absolute(base.join(p)).unwrap_or_else(|_| base.join(p))).collect())
+            }
+            (None | Some("nvrtc"), None) => Build::Nvrtc,
+            (Some("nvcc"), None) => Build::Nvcc,
+            (Some(other), None) => {
+                return Err(self.invalid("compiler", format!("{other:?} is not a compiler cudafuzz runs; use \"nvrtc\" (default) or \"nvcc\"")))
+            }
+        };
+        Ok((build, std.map(|s| format!("--std={s}"))))
+    }
+
     /// `include`: folders of the user's own headers, relative to the manifest; each must be a
     /// directory. They are searched after the kernel's own folder and before the built-in
     /// headers.
@@ -56,8 +96,28 @@ impl Loader<'_> {
         Ok(())
     }
 
-    pub(super) fn params(&self, t: &mut toml::Table, defines: &BTreeMap<String, i64>) -> Result<BTreeMap<String, Vec<i64>>, ManifestError> {
-        let params: BTreeMap<String, Vec<i64>> = self.optional(t.remove("params"), "params")?.unwrap_or_default();
+    /// `[params]`: each a list of values to fuzz (`BLOCK = [128, 256]`), or a param the host
+    /// derives from the case (`VEC = { from = "gcd(8, n)", values = [1, 2, 4, 8] }`): the values
+    /// it can take are built, and each case gets the one its expression gives. Returns every
+    /// param's values and the derived ones' expressions.
+    pub(super) fn params(&self, t: &mut toml::Table, defines: &BTreeMap<String, i64>) -> Result<(ParamValues, DerivedParams), ManifestError> {
+        let raw: BTreeMap<String, RawParam> = self.optional(t.remove("params"), "params")?.unwrap_or_default();
+        let mut params = BTreeMap::new();
+        let mut derived = BTreeMap::new();
+        for (name, p) in raw {
+            match p {
+                RawParam::Values(v) => {
+                    params.insert(name, v);
+                }
+                RawParam::Derived { from, values } => {
+                    if from.trim().is_empty() {
+                        return Err(self.invalid(&format!("params.{name}.from"), "empty; write the host's expression (`\"gcd(8, n)\"`)".into()));
+                    }
+                    params.insert(name.clone(), values);
+                    derived.insert(name, from);
+                }
+            }
+        }
         for (name, values) in &params {
             let field = format!("params.{name}");
             self.check_define_name(&field, name)?;
@@ -85,6 +145,22 @@ impl Loader<'_> {
                 ),
             ));
         }
-        Ok(params)
+        Ok((params, derived))
     }
+}
+
+/// Each param's values to build.
+type ParamValues = BTreeMap<String, Vec<i64>>;
+
+/// Each derived param's expression.
+type DerivedParams = BTreeMap<String, String>;
+
+/// One `[params]` entry as written.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum RawParam {
+    /// `BLOCK = [128, 256]`.
+    Values(Vec<i64>),
+    /// `VEC = { from = "gcd(8, n)", values = [1, 2, 4, 8] }`.
+    Derived { from: String, values: Vec<i64> },
 }

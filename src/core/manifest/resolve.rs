@@ -59,7 +59,7 @@ impl Manifest {
     pub fn check_params(&self, params: &BTreeMap<String, i64>) -> Result<(), ManifestError> {
         let l = Loader { path: &self.path };
         self.check_param_values(params).map_err(|(field, problem)| l.invalid(&field, problem))?;
-        for (name, values) in &self.params {
+        for (name, values) in self.params.iter().filter(|(name, _)| !self.derived_params.contains_key(*name)) {
             if !params.contains_key(name) {
                 return Err(l.invalid(&format!("params.{name}"), format!("the case does not set it; set one of {values:?}")));
             }
@@ -71,6 +71,12 @@ impl Manifest {
     /// (params it leaves out take their defaults); the error is the field and the problem.
     pub fn check_param_values(&self, params: &BTreeMap<String, i64>) -> Result<(), (String, String)> {
         for (name, value) in params {
+            if let Some(e) = self.derived_params.get(name) {
+                return Err((
+                    format!("params.{name}"),
+                    format!("{name} is derived from the case ({name} = {e}, declared in {}); leave it out of the case", self.path.display()),
+                ));
+            }
             match self.params.get(name) {
                 None => {
                     let declared: Vec<&str> = self.params.keys().map(|s| s.as_str()).collect();

@@ -217,6 +217,7 @@ impl Plan {
             }
             vars.scalars.insert(s.name.clone(), v);
         }
+        m.derive_params(&mut vars).map_err(|(field, problem)| bad(field, problem))?;
         // Built only when a relation or a shape expression needs it: most shapes name dims, and
         // an environment costs more than the rest of the plan.
         let env = std::cell::OnceCell::new();

@@ -9,7 +9,8 @@
 //! paths, manifest options). An `#include MACRO` that cannot be followed makes every header-like
 //! file in the kernel's directory and `kernels/include` part of the key instead.
 //!
-//! Entries are `<key>.cubin` plus `<key>.log`; both are written to a temporary file in the cache
+//! Entries are `<key>.cubin` plus `<key>.log` and `<key>.entry` (the entry's symbol: the lowered
+//! name of a C++ entry); each is written to a temporary file in the cache
 //! directory and renamed into place, so a crash or a concurrent compiler never leaves a torn
 //! entry, and the cubin (written last) marks the entry complete.
 
@@ -69,7 +70,8 @@ pub fn clear(dir: &Path) -> std::io::Result<CacheUsage> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Ok(CacheUsage::default()) };
     for e in entries {
         let path = e?.path();
-        let ours = path.extension().is_some_and(|x| x == "cubin" || x == "log") || path.file_name().is_some_and(|n| n.to_string_lossy().starts_with(".tmp"));
+        let ours = path.extension().is_some_and(|x| x == "cubin" || x == "log" || x == "entry")
+            || path.file_name().is_some_and(|n| n.to_string_lossy().starts_with(".tmp"));
         if ours && path.is_file() {
             std::fs::remove_file(&path)?;
         }
@@ -180,19 +182,28 @@ pub(crate) fn add_dependencies(key: &mut Key, source: &Path, text: &str, dirs: &
 }
 
 /// A cached cubin and its log, if a complete entry exists.
-pub(crate) fn load(dir: &Path, key: &str) -> Option<(Vec<u8>, String)> {
+pub(crate) fn load(dir: &Path, key: &str) -> Option<Cached> {
     let cubin = std::fs::read(dir.join(format!("{key}.cubin"))).ok()?;
     if !cubin.starts_with(b"\x7fELF") {
         return None; // not a cubin (foreign or damaged file): recompile and overwrite.
     }
     let log = std::fs::read_to_string(dir.join(format!("{key}.log"))).unwrap_or_default();
-    Some((cubin, log))
+    let symbol = std::fs::read_to_string(dir.join(format!("{key}.entry"))).ok().filter(|s| !s.is_empty());
+    Some(Cached { cubin, log, symbol })
 }
 
-/// Stores an entry atomically (log first, cubin last).
-pub(crate) fn store(dir: &Path, key: &str, cubin: &[u8], log: &str) -> std::io::Result<()> {
+/// A cache entry: the cubin, NVRTC's log and the entry's symbol in the cubin (absent in
+/// entries written before symbols were kept: the entry's own name is then checked).
+pub(crate) struct Cached {
+    pub cubin: Vec<u8>,
+    pub log: String,
+    pub symbol: Option<String>,
+}
+
+/// Stores an entry atomically (log and symbol first, cubin last).
+pub(crate) fn store(dir: &Path, key: &str, cubin: &[u8], log: &str, symbol: &str) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    for (name, bytes) in [(format!("{key}.log"), log.as_bytes()), (format!("{key}.cubin"), cubin)] {
+    for (name, bytes) in [(format!("{key}.log"), log.as_bytes()), (format!("{key}.entry"), symbol.as_bytes()), (format!("{key}.cubin"), cubin)] {
         let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
         tmp.write_all(bytes)?;
         tmp.as_file().sync_all().ok();

@@ -429,6 +429,7 @@ pub fn kernel_manifest(m: &Manifest, k: &ReferenceKernel, gold: bool) -> Manifes
     rm.entry = k.entry.clone();
     rm.options = k.options.clone();
     rm.launch = k.launch.clone();
+    rm.build = crate::core::target::Build::Nvrtc;
     rm.defines.insert("CUDAFUZZ_REFERENCE".into(), 1);
     rm
 }

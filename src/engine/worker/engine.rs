@@ -241,7 +241,9 @@ impl Engine {
     /// The loaded module of a manifest configuration; `coverage` compiles its `CF_COVER(id)`
     /// points in (a separate module and cache entry).
     pub(super) fn module(&mut self, manifest: &Manifest, case: &Case, coverage: bool) -> Result<&mut Module, EngineError> {
-        let memo = (manifest.path.clone(), case.params.iter().map(|(k, v)| (k.clone(), *v)).collect(), case.dtype, coverage);
+        // Derived params (`VEC = gcd(8, n)`) pick the build too; the case was planned, so they evaluate.
+        let params = manifest.case_params(case).unwrap_or_else(|_| case.params.clone());
+        let memo = (manifest.path.clone(), params.iter().map(|(k, v)| (k.clone(), *v)).collect(), case.dtype, coverage);
         if let Some(key) = self.module_keys.get(&memo) {
             return Ok(self.modules.get_mut(key).expect("memoised modules stay loaded"));
         }
@@ -249,13 +251,13 @@ impl Engine {
         if coverage {
             extra.insert(coverage::COVERAGE_DEFINE.to_string(), "1".to_string());
         }
-        let req = request_for(manifest, &case.params, case.dtype, self.gpu.info.arch, &extra);
+        let req = request_for(manifest, &params, case.dtype, self.gpu.info.arch, &extra);
         let compiled = self.compiler.compile(&req)?;
         if !self.modules.contains_key(&compiled.key) {
             let hint = version_hint(self.compiler.nvrtc_version(), self.gpu.info.driver_version);
-            let module = Module::load(&compiled.cubin, &manifest.entry).map_err(|status| EngineError::ModuleLoad {
+            let module = Module::load(&compiled.cubin, &compiled.symbol).map_err(|status| EngineError::ModuleLoad {
                 source_file: manifest.source.clone(),
-                entry: manifest.entry.clone(),
+                entry: req.entry.clone(),
                 status,
                 hint,
             })?;

@@ -34,6 +34,7 @@ use super::{
     SeedInfo, DTYPE_LEGEND,
 };
 use crate::core::case::Case;
+use crate::core::manifest::expr::is_identifier;
 use crate::core::manifest::Manifest;
 
 /// Writes the `.cu` repro of `case` against `manifest` (see the module docs).
@@ -120,11 +121,17 @@ pub(super) fn render(p: &Prepared, seed: &SeedInfo) -> String {
 /// one inside its namespace.
 fn entry_expr(g: &Program, with_references: bool) -> String {
     match g.role {
+        // A C++ name expression has no `extern "C"` stand-in: both builds define this macro.
+        ProgramRole::Kernel if !is_identifier(&g.entry) => STANDIN_MACRO.to_string(),
         ProgramRole::Kernel if with_references => format!("{KERNEL_NAMESPACE}::{}", g.entry),
         ProgramRole::Kernel => g.entry.clone(),
         role => format!("{}::{}", namespace(role), renamed_entry(g)),
     }
 }
+
+/// The macro a C++ (name-expression) kernel entry is launched by: its name in the device build,
+/// a stand-in's in a host-only one.
+const STANDIN_MACRO: &str = "CFR_KERNEL_ENTRY";
 
 /// The namespace of the kernel's copy of the source when reference runs are compiled beside
 /// it: every copy in a namespace of its own, so that a call such as `cf_d(__half)` in one copy
@@ -172,12 +179,18 @@ fn kernel_sections(o: &mut String, p: &Prepared, file_name: &str) {
         let _ = writeln!(o, "}}  // namespace {KERNEL_NAMESPACE}");
     }
     undefine(o, k);
+    if !is_identifier(&k.entry) {
+        let scope = if wrapped { format!("{KERNEL_NAMESPACE}::") } else { String::new() };
+        let _ = writeln!(o, "#define {STANDIN_MACRO} {scope}{}", k.entry);
+    }
     for g in &p.programs[1..] {
         line_here(o, file_name);
         reference_section(o, g, &k.entry);
     }
     o.push_str("#else  // stand-ins for host-only compiler checks\n");
-    if p.programs.len() > 1 {
+    if !is_identifier(&k.entry) {
+        let _ = writeln!(o, "extern \"C\" void cfr_kernel_standin(void);\n#define {STANDIN_MACRO} cfr_kernel_standin");
+    } else if p.programs.len() > 1 {
         let _ = writeln!(o, "namespace {KERNEL_NAMESPACE} {{ extern \"C\" void {}(void); }}", k.entry);
     } else {
         let _ = writeln!(o, "extern \"C\" void {}(void);", k.entry);
@@ -205,7 +218,8 @@ fn reference_section(o: &mut String, g: &Program, kernel_entry: &str) {
         let _ = writeln!(o, "#define {name} {v}");
     }
     let renamed: Vec<(&str, String)> = std::iter::once((g.entry.as_str(), renamed_entry(g)))
-        .chain((kernel_entry != g.entry).then(|| (kernel_entry, format!("cfr_{}_{kernel_entry}", g.role.name()))))
+        // Only `extern "C"` names collide across namespaces; a C++ kernel entry needs no renaming.
+        .chain((kernel_entry != g.entry && is_identifier(kernel_entry)).then(|| (kernel_entry, format!("cfr_{}_{kernel_entry}", g.role.name()))))
         .collect();
     for (from, to) in &renamed {
         let _ = writeln!(o, "#define {from} {to}");

@@ -101,10 +101,10 @@ impl Program {
             });
         }
         // The arch is irrelevant here: only the defines and options are used.
-        let req = request_for(m, &case.params, case.dtype, Arch::new(9, 0), &BTreeMap::new());
+        let req = request_for(m, &plan.vars.params, case.dtype, Arch::new(9, 0), &BTreeMap::new());
         Ok(Program {
             role,
-            entry: m.entry.clone(),
+            entry: req.entry.clone(),
             source: inline_source(&m.source, &m.options)?,
             defines: req.defines,
             options: req.options,

@@ -191,10 +191,15 @@ def cuda_include(lib_path):
 
 
 def compile_program(program, arch):
-    """One program's cubin, compiled as the harness compiles it (its own defines and options)."""
+    """One program's cubin and its entry's symbol, compiled as the harness compiles it (its own
+    defines and options; the entry added as a name expression, so a C++ template is instantiated
+    and its mangled name known)."""
     nvrtc, path = load_nvrtc()
     inc = cuda_include(path)
-    opts = [f"--gpu-architecture={arch}"] + program["options"] + ([f"--include-path={inc}"] if inc else [])
+    incs = [inc] if inc else []
+    if inc and os.path.isdir(os.path.join(inc, "cccl", "cub")):
+        incs.append(os.path.join(inc, "cccl"))  # CUB and libcu++ (CUDA 13 keeps them there)
+    opts = [f"--gpu-architecture={arch}"] + program["options"] + [f"--include-path={d}" for d in incs]
     major, minor = ctypes.c_int(), ctypes.c_int()
     nvrtc.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
     name, text = SOURCES[program["source"]]
@@ -202,6 +207,9 @@ def compile_program(program, arch):
     prog = ctypes.c_void_p()
     if nvrtc.nvrtcCreateProgram(ctypes.byref(prog), "".join(text).encode(), name.encode(), 0, None, None):
         sys.exit("repro: nvrtcCreateProgram failed")
+    cxx_name = not program["entry"].replace("_", "a").isalnum()  # a C++ name expression
+    if cxx_name and nvrtc.nvrtcAddNameExpression(prog, program["entry"].encode()):
+        sys.exit(f"repro: nvrtcAddNameExpression failed for {program['entry']}")
     arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
     res = nvrtc.nvrtcCompileProgram(prog, len(opts), arr)
     size = ctypes.c_size_t()
@@ -218,8 +226,14 @@ def compile_program(program, arch):
     cubin = ctypes.create_string_buffer(size.value)
     if nvrtc.nvrtcGetCUBIN(prog, cubin):
         sys.exit("repro: nvrtcGetCUBIN failed")
+    symbol = program["entry"].encode()
+    if cxx_name:
+        lowered = ctypes.c_char_p()
+        if nvrtc.nvrtcGetLoweredName(prog, symbol, ctypes.byref(lowered)) or not lowered.value:
+            sys.exit(f"repro: {program['entry']} is not a kernel of the {program['what']}")
+        symbol = lowered.value
     nvrtc.nvrtcDestroyProgram(ctypes.byref(prog))
-    return cubin.raw
+    return cubin.raw, symbol
 
 
 class Cuda:
@@ -648,7 +662,7 @@ def main():
         return 0
     if args.compile_only:
         for p in PROGRAMS[1:] if TARGET else PROGRAMS:
-            cubin = compile_program(p, args.arch or "sm_90")
+            cubin, _ = compile_program(p, args.arch or "sm_90")
             print(f"compiled {p['what']} {p['entry']}: {len(cubin)} bytes of cubin")
         return 0
     cuda = Cuda()
@@ -659,8 +673,9 @@ def main():
             funcs.append(None)  # a Python target: called, not launched
             continue
         module, func = ctypes.c_void_p(), ctypes.c_void_p()
-        cuda.setup("cuModuleLoadData", cuda.lib.cuModuleLoadData(ctypes.byref(module), compile_program(p, args.arch or arch)))
-        cuda.setup("cuModuleGetFunction", cuda.lib.cuModuleGetFunction(ctypes.byref(func), module, p["entry"].encode()))
+        cubin, symbol = compile_program(p, args.arch or arch)
+        cuda.setup("cuModuleLoadData", cuda.lib.cuModuleLoadData(ctypes.byref(module), cubin))
+        cuda.setup("cuModuleGetFunction", cuda.lib.cuModuleGetFunction(ctypes.byref(func), module, symbol))
         funcs.append(func)
     runner = Runner(cuda, arena, images, funcs, args.timeout_ms)
     judged = judgements(runner, dev, blob)
