@@ -174,6 +174,22 @@ if want shipping; then
     $bin repro "$seed" --emit cu -o "$logs/pitch_repro.cu" > "$logs/ship-emit-cu.log" 2>&1 && nvcc -arch=native -lineinfo -o "$logs/pitch_repro" "$logs/pitch_repro.cu" >> "$logs/ship-emit-cu.log" 2>&1 && "$logs/pitch_repro" --no-determinism >> "$logs/ship-emit-cu.log" 2>&1; st=$?
     row "  repro --emit cu, nvcc (template entry)" "$([ $st = 1 ] && echo ok || echo FAIL)" "exit $st: $(grep -m1 -E 'FAIL|PASS' "$logs/ship-emit-cu.log" | cut -c1-70)"
   fi
+  $bin case example --kernel rms_norm_vec_prebuilt > "$logs/prebuilt-seed.json" 2> "$logs/ship-prebuilt-emit.log" \
+    && $bin repro "$logs/prebuilt-seed.json" --emit python -o "$logs/prebuilt_repro.py" >> "$logs/ship-prebuilt-emit.log" 2>&1 \
+    && python3 "$logs/prebuilt_repro.py" >> "$logs/ship-prebuilt-emit.log" 2>&1; st=$?
+  row "  prebuilt module: python repro passes" "$([ $st = 0 ] && grep -q 'prebuilt module' "$logs/ship-prebuilt-emit.log" && echo ok || echo FAIL)" "exit $st: $(grep -m1 -E 'RESULT' "$logs/ship-prebuilt-emit.log" | cut -c1-70)"
+  # Distinct index tensors (issue 28 step 3): the scatter is clean with `distinct = true`, its
+  # planted index bug is found, and the same correct kernel without the declaration is
+  # flagged: the duplicates that `distinct` rules out.
+  $bin fuzz --kernel kernels/index/scatter_rows.toml --cases ${SHIP_CASES:-3000} --jobs 4 --seed 1 --out "$logs/out-scatter" > "$logs/ship-scatter.log" 2>&1; st=$?
+  row "scatter_rows (distinct slots): clean" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^scatter_rows:' "$logs/ship-scatter.log" | tail -n1 | cut -c1-100)"
+  s=$(date +%s.%N); $bin fuzz --kernel kernels/mutants/scatter_rows_dense_rows.toml --jobs 3 --seed 1 --stop-after 1 --time 60s --out "$logs/out-scatter-mut" > "$logs/ship-scatter-mut.log" 2>&1; st=$?; e=$(date +%s.%N)
+  row "  slot * d index bug: found" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(echo "$s $e" | awk '{printf "%.1f s; ", $2-$1}')$(grep -m1 -A1 -E '^NEW' "$logs/ship-scatter-mut.log" | tail -n1 | sed 's/^ *//' | cut -c1-70)"
+  loose=kernels/index/.gpu-check-dup.toml
+  sed -e '/^distinct = true/d' -e '0,/^name = /s/^name = .*/name = "scatter_rows_dup"/' kernels/index/scatter_rows.toml > $loose
+  $bin fuzz --kernel $loose --cases 1000 --jobs 4 --seed 1 --out "$logs/out-scatter-dup" > "$logs/ship-scatter-dup.log" 2>&1; st=$?
+  row "  without distinct: duplicates flagged" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(grep -E '^scatter_rows_dup:' "$logs/ship-scatter-dup.log" | tail -n1 | cut -c1-100)"
+  rm -f $loose
 fi
 
 # 3. A user's kernel outside the repository (stage `away`: the shipped silu_and_mul, and its

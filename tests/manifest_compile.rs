@@ -604,9 +604,8 @@ fn every_shipped_manifest_loads_and_compiles() {
     let Some(c) = compiler(tmp.path()) else { return };
     let t = Instant::now();
     for m in &shipped {
-        if m.build == cudafuzz::engine::compile::Build::Nvcc && cudafuzz::engine::compile::module::find_nvcc().is_none() {
-            eprintln!("SKIP {}: compiler = \"nvcc\" and no nvcc here (install the CUDA toolkit or the nvidia-cuda-nvcc wheel)", m.name);
-            continue;
+        if m.build == cudafuzz::engine::compile::Build::Nvcc && !common::env::have(common::env::Need::Nvcc) {
+            continue; // `have` printed the skip and its reason
         }
         for &dtype in &m.dtypes {
             let req = request_for(m, &m.default_params(), dtype, Arch::new(8, 0), &BTreeMap::new());

@@ -206,7 +206,10 @@ fn escalator(f: &FuzzArgs, cfg: &EngineConfig) -> Result<Option<Escalator>> {
         }
     };
     let order = tools.iter().map(|t| t.name()).collect::<Vec<_>>().join(", then ");
-    outln!("escalation: new findings are re-run under {order} (each tool only if the ones before named nothing; {})", sanitizer.version)?;
+    // Wrong values (a numerical error, a nondeterministic or NaN output) are most often races:
+    // the escalator tries racecheck first for them (`Request::value_only`).
+    let values_first = if tools.iter().any(|t| t.name() == "racecheck") && tools.len() > 1 { "; wrong values try racecheck first" } else { "" };
+    outln!("escalation: new findings are re-run under {order} (each tool only if the ones before named nothing{values_first}; {})", sanitizer.version)?;
     Ok(Some(cfg.escalator(&sanitizer, tools).map_err(setup)?))
 }
 

@@ -28,6 +28,8 @@ pub enum Need {
     Python3,
     /// A C++ compiler (`g++`) on PATH.
     Gxx,
+    /// nvcc where `compiler = "nvcc"` looks for it.
+    Nvcc,
     /// The absence of a GPU: tests of what a user without one sees.
     NoGpu,
     /// A Python interpreter with the cudafuzz package (the wheel) and pytest installed, named
@@ -44,6 +46,7 @@ impl Need {
             Need::Nvrtc => "nvrtc",
             Need::Python3 => "python3",
             Need::Gxx => "g++",
+            Need::Nvcc => "nvcc",
             Need::NoGpu => "no-gpu",
             Need::CudafuzzPython => "cudafuzz-python",
         }
@@ -60,6 +63,10 @@ impl Need {
             }
             Need::Python3 => tool_missing("python3"),
             Need::Gxx => tool_missing("g++"),
+            Need::Nvcc => cudafuzz::engine::compile::module::find_nvcc().is_none().then(|| {
+                "no nvcc (CUDAFUZZ_NVCC, PATH, CUDA_HOME/bin, /usr/local/cuda/bin, .cuda-wheels): install the CUDA toolkit or the nvidia-cuda-nvcc wheel"
+                    .to_string()
+            }),
             Need::NoGpu => gpu_missing().is_none().then(|| "this machine has a GPU; the no-GPU path is tested on hosts without one".to_string()),
             Need::CudafuzzPython => cudafuzz_python_missing(),
         }

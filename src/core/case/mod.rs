@@ -99,6 +99,17 @@ impl Dtype {
         }
     }
 
+    /// The inclusive value range an integer tensor of this type draws from when its manifest
+    /// gives none.
+    pub fn default_int_range(self) -> (i64, i64) {
+        match self {
+            Dtype::U8 => (0, 255),
+            Dtype::I8 => (-128, 127),
+            Dtype::U32 => (0, 1000),
+            _ => (-1000, 1000),
+        }
+    }
+
     /// The C type a kernel declares for it.
     pub fn c_type(self) -> &'static str {
         match self {

@@ -163,7 +163,8 @@ pub fn dim_vars(case: &Case, m: &Manifest) -> Vars {
 
 /// Brings the dims from position `from` on back into their relations: a dim whose relations
 /// (those naming it and earlier dims) no longer hold moves to the smallest value, from the low
-/// end of its range up to its current value, that satisfies them; a dim they still hold for
+/// end of its range up to its current value, that satisfies them (when none does, the nearest
+/// larger value in its range: a lower bound set by an earlier dim); a dim they still hold for
 /// keeps its value (a GQA ratio survives), and one that cannot be satisfied is left as it is.
 pub fn repair(c: &mut Case, m: &Manifest, from: usize) {
     let rels: Vec<&String> = m.requires.iter().chain(&m.contract.relations).collect();
@@ -188,7 +189,10 @@ pub fn repair(c: &mut Case, m: &Manifest, from: usize) {
         if holds(current) {
             continue;
         }
-        if let Some(v) = (1..=current.min(d.range[0].max(1) + 4096)).find(|&v| holds(v)) {
+        // The smallest value that satisfies, else (`tokens <= num_slots` broken by a smaller
+        // num_slots) the nearest larger one inside the dim's range.
+        let below = (1..=current.min(d.range[0].max(1) + 4096)).find(|&v| holds(v));
+        if let Some(v) = below.or_else(|| (current + 1..=d.range[1].min(current.saturating_add(4096))).find(|&v| holds(v))) {
             c.dims.insert(d.name.clone(), v);
         }
     }

@@ -42,6 +42,9 @@ pub fn check_spelling(entry: &str) -> Result<(), String> {
     if depth != 0 {
         return Err(format!("{entry:?}: unbalanced braces; a placeholder is `{{NAME}}`"));
     }
+    if let Some(p) = placeholders(entry).into_iter().find(|p| !expr::is_identifier(p)) {
+        return Err(format!("{entry:?}: placeholder {{{p}}} is not a name; a placeholder is `{{NAME}}`"));
+    }
     if !entry.trim_start().starts_with(|c: char| c.is_ascii_alphabetic() || c == '_' || c == ':') {
         return Err(format!("{entry:?} does not start with a name"));
     }

@@ -101,6 +101,8 @@ struct RawTensor {
     range: Option<[toml::Value; 2]>,
     #[serde(default)]
     order_dependent: bool,
+    #[serde(default)]
+    distinct: bool,
 }
 
 #[derive(Deserialize)]
@@ -631,6 +633,12 @@ impl Loader<'_> {
             }
             Some([lo, hi]) => Some([self.expr_text(lo, &format!("{field}.range[0]"))?, self.expr_text(hi, &format!("{field}.range[1]"))?]),
         };
+        if r.distinct && (float || r.broadcast) {
+            return Err(self.invalid(
+                &format!("{field}.distinct"),
+                "only an integer tensor without broadcast dims holds distinct values (slot mappings, scatter targets); remove it".into(),
+            ));
+        }
         Ok(TensorSpec {
             name: r.name,
             role: r.role,
@@ -644,6 +652,7 @@ impl Loader<'_> {
             init,
             range,
             order_dependent: r.order_dependent,
+            distinct: r.distinct,
         })
     }
 

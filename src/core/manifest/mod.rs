@@ -258,6 +258,11 @@ pub struct TensorSpec {
     /// an autotuner's choice): judged by the tolerance, never compared bit for bit between two
     /// runs. Racecheck still runs.
     pub order_dependent: bool,
+    /// Whether an integer tensor's values are pairwise distinct (slot mappings, scatter
+    /// targets): drawn as a random injection into its range, so a correct kernel is never given
+    /// the duplicate targets that would make it race. A case whose range is smaller than the
+    /// tensor is refused.
+    pub distinct: bool,
 }
 
 impl TensorSpec {

@@ -65,6 +65,8 @@ pub struct TensorPlan {
     pub drawn: bool,
     /// Whether its bits may differ between two runs ([`crate::core::manifest::TensorSpec::order_dependent`]).
     pub order_dependent: bool,
+    /// Whether its values are pairwise distinct ([`crate::core::manifest::TensorSpec::distinct`]).
+    pub distinct: bool,
 }
 
 impl TensorPlan {
@@ -237,6 +239,22 @@ impl Plan {
         for index in 0..m.tensors.len() {
             tensors.push(plan_tensor(case, m, index, &vars, &env)?);
         }
+        for (t, tp) in m.tensors.iter().zip(&tensors).filter(|(t, _)| t.distinct) {
+            let (lo, hi) = match &t.range {
+                Some([lo, hi]) => match (env().int(lo), env().int(hi)) {
+                    (Ok(lo), Ok(hi)) => (lo, hi),
+                    _ => continue, // the generator reports a range that does not evaluate
+                },
+                None => tp.dtype.default_int_range(),
+            };
+            let span = (hi as i128 - lo as i128 + 1).max(0) as u128;
+            if span < tp.numel as u128 {
+                return Err(bad(
+                    format!("tensors.{}", t.name),
+                    format!("{} distinct values do not fit its range [{lo}, {hi}] ({span} values); the contract must keep the range at least as large as the tensor", tp.numel),
+                ));
+            }
+        }
         vars.tensors = tensors.iter().map(TensorPlan::vars).collect();
         Ok(Plan { tensors, vars })
     }
@@ -327,6 +345,7 @@ fn plan_tensor<'e>(case: &Case, m: &Manifest, index: usize, vars: &Vars, env: &d
         layout,
         drawn: t.layout_is_drawn(),
         order_dependent: t.order_dependent,
+        distinct: t.distinct,
     })
 }
 

@@ -399,7 +399,7 @@ impl Compiler {
     /// prebuilt module is read from its file instead.
     pub fn compile(&self, req: &CompileRequest) -> Result<Compiled, CompileError> {
         if let Build::Prebuilt(paths) = &req.build {
-            return prebuilt(req, paths);
+            return module::prebuilt(req, paths);
         }
         let source_path = req.source.canonicalize().map_err(|source| CompileError::Source { path: req.source.clone(), source })?;
         let text = std::fs::read_to_string(&source_path).map_err(|source| CompileError::Source { path: req.source.clone(), source })?;
@@ -444,24 +444,7 @@ impl Compiler {
         }
 
         let (cubin, log, symbol) = match &nvcc {
-            Some(nvcc) => {
-                let headers = tempfile::tempdir().map_err(|source| CompileError::Cache { path: std::env::temp_dir(), action: "create", source })?;
-                let mut options = options.clone();
-                for (name, text) in &builtins {
-                    std::fs::write(headers.path().join(name), text).map_err(|source| CompileError::Cache {
-                        path: headers.path().to_path_buf(),
-                        action: "write",
-                        source,
-                    })?;
-                }
-                if !builtins.is_empty() {
-                    options.push(format!("--include-path={}", headers.path().display()));
-                }
-                let (cubin, log) = module::run_nvcc(nvcc, req, &source_path, &options)?;
-                let symbol =
-                    module::find_symbol(&cubin, &req.entry).map_err(|problem| CompileError::Module { path: source_path.clone(), arch: req.arch, problem })?;
-                (cubin, log, symbol)
-            }
+            Some(nvcc) => module::nvcc_build(nvcc, req, &source_path, &options, &builtins)?,
             None => {
                 self.check_arch(req.arch)?;
                 self.run_nvrtc(req, &source_path, &text, &options, &builtins)?
@@ -616,18 +599,6 @@ pub fn with_option_dirs(dirs: &[PathBuf], options: &[String]) -> Vec<PathBuf> {
         }
     }
     out
-}
-
-/// A prebuilt module's bytes and its entry's symbol (never cached: the file is the cache).
-fn prebuilt(req: &CompileRequest, paths: &[PathBuf]) -> Result<Compiled, CompileError> {
-    let path = module::prebuilt_path(paths, req.arch).map_err(|problem| CompileError::Module { path: req.source.clone(), arch: req.arch, problem })?;
-    let mut bytes = std::fs::read(&path).map_err(|source| CompileError::Source { path: path.clone(), source })?;
-    let binary = bytes.starts_with(b"\x7fELF") || bytes.starts_with(&[0x50, 0xed, 0x55, 0xba]);
-    if !binary && bytes.last() != Some(&0) {
-        bytes.push(0); // PTX text: the driver reads it up to a NUL.
-    }
-    let symbol = module::find_symbol(&bytes, &req.entry).map_err(|problem| CompileError::Module { path: path.clone(), arch: req.arch, problem })?;
-    Ok(Compiled { cubin: bytes, log: String::new(), key: format!("prebuilt:{}#{symbol}", path.display()), from_cache: true, symbol })
 }
 
 /// A live NVRTC program, destroyed on drop.

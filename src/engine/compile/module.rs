@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{Arch, CompileError, CompileRequest};
+use super::{Arch, CompileError, CompileRequest, Compiled};
 use crate::core::manifest::entry::same_name;
 use crate::core::manifest::expr::is_identifier;
 
@@ -33,7 +33,7 @@ pub fn find_nvcc() -> Option<PathBuf> {
 
 /// The module bytes nvcc builds for a request: the source included by a generated file that
 /// also takes the entry's address in host code, which makes nvcc instantiate a template entry.
-pub fn run_nvcc(nvcc: &Path, req: &CompileRequest, source: &Path, options: &[String]) -> Result<(Vec<u8>, String), CompileError> {
+fn run_nvcc(nvcc: &Path, req: &CompileRequest, source: &Path, options: &[String]) -> Result<(Vec<u8>, String), CompileError> {
     let dir = tempfile::tempdir().map_err(|source| CompileError::Cache { path: std::env::temp_dir(), action: "create", source })?;
     let wrapper = dir.path().join("cudafuzz_entry.cu");
     let mut text = format!("#include \"{}\"\n", source.display().to_string().replace('\\', "\\\\").replace('"', "\\\""));
@@ -53,14 +53,63 @@ pub fn run_nvcc(nvcc: &Path, req: &CompileRequest, source: &Path, options: &[Str
     Ok((cubin, log))
 }
 
+/// An nvcc build of a request: the module, nvcc's output and the entry's symbol. The built-in
+/// headers NVRTC is handed by name are written to a folder on nvcc's include path.
+pub(super) fn nvcc_build(
+    nvcc: &Path,
+    req: &CompileRequest,
+    source: &Path,
+    options: &[String],
+    builtins: &[(&str, &str)],
+) -> Result<(Vec<u8>, String, String), CompileError> {
+    let headers = tempfile::tempdir().map_err(|source| CompileError::Cache { path: std::env::temp_dir(), action: "create", source })?;
+    let mut options = options.to_vec();
+    for (name, text) in builtins {
+        std::fs::write(headers.path().join(name), text).map_err(|source| CompileError::Cache {
+            path: headers.path().to_path_buf(),
+            action: "write",
+            source,
+        })?;
+    }
+    if !builtins.is_empty() {
+        options.push(format!("--include-path={}", headers.path().display()));
+    }
+    let (cubin, log) = run_nvcc(nvcc, req, source, &options)?;
+    let symbol = find_symbol(&cubin, &req.entry).map_err(|problem| CompileError::Module { path: source.to_path_buf(), arch: req.arch, problem })?;
+    Ok((cubin, log, symbol))
+}
+
+/// A prebuilt module's bytes and its entry's symbol (never cached: the file is the cache; the
+/// key names the file and the symbol, so each instantiation is its own loaded module).
+pub(super) fn prebuilt(req: &CompileRequest, paths: &[PathBuf]) -> Result<Compiled, CompileError> {
+    let path = prebuilt_path(paths, req.arch).map_err(|problem| CompileError::Module { path: req.source.clone(), arch: req.arch, problem })?;
+    let mut bytes = std::fs::read(&path).map_err(|source| CompileError::Source { path: path.clone(), source })?;
+    let binary = bytes.starts_with(b"\x7fELF") || bytes.starts_with(&[0x50, 0xed, 0x55, 0xba]);
+    if !binary && bytes.last() != Some(&0) {
+        bytes.push(0); // PTX text: the driver reads it up to a NUL.
+    }
+    let symbol = find_symbol(&bytes, &req.entry).map_err(|problem| CompileError::Module { path: path.clone(), arch: req.arch, problem })?;
+    Ok(Compiled { cubin: bytes, log: String::new(), key: format!("prebuilt:{}#{symbol}", path.display()), from_cache: true, symbol })
+}
+
 fn nvcc_failed(req: &CompileRequest, source: &Path, log: String) -> CompileError {
     CompileError::Kernel { source_path: source.to_path_buf(), arch: req.arch, defines: req.defines.clone(), log, hint: " (nvcc)".into() }
 }
 
-/// The prebuilt module for `arch`: the first of the manifest's `module` paths (each with
-/// `{arch}` filled in as `sm_90`) that exists.
+/// The prebuilt module for `arch`: the first of the manifest's `module` paths that exists, a
+/// path with `{arch}` tried as the GPU's own architecture (`sm_89`) and then each lower minor
+/// of the same major (`sm_88` … `sm_80`), whose cubins the GPU runs too.
 pub fn prebuilt_path(paths: &[PathBuf], arch: Arch) -> Result<PathBuf, String> {
-    let tried: Vec<PathBuf> = paths.iter().map(|p| PathBuf::from(p.to_string_lossy().replace("{arch}", &arch.to_string()))).collect();
+    let runs_on: Vec<Arch> = (0..=arch.minor).rev().map(|minor| Arch::new(arch.major, minor)).collect();
+    let mut tried: Vec<PathBuf> = Vec::new();
+    for p in paths {
+        let text = p.to_string_lossy();
+        if text.contains("{arch}") {
+            tried.extend(runs_on.iter().map(|a| PathBuf::from(text.replace("{arch}", &a.to_string()))));
+        } else {
+            tried.push(p.clone());
+        }
+    }
     tried.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
         let list: Vec<String> = tried.iter().map(|p| p.display().to_string()).collect();
         format!(
@@ -168,9 +217,11 @@ mod tests {
     fn a_prebuilt_module_is_the_first_that_exists_for_the_arch() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("k.sm_90.cubin"), b"x").unwrap();
+        std::fs::write(dir.path().join("k.sm_80.cubin"), b"x").unwrap();
         let paths = vec![dir.path().join("k.{arch}.cubin"), dir.path().join("k.fatbin")];
         assert_eq!(prebuilt_path(&paths, Arch::new(9, 0)).unwrap(), dir.path().join("k.sm_90.cubin"));
-        let e = prebuilt_path(&paths, Arch::new(8, 0)).unwrap_err();
-        assert!(e.contains("k.sm_80.cubin") && e.contains("k.fatbin") && e.contains("-arch=sm_80"), "{e}");
+        assert_eq!(prebuilt_path(&paths, Arch::new(8, 9)).unwrap(), dir.path().join("k.sm_80.cubin"), "an sm_8x GPU runs sm_80 cubins");
+        let e = prebuilt_path(&paths, Arch::new(10, 0)).unwrap_err();
+        assert!(e.contains("k.sm_100.cubin") && e.contains("k.fatbin") && e.contains("-arch=sm_100"), "{e}");
     }
 }

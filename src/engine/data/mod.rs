@@ -189,13 +189,15 @@ fn generate_tensor(seed: u64, tp: &TensorPlan, classes: &[ValueClass], int_range
     let mut out = Vec::with_capacity(n);
     let classes = if classes.is_empty() { &[ValueClass::Normal][..] } else { classes };
     if !dtype.is_float() {
-        let (lo, hi) = int_range.unwrap_or(match dtype {
-            Dtype::U8 => (0, 255),
-            Dtype::I8 => (-128, 127),
-            Dtype::U32 => (0, 1000),
-            _ => (-1000, 1000),
-        });
+        let (lo, hi) = int_range.unwrap_or(dtype.default_int_range());
         let span = (hi - lo).max(0) as u64 + 1;
+        if tp.distinct {
+            // A random injection of 0..n into the range: a keyed permutation of the range read
+            // at 0..n (the plan checked that n fits). Counter-based, so element i needs no other.
+            let keys = [rng.next_u64(), rng.next_u64(), rng.next_u64(), rng.next_u64()];
+            out.extend((0..n as u64).map(|i| (lo + permute(i, span, &keys) as i64) as f64));
+            return expand(out, &stored, tp);
+        }
         for _ in 0..n {
             let zero = classes.len() > 1 && classes[pick(&mut rng, classes.len())] == ValueClass::Zero || classes == [ValueClass::Zero];
             out.push(if zero { 0.0f64.max(lo as f64).min(hi as f64) } else { (lo + ((rng.next_u64() % span) as i64)) as f64 });
@@ -219,6 +221,27 @@ fn generate_tensor(seed: u64, tp: &TensorPlan, classes: &[ValueClass], int_range
         }
     }
     expand(out, &stored, tp)
+}
+
+/// Element `i` of a keyed permutation of `0..span` (`i < span`): a four-round Feistel network on
+/// the smallest even number of bits that holds `span`, cycle-walked back into range. A
+/// bijection of the power-of-two domain, so walking from an `i` in range reaches an image in
+/// range, and distinct `i` give distinct images.
+pub fn permute(i: u64, span: u64, keys: &[u64; 4]) -> u64 {
+    let bits = (64 - (span.max(2) - 1).leading_zeros()).div_ceil(2).max(1);
+    let mask = (1u64 << bits) - 1;
+    let mut x = i;
+    loop {
+        let (mut l, mut r) = (x >> bits, x & mask);
+        for k in keys {
+            let f = (r.wrapping_add(*k).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17 ^ r.wrapping_mul(0xBF58_476D_1CE4_E5B9)) & mask;
+            (l, r) = (r, l ^ f);
+        }
+        x = (l << bits) | r;
+        if x < span {
+            return x;
+        }
+    }
 }
 
 /// Values over the stored shape repeated along the broadcast dimensions into logical order.
@@ -418,6 +441,20 @@ mod tests {
         let plan = Plan::new(c, &m).unwrap();
         let i = generate(c, &plan, &m);
         (0..3).map(|t| i.get(t).unwrap().to_vec()).collect()
+    }
+
+    #[test]
+    fn the_keyed_permutation_is_a_bijection_of_every_span() {
+        for span in [1u64, 2, 3, 7, 64, 100, 1000, 4097] {
+            for keys in [[1u64, 2, 3, 4], [u64::MAX, 0, 77, 1 << 40]] {
+                let mut seen: Vec<u64> = (0..span).map(|i| permute(i, span, &keys)).collect();
+                assert!(seen.iter().all(|&v| v < span), "span {span}");
+                seen.sort_unstable();
+                seen.dedup();
+                assert_eq!(seen.len() as u64, span, "span {span}: a permutation");
+            }
+        }
+        assert_ne!((0..8).map(|i| permute(i, 1000, &[1, 2, 3, 4])).collect::<Vec<_>>(), (0..8).collect::<Vec<_>>(), "not the identity");
     }
 
     const N: &[ValueClass] = &[ValueClass::Normal];

@@ -39,6 +39,9 @@ use crate::core::manifest::Manifest;
 
 /// Writes the `.cu` repro of `case` against `manifest` (see the module docs).
 pub fn emit_cu(case: &Case, manifest: &Manifest, seed: &SeedInfo) -> Result<String, EmitError> {
+    if matches!(manifest.build, crate::core::target::Build::Prebuilt(_)) {
+        return Err(EmitError::PrebuiltModule { manifest: manifest.path.clone() });
+    }
     let p = prepare(case, manifest, seed.tool())?;
     Ok(render(&p, seed))
 }

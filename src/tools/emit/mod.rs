@@ -81,6 +81,21 @@ pub enum EmitError {
         /// The manifest.
         manifest: PathBuf,
     },
+    /// A `.cu` repro of a prebuilt module (it compiles the source it inlines, which need not be
+    /// what the module was built from).
+    #[error("{} loads a prebuilt module: its repro is a Python script that loads the same module (--emit python)", manifest.display())]
+    PrebuiltModule {
+        /// The manifest.
+        manifest: PathBuf,
+    },
+    /// No prebuilt module file of the manifest exists for any architecture.
+    #[error("{}: {problem}", manifest.display())]
+    NoModule {
+        /// The manifest.
+        manifest: PathBuf,
+        /// Which files were tried, or why the entry is not in them.
+        problem: String,
+    },
     /// The manifest's reference is a Python callable, which an emitted repro does not run.
     #[error("{} is judged by the Python reference {callable}, which an emitted repro does not run; replay the seed with `cudafuzz repro SEED` (it judges with that reference), or judge with a built-in op or a reference kernel", manifest.display())]
     PythonReference {
@@ -177,6 +192,9 @@ pub struct Emitted {
 pub fn emit(kind: EmitKind, case: &Case, manifest: &Manifest, seed: &SeedInfo) -> Result<Emitted, EmitError> {
     if kind == EmitKind::Cu && manifest.target.python().is_some() {
         return Err(EmitError::PythonTarget { manifest: manifest.path.clone() });
+    }
+    if kind == EmitKind::Cu && matches!(manifest.build, crate::core::target::Build::Prebuilt(_)) {
+        return Err(EmitError::PrebuiltModule { manifest: manifest.path.clone() });
     }
     let p = prepare(case, manifest, seed.tool())?;
     let file_name = if seed.file_name.is_empty() { format!("repro.{}", kind.extension()) } else { seed.file_name.clone() };

@@ -54,8 +54,12 @@ impl ProgramRole {
 pub struct Program {
     /// Which kernel this is.
     pub role: ProgramRole,
-    /// Its `extern "C"` entry point.
+    /// Its entry point: an `extern "C"` name or a C++ name expression.
     pub entry: String,
+    /// A prebuilt module's files (`{arch}` in them standing for the GPU's architecture, as
+    /// written relative to where the repro was emitted) and the entry's symbol in them; `None`
+    /// when the program is compiled from its source.
+    pub prebuilt: Option<(Vec<String>, String)>,
     /// Its source with the project headers inlined.
     pub source: InlinedSource,
     /// The `-D` defines of the harness's compile, in order.
@@ -89,6 +93,7 @@ impl Program {
             return Ok(Program {
                 role,
                 entry: m.entry.clone(),
+                prebuilt: None,
                 source: module,
                 defines: BTreeMap::new(),
                 options: Vec::new(),
@@ -102,9 +107,14 @@ impl Program {
         }
         // The arch is irrelevant here: only the defines and options are used.
         let req = request_for(m, &plan.vars.params, case.dtype, Arch::new(9, 0), &BTreeMap::new());
+        let prebuilt = match (&m.build, role) {
+            (crate::core::target::Build::Prebuilt(paths), ProgramRole::Kernel) => Some(prebuilt_module(m, paths, &req.entry)?),
+            _ => None,
+        };
         Ok(Program {
             role,
             entry: req.entry.clone(),
+            prebuilt,
             source: inline_source(&m.source, &m.options)?,
             defines: req.defines,
             options: req.options,
@@ -390,4 +400,33 @@ fn reference_program(m: &Manifest, k: &ReferenceKernel, case: &Case, inputs: &In
     let rc = reference_case(case, &rm, gold);
     let rplan = Plan::new(&rc, &rm).map_err(|source| EmitError::Case { kernel: format!("{} (the reference kernel's {} run)", m.name, role.name()), source })?;
     Program::new(role, &rm, rc, rplan, inputs)
+}
+
+/// A prebuilt module's file patterns as a repro names them, and the entry's symbol, read from
+/// the first file found for any architecture (a mangled name does not depend on it).
+fn prebuilt_module(m: &Manifest, paths: &[std::path::PathBuf], entry: &str) -> Result<(Vec<String>, String), EmitError> {
+    let no_module = |problem: String| EmitError::NoModule { manifest: m.path.clone(), problem };
+    let archs = (5..=12u32).rev().flat_map(|major| (0..=9u32).rev().map(move |minor| Arch::new(major, minor)));
+    let found = archs.filter_map(|a| crate::engine::compile::module::prebuilt_path(paths, a).ok()).next();
+    let file = found.ok_or_else(|| {
+        no_module(format!(
+            "no prebuilt module exists: none of {} for any architecture",
+            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        ))
+    })?;
+    let bytes = std::fs::read(&file).map_err(|_| no_module(format!("{}: cannot read", file.display())))?;
+    let symbol = crate::engine::compile::module::find_symbol(&bytes, entry).map_err(|p| no_module(format!("{}: {p}", file.display())))?;
+    let shown = paths
+        .iter()
+        .map(|p| {
+            let text = p.to_string_lossy();
+            let (head, tail) = text.split_once("{arch}").map(|(h, t)| (h.to_string(), format!("{{arch}}{t}"))).unwrap_or((text.to_string(), String::new()));
+            let mut shown = super::relative_display(std::path::Path::new(&head));
+            if head.ends_with('/') && !shown.ends_with('/') {
+                shown.push('/');
+            }
+            format!("{shown}{tail}")
+        })
+        .collect();
+    Ok((shown, symbol))
 }

@@ -194,20 +194,28 @@ fn programs(o: &mut String, p: &Prepared) {
     o.push_str("]\nPROGRAMS = [  # the kernel, then the reference kernel's gold and baseline runs: compiled and launched as the harness does\n");
     for g in &p.programs {
         let source = if g.role == ProgramRole::Kernel { 0 } else { 1 };
-        let mut opts = vec!["-lineinfo".to_string(), "--std=c++17".to_string()];
+        let mut opts = vec!["-lineinfo".to_string()];
+        if !g.options.iter().any(|o| crate::engine::compile::is_std_option(o)) {
+            opts.push(crate::engine::compile::DEFAULT_STD.to_string());
+        }
         opts.extend(g.defines.iter().map(|(k, v)| format!("-D{k}={v}")));
         opts.extend(g.options.iter().cloned());
         let l = &g.launch;
         let _ = writeln!(
             o,
-            "    dict(what={}, entry={}, source={source}, grid={:?}, block={:?}, shared_bytes={}, shared_opt_in={},\n         options=[{}]),",
+            "    dict(what={}, entry={}, source={source}, grid={:?}, block={:?}, shared_bytes={}, shared_opt_in={},\n         options=[{}]{}),",
             py_str(g.role.name()),
             py_str(&g.entry),
             l.grid,
             l.block,
             l.shared_bytes,
             if l.shared_opt_in { "True" } else { "False" },
-            opts.iter().map(|s| py_str(s)).collect::<Vec<_>>().join(", ")
+            opts.iter().map(|s| py_str(s)).collect::<Vec<_>>().join(", "),
+            match &g.prebuilt {
+                Some((files, symbol)) =>
+                    format!(",\n         module=[{}], symbol={}", files.iter().map(|f| py_str(f)).collect::<Vec<_>>().join(", "), py_str(symbol)),
+                None => String::new(),
+            }
         );
     }
     o.push_str("]\n");

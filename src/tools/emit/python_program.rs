@@ -236,6 +236,25 @@ def compile_program(program, arch):
     return cubin.raw, symbol
 
 
+def load_prebuilt(program, arch):
+    """A prebuilt module's bytes for `arch` (sm_XY): each listed file, `{arch}` tried as the
+    GPU's own architecture and then each lower minor of its major; and the entry's symbol."""
+    major, minor = int(arch[3:-1]), int(arch[-1])
+    tried = []
+    for pattern in program["module"]:
+        names = [pattern.replace("{arch}", f"sm_{major}{m}") for m in range(minor, -1, -1)] if "{arch}" in pattern else [pattern]
+        for name in names:
+            tried.append(name)
+            if os.path.isfile(name):
+                with open(name, "rb") as f:
+                    data = f.read()
+                if not (data.startswith(b"\x7fELF") or data.startswith(b"\x50\xed\x55\xba")):
+                    data += b"\0"  # PTX text: the driver reads it up to a NUL
+                print(f"prebuilt module {name} ({len(data)} bytes) for {arch}", flush=True)
+                return data, program["symbol"].encode()
+    sys.exit(f"repro: no prebuilt module for {arch}: none of {', '.join(tried)} exists (run from the folder the repro was written in)")
+
+
 class Cuda:
     NOT_READY = 600
 
@@ -662,7 +681,7 @@ def main():
         return 0
     if args.compile_only:
         for p in PROGRAMS[1:] if TARGET else PROGRAMS:
-            cubin, _ = compile_program(p, args.arch or "sm_90")
+            cubin, _ = load_prebuilt(p, args.arch or "sm_90") if p.get("module") else compile_program(p, args.arch or "sm_90")
             print(f"compiled {p['what']} {p['entry']}: {len(cubin)} bytes of cubin")
         return 0
     cuda = Cuda()
@@ -673,7 +692,7 @@ def main():
             funcs.append(None)  # a Python target: called, not launched
             continue
         module, func = ctypes.c_void_p(), ctypes.c_void_p()
-        cubin, symbol = compile_program(p, args.arch or arch)
+        cubin, symbol = load_prebuilt(p, args.arch or arch) if p.get("module") else compile_program(p, args.arch or arch)
         cuda.setup("cuModuleLoadData", cuda.lib.cuModuleLoadData(ctypes.byref(module), cubin))
         cuda.setup("cuModuleGetFunction", cuda.lib.cuModuleGetFunction(ctypes.byref(func), module, symbol))
         funcs.append(func)
