@@ -185,3 +185,39 @@ fn the_huge_class_is_drawn_only_where_the_manifest_lists_it() {
     assert!(softmax >= 20, "softmax: {softmax} of 400 cases with huge values");
     assert_eq!(huge("kernels/attention/flash_fwd.toml"), (0, 0), "never by default, nor outside the contract");
 }
+
+/// Relations may name scalars (`causal == 0 || seq_q <= seq_k`): the decoder draws the dims,
+/// then moves the scalar the relation names to a value that keeps it, so a `requires` always
+/// holds and a contract relation holds inside the contract; a case that breaks one is refused
+/// (requires) or outside (contract), naming the scalar's value.
+#[test]
+fn relations_that_name_scalars_hold_in_every_generated_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/testing");
+    std::fs::copy(src.join("simple_attn.cu"), dir.path().join("simple_attn.cu")).unwrap();
+    let text = std::fs::read_to_string(src.join("simple_attn.toml")).unwrap();
+    let old = "requires = [\"heads_q % heads_kv == 0\"]";
+    assert!(text.contains(old));
+    // A requires naming the flag `causal` as well as dims.
+    let with_requires = dir.path().join("requires.toml");
+    std::fs::write(&with_requires, text.replace(old, "requires = [\"heads_q % heads_kv == 0\", \"causal == 0 || seq_q <= seq_k\"]")).unwrap();
+    let m = Manifest::load(&with_requires).unwrap_or_else(|e| panic!("{e}"));
+    assert!(m.requires.iter().any(|r| r.contains("causal")), "{:?}", m.requires);
+    let (cases, _) = campaign(&m, false, 600);
+    let (free, _) = campaign(&m, true, 600);
+    for c in cases.iter().chain(&free) {
+        assert!(c.scalar("causal") == Some(Scalar::Bool(false)) || c.dim("seq_q") <= c.dim("seq_k"), "{}", c.summary());
+        cudafuzz::core::plan::Plan::new(c, &m).unwrap_or_else(|e| panic!("{}: {e}", c.summary()));
+    }
+    let causal = cases.iter().filter(|c| c.scalar("causal") == Some(Scalar::Bool(true))).count();
+    assert!(causal > 50, "the flag is still drawn both ways where the dims allow it: {causal} causal of 600");
+    let mut broken = cases.iter().find(|c| c.dim("seq_q") > c.dim("seq_k")).expect("some case has seq_q > seq_k").clone();
+    broken.scalars.insert("causal".into(), Scalar::Bool(true));
+    let e = cudafuzz::core::plan::Plan::new(&broken, &m).unwrap_err().to_string();
+    assert!(e.contains("causal == 0 || seq_q <= seq_k"), "{e}");
+    // Naming an unknown name is a load error that lists what a relation may name.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, text.replace(old, "requires = [\"scal > 0\"]")).unwrap();
+    let e = Manifest::load(&bad).unwrap_err().to_string();
+    assert!(e.contains("scal"), "{e}");
+}

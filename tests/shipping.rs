@@ -206,3 +206,15 @@ fn a_distinct_index_tensor_draws_no_duplicates_and_a_range_too_small_is_refused(
     let e = Manifest::load(&bad).unwrap_err().to_string();
     assert!(e.contains("distinct") && e.contains("integer"), "{e}");
 }
+
+#[test]
+fn a_malformed_param_says_both_forms_a_param_takes() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, edit) in [("string", "VEC = \"gcd(8, n)\""), ("typo", "VEC = { form = \"gcd(8, n)\", values = [1, 2] }")] {
+        let path = common::copy_kernel(&dir.path().join(name), "templates/rms_norm_vec.toml", &["rms_norm_vec.cu"], "k.toml", &|s| {
+            s.replace("VEC = { from = \"gcd(16 / elem_bytes, n)\", values = [1, 2, 4, 8] }", edit)
+        });
+        let e = Manifest::load(&path).unwrap_err().to_string();
+        assert!(e.contains("params.VEC") && e.contains("from =") && e.contains("[128, 256]"), "{name}: {e}");
+    }
+}

@@ -75,8 +75,8 @@ impl DecodeContext {
     /// the same kernel even when it is not a shipped one.
     pub fn new(m: &Manifest) -> DecodeContext {
         let order: Vec<String> = m.dims.iter().map(|d| d.name.clone()).collect();
-        let mut relations = attach(&m.requires, &order, true);
-        relations.extend(attach(&m.contract.relations, &order, false));
+        let mut relations = attach(&super::relations::dim_parts(&m.requires, m), &order, true);
+        relations.extend(attach(&super::relations::dim_parts(&m.contract.relations, m), &order, false));
         DecodeContext { manifest: m.clone(), kernel: m.path.display().to_string(), constrained: true, relations }
     }
 
@@ -120,6 +120,13 @@ pub fn decode_case(u: &mut Unstructured<'_>, ctx: &DecodeContext) -> Result<Case
         let v = draw_scalar(u, ctx, s, &case)?;
         case.scalars.insert(s.name.clone(), v);
     }
+    // Relations naming scalars hold once the scalars are drawn: `requires` always, the
+    // contract's when constrained.
+    let mut scalar_rules = super::relations::scalar_parts(&m.requires, m);
+    if ctx.constrained {
+        scalar_rules.extend(super::relations::scalar_parts(&m.contract.relations, m));
+    }
+    super::relations::satisfy_scalars(&mut case, m, &scalar_rules);
     case.seed = u.arbitrary::<u32>()? as u64;
     draw_values(u, ctx, &mut case)?;
     for t in m.tensors.iter().filter(|t| t.layout_is_drawn()) {

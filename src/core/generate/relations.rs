@@ -10,7 +10,7 @@
 
 use evalexpr::{build_operator_tree, DefaultNumericTypes, Node, Operator, Value};
 
-use crate::core::case::Case;
+use crate::core::case::{Case, Scalar};
 use crate::core::manifest::expr::{variables_in, Env, Vars};
 use crate::core::manifest::Manifest;
 
@@ -59,6 +59,65 @@ pub fn attach(relations: &[String], order: &[String], required: bool) -> Vec<Rel
         }
     }
     out
+}
+
+/// The parts (`&&` split) of `relations` that name no scalar: what the dims are solved for.
+pub fn dim_parts(relations: &[String], m: &Manifest) -> Vec<String> {
+    relations.iter().flat_map(|r| split_and(r)).filter(|p| !names_scalar(p, m)).collect()
+}
+
+/// The parts of `relations` that name a scalar (`causal == 0 || seq_q <= seq_k`): checked once
+/// the scalars are drawn ([`satisfy_scalars`]), never solved for a dim.
+pub fn scalar_parts(relations: &[String], m: &Manifest) -> Vec<String> {
+    relations.iter().flat_map(|r| split_and(r)).filter(|p| names_scalar(p, m)).collect()
+}
+
+fn names_scalar(part: &str, m: &Manifest) -> bool {
+    variables_in(part).iter().any(|n| m.scalar(n).is_some())
+}
+
+/// Makes the case's scalars satisfy `parts` (relations naming scalars, with its dims already
+/// drawn): each part that fails moves the last declared scalar it names to the first value,
+/// among that scalar's choices (both values of a flag, the ends and middle of a range), for
+/// which every part that held still holds and this one does. A part no value satisfies is left
+/// failing; the case is then outside (a contract relation) or does not plan (a `requires`).
+pub fn satisfy_scalars(c: &mut Case, m: &Manifest, parts: &[String]) {
+    let env_of = |c: &Case| {
+        let mut vars = dim_vars(c, m);
+        vars.scalars = c.scalars.clone();
+        Env::new(&vars)
+    };
+    for part in parts {
+        if env_of(c).boolean(part).unwrap_or(false) {
+            continue;
+        }
+        let names = variables_in(part);
+        let Some(s) = m.scalars.iter().rev().find(|s| names.contains(&s.name)) else { continue };
+        let vars = dim_vars(c, m);
+        let mut candidates: Vec<Scalar> = s.choices.iter().filter_map(|ch| m.choice_value(s, ch, &vars)).collect();
+        match (s.ty, s.range) {
+            (crate::core::manifest::ScalarType::Bool, _) => candidates.extend([Scalar::Bool(false), Scalar::Bool(true)]),
+            (ty, Some([lo, hi])) => {
+                for x in [lo, hi, (lo + hi) / 2.0] {
+                    candidates.push(crate::core::manifest::coerce(
+                        ty,
+                        if ty == crate::core::manifest::ScalarType::Int { Scalar::Int(x as i64) } else { Scalar::Float(x) },
+                    ));
+                }
+            }
+            _ => {}
+        }
+        let held: Vec<&String> = parts.iter().filter(|p| env_of(c).boolean(p).unwrap_or(false)).collect();
+        for v in candidates {
+            let mut t = c.clone();
+            t.scalars.insert(s.name.clone(), v);
+            let env = env_of(&t);
+            if env.boolean(part).unwrap_or(false) && held.iter().all(|p| env.boolean(p).unwrap_or(false)) {
+                *c = t;
+                break;
+            }
+        }
+    }
 }
 
 /// `a && b && c` as its parts (a relation without `&&` as itself).
@@ -167,7 +226,8 @@ pub fn dim_vars(case: &Case, m: &Manifest) -> Vars {
 /// larger value in its range: a lower bound set by an earlier dim); a dim they still hold for
 /// keeps its value (a GQA ratio survives), and one that cannot be satisfied is left as it is.
 pub fn repair(c: &mut Case, m: &Manifest, from: usize) {
-    let rels: Vec<&String> = m.requires.iter().chain(&m.contract.relations).collect();
+    let rels = dim_parts(&m.requires.iter().chain(&m.contract.relations).cloned().collect::<Vec<_>>(), m);
+    let rels: Vec<&String> = rels.iter().collect();
     for d in m.dims.iter().skip(from) {
         let known: Vec<&str> = m.dims.iter().take_while(|e| e.name != d.name).map(|e| e.name.as_str()).chain([d.name.as_str()]).collect();
         let mine: Vec<&&String> = rels

@@ -716,9 +716,9 @@ impl Loader<'_> {
         for (field, list) in [("requires", &m.requires), ("contract.relations", &m.contract.relations)] {
             for (i, rel) in list.iter().enumerate() {
                 let f = format!("{field}[{i}]");
-                dims_only.parse(rel).map_err(|e| self.expr_error(&f, rel, e))?;
-                if !expr::variables_in(rel).iter().any(|v| m.dim(v).is_some()) {
-                    return Err(self.invalid(&f, format!("\"{rel}\" names no dim; a relation constrains dims")));
+                env.parse(rel).map_err(|e| self.expr_error(&f, rel, e))?;
+                if !expr::variables_in(rel).iter().any(|v| m.dim(v).is_some() || m.scalar(v).is_some()) {
+                    return Err(self.invalid(&f, format!("\"{rel}\" names no dim or scalar; a relation constrains the case's dims and scalars")));
                 }
             }
         }

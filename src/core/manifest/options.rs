@@ -101,10 +101,16 @@ impl Loader<'_> {
     /// it can take are built, and each case gets the one its expression gives. Returns every
     /// param's values and the derived ones' expressions.
     pub(super) fn params(&self, t: &mut toml::Table, defines: &BTreeMap<String, i64>) -> Result<(ParamValues, DerivedParams), ManifestError> {
-        let raw: BTreeMap<String, RawParam> = self.optional(t.remove("params"), "params")?.unwrap_or_default();
+        let raw: BTreeMap<String, toml::Value> = self.optional(t.remove("params"), "params")?.unwrap_or_default();
         let mut params = BTreeMap::new();
         let mut derived = BTreeMap::new();
-        for (name, p) in raw {
+        for (name, value) in raw {
+            let p: RawParam = value.try_into().map_err(|_| {
+                self.invalid(
+                    &format!("params.{name}"),
+                    "a param is a list of integer values (`[128, 256]`) or a value the host derives (`{ from = \"gcd(8, n)\", values = [1, 2, 4, 8] }`)".into(),
+                )
+            })?;
             match p {
                 RawParam::Values(v) => {
                     params.insert(name, v);
@@ -157,7 +163,7 @@ type DerivedParams = BTreeMap<String, String>;
 
 /// One `[params]` entry as written.
 #[derive(serde::Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, deny_unknown_fields)]
 enum RawParam {
     /// `BLOCK = [128, 256]`.
     Values(Vec<i64>),

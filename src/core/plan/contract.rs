@@ -92,8 +92,14 @@ fn dims(m: &Manifest, plan: &Plan, reasons: &mut Vec<String>) {
     let env = Env::new(&plan.vars);
     for rel in &m.contract.relations {
         if !env.boolean(rel).unwrap_or(false) {
-            let named: Vec<String> =
-                crate::core::manifest::expr::variables_in(rel).into_iter().filter(|n| m.dim(n).is_some()).map(|n| format!("{n} = {}", plan.dim(&n))).collect();
+            let named: Vec<String> = crate::core::manifest::expr::variables_in(rel)
+                .into_iter()
+                .filter_map(|n| match (m.dim(&n), plan.scalar(&n)) {
+                    (Some(_), _) => Some(format!("{n} = {}", plan.dim(&n))),
+                    (None, Some(v)) => Some(format!("{n} = {}", v.as_f64())),
+                    _ => None,
+                })
+                .collect();
             reasons.push(format!("`{rel}` does not hold ({})", named.join(", ")));
         }
     }

@@ -153,8 +153,8 @@ pub fn with_dim(case: &Case, m: &Manifest, i: usize, v: u64) -> Case {
 /// left as it is; the case then does not plan or lies outside, and the caller sees that.
 fn follow(c: &mut Case, m: &Manifest, from: usize) {
     let order: Vec<String> = m.dims.iter().map(|d| d.name.clone()).collect();
-    let mut rels = attach(&m.requires, &order, true);
-    rels.extend(attach(&m.contract.relations, &order, false));
+    let mut rels = attach(&crate::core::generate::relations::dim_parts(&m.requires, m), &order, true);
+    rels.extend(attach(&crate::core::generate::relations::dim_parts(&m.contract.relations, m), &order, false));
     for d in &m.dims[from.min(m.dims.len())..] {
         let mine: Vec<_> = rels.iter().filter(|r| r.dim == d.name).collect();
         let holds = |c: &Case, v: u64| {
