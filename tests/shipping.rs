@@ -218,3 +218,18 @@ fn a_malformed_param_says_both_forms_a_param_takes() {
         assert!(e.contains("params.VEC") && e.contains("from =") && e.contains("[128, 256]"), "{name}: {e}");
     }
 }
+
+#[test]
+fn a_prebuilt_module_without_line_information_is_noted() {
+    let shipped = common::manifest("kernels/templates/rms_norm_vec_prebuilt.toml");
+    assert_eq!(cudafuzz::engine::compile::module::line_info_note(&shipped, Arch::new(9, 0)), None, "the shipped cubins carry -lineinfo");
+    let dir = tempfile::tempdir().unwrap();
+    let path = common::copy_kernel(dir.path(), "templates/rms_norm_vec_prebuilt.toml", &["rms_norm_vec.cu"], "k.toml", &|s| {
+        s.replace("prebuilt/rms_norm_vec.{arch}.cubin", "bare.{arch}.cubin")
+    });
+    std::fs::write(dir.path().join("bare.sm_90.cubin"), b"\x7fELF\0_ZN3cfx8rms_normILj1E6__halfLi256EEEvPT0_PKS2_S5_ifxx\0").unwrap();
+    let m = Manifest::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let note = cudafuzz::engine::compile::module::line_info_note(&m, Arch::new(9, 0)).expect("a note");
+    assert!(note.contains("bare.sm_90.cubin") && note.contains("-lineinfo"), "{note}");
+    assert_eq!(cudafuzz::engine::compile::module::line_info_note(&m, Arch::new(8, 0)), None, "no module for sm_80: the build error says so, not this note");
+}

@@ -33,6 +33,11 @@ pub(super) fn fuzz(f: FuzzArgs) -> Result<i32> {
         Err(e) => return Err(no_gpu(e)),
     };
     outln!("{}", workers_line(&gpu, &mut pool))?;
+    for m in &manifests {
+        if let Some(note) = crate::engine::compile::module::line_info_note(m, gpu.arch) {
+            outln!("{note}")?;
+        }
+    }
     let mut escalator = escalator(&f, &cfg)?;
     let mut keeper = SeedKeeper::new(cfg.out.join("seeds"));
     lend_earlier_mappings(&mut keeper, &cfg.out);

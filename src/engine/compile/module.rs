@@ -153,6 +153,17 @@ pub fn find_symbol(module: &[u8], entry: &str) -> Result<String, String> {
     }
 }
 
+/// The note a campaign opens with when a kernel's prebuilt module for `arch` carries no line
+/// information: its sanitizer findings will name no source line.
+pub fn line_info_note(m: &crate::core::manifest::Manifest, arch: Arch) -> Option<String> {
+    let crate::core::target::Build::Prebuilt(paths) = &m.build else { return None };
+    let path = prebuilt_path(paths, arch).ok()?;
+    let bytes = std::fs::read(&path).ok()?;
+    (!has_line_info(&bytes)).then(|| {
+        format!("note: {}: {} carries no line information (built without -lineinfo): sanitizer findings will name no source line", m.name, path.display())
+    })
+}
+
 /// Whether a cubin carries source line information (`-lineinfo`): without it a sanitizer
 /// report names no source line.
 pub fn has_line_info(module: &[u8]) -> bool {
