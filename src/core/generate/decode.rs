@@ -68,6 +68,10 @@ pub struct DecodeContext {
     /// Whether every decoded case lies inside the contract (for any satisfiable contract).
     pub constrained: bool,
     relations: Vec<Relation>,
+    /// The parts of `requires`, then of the contract's relations, that name scalars: split and
+    /// parsed once here, kept by every decoded case.
+    scalar_requires: Vec<String>,
+    scalar_contract: Vec<String>,
 }
 
 impl DecodeContext {
@@ -77,7 +81,14 @@ impl DecodeContext {
         let order: Vec<String> = m.dims.iter().map(|d| d.name.clone()).collect();
         let mut relations = attach(&super::relations::dim_parts(&m.requires, m), &order, true);
         relations.extend(attach(&super::relations::dim_parts(&m.contract.relations, m), &order, false));
-        DecodeContext { manifest: m.clone(), kernel: m.path.display().to_string(), constrained: true, relations }
+        DecodeContext {
+            manifest: m.clone(),
+            kernel: m.path.display().to_string(),
+            constrained: true,
+            relations,
+            scalar_requires: super::relations::scalar_parts(&m.requires, m),
+            scalar_contract: super::relations::scalar_parts(&m.contract.relations, m),
+        }
     }
 
     /// The same context without the contract: decoding then explores the whole case space.
@@ -122,11 +133,11 @@ pub fn decode_case(u: &mut Unstructured<'_>, ctx: &DecodeContext) -> Result<Case
     }
     // Relations naming scalars hold once the scalars are drawn: `requires` always, the
     // contract's when constrained.
-    let mut scalar_rules = super::relations::scalar_parts(&m.requires, m);
-    if ctx.constrained {
-        scalar_rules.extend(super::relations::scalar_parts(&m.contract.relations, m));
+    if !ctx.scalar_requires.is_empty() || (ctx.constrained && !ctx.scalar_contract.is_empty()) {
+        let contract: &[String] = if ctx.constrained { &ctx.scalar_contract } else { &[] };
+        let rules: Vec<String> = ctx.scalar_requires.iter().chain(contract).cloned().collect();
+        super::relations::satisfy_scalars(&mut case, m, &rules);
     }
-    super::relations::satisfy_scalars(&mut case, m, &scalar_rules);
     case.seed = u.arbitrary::<u32>()? as u64;
     draw_values(u, ctx, &mut case)?;
     for t in m.tensors.iter().filter(|t| t.layout_is_drawn()) {

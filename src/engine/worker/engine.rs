@@ -241,8 +241,13 @@ impl Engine {
     /// The loaded module of a manifest configuration; `coverage` compiles its `CF_COVER(id)`
     /// points in (a separate module and cache entry).
     pub(super) fn module(&mut self, manifest: &Manifest, case: &Case, coverage: bool) -> Result<&mut Module, EngineError> {
-        // Derived params (`VEC = gcd(8, n)`) pick the build too; the case was planned, so they evaluate.
-        let params = manifest.case_params(case).unwrap_or_else(|_| case.params.clone());
+        // Derived params (`VEC = gcd(8, n)`) pick the build too; the case was planned, so they
+        // evaluate. Most manifests have none: their cases' own params, borrowed, per case.
+        let params = if manifest.derived_params.is_empty() {
+            std::borrow::Cow::Borrowed(&case.params)
+        } else {
+            std::borrow::Cow::Owned(manifest.case_params(case).unwrap_or_else(|_| case.params.clone()))
+        };
         let memo = (manifest.path.clone(), params.iter().map(|(k, v)| (k.clone(), *v)).collect(), case.dtype, coverage);
         if let Some(key) = self.module_keys.get(&memo) {
             return Ok(self.modules.get_mut(key).expect("memoised modules stay loaded"));
