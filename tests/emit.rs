@@ -128,7 +128,7 @@ fn emit_header_names_seed_case_finding_and_commands() {
     let out = emit(EmitKind::Cu, &u.case, &u.manifest, &seed_info(&u, "rs.cu")).unwrap();
     for want in [
         "// reference:  the manifest's reference kernel row_scale_ref (",
-        "//   y, s pass(es) when max |out - gold| <= 2 x max |baseline - gold| + 4 u max(1, max |gold|)",
+        "//   y, s pass(es) when max |out - gold| <= 2 x max |baseline - gold| + 4 u max |gold|, u the output's unit roundoff (2^-32 for f64)",
         "// gold defines: CF_T_s=double CF_T_w=double CF_T_x=double CF_T_y=double CUDAFUZZ=1 CUDAFUZZ_DTYPE_F64=1 CUDAFUZZ_REFERENCE=1",
         "// baseline defines: CF_T_s=float CF_T_w=float CF_T_x=float CF_T_y=float CUDAFUZZ=1 CUDAFUZZ_DTYPE_F32=1 CUDAFUZZ_REFERENCE=1",
         "namespace cfr_gold {",

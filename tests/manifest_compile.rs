@@ -418,8 +418,9 @@ fn dims_scalars_params_and_tensors_are_sanity_checked() {
     assert!(msg.contains("already a tensor, dim or scalar name"), "{msg}");
     let (_, msg) = error_of("shape = [\"rows\"]", "shape = [\"rows\"]\nbroadcast = true", "tensors.rowsum.broadcast");
     assert!(msg.contains("only inputs"), "{msg}");
-    let (_, msg) = error_of("layout = \"dense\"", "layout = \"dense\"\nrange = [0, 4]", "tensors.bias.range");
-    assert!(msg.contains("only integer tensors"), "{msg}");
+    // A floating tensor takes a value range (uniform spans it), with number or expression ends.
+    let (_, msg) = error_of("layout = \"dense\"", "layout = \"dense\"\nrange = [0, true]", "tensors.bias.range[1]");
+    assert!(msg.contains("neither a finite number nor an expression"), "{msg}");
     let (_, msg) = error_of("values = [\"normal\", \"uniform\"]", "values = [\"normal\", \"uniform\"]\ninit = \"zero\"", "tensors.x.init");
     assert!(msg.contains("remove init"), "{msg}");
     let (_, msg) = error_of("op = \"none\"", "op = \"attention_fwd\"", "reference.bind.q");

@@ -118,7 +118,13 @@ proptest! {
                     prop_assert_eq!(got.location, Location::Gap { byte });
                 }
             }
-            let after = table.locate(first + tp.span_bytes).unwrap();
+            // A capacity's don't-care tail follows the span; the redzone after begins past it.
+            prop_assert_eq!(a.tail_bytes, tp.tail_bytes);
+            if a.tail_bytes > 0 {
+                let tail = table.locate(first + tp.span_bytes).unwrap();
+                prop_assert_eq!(tail.location, Location::Gap { byte: tp.span_bytes });
+            }
+            let after = table.locate(first + tp.span_bytes + a.tail_bytes).unwrap();
             prop_assert_eq!((&after.holder, after.location), (&tp.name, Location::RedzoneAfter { bytes_past_end: 1 }));
             let before = table.locate(first - 1).unwrap();
             prop_assert_eq!((&before.holder, before.location), (&tp.name, Location::RedzoneBefore { bytes_before: 1 }));

@@ -233,3 +233,46 @@ fn a_prebuilt_module_without_line_information_is_noted() {
     assert!(note.contains("bare.sm_90.cubin") && note.contains("-lineinfo"), "{note}");
     assert_eq!(cudafuzz::engine::compile::module::line_info_note(&m, Arch::new(8, 0)), None, "no module for sm_80: the build error says so, not this note");
 }
+
+/// An fp64-only kernel needs no `dtypes`: its cases carry f64 for reports, its reference's
+/// default floor is an f64 one (2⁻³² relative, not the collapsed 2⁻⁵³), and a kernel with a
+/// tensor of the case's type still must list them.
+#[test]
+fn an_fp64_only_kernel_loads_without_dtypes_and_keeps_a_working_tolerance() {
+    let m = common::manifest("kernels/fp64/row_dot_f64.toml");
+    assert_eq!(m.dtypes, [Dtype::F64]);
+    let plan = Plan::new(&m.bind(cudafuzz::core::generate::example(&m)), &m).unwrap_or_else(|e| panic!("{e}"));
+    assert!(plan.tensors.iter().all(|t| t.dtype == Dtype::F64));
+    let gold = [3.0, -8.0];
+    let floor = cudafuzz::engine::reference::default_floor(Dtype::F64, &gold);
+    assert_eq!(floor, 4.0 * 8.0 * 2f64.powi(-32));
+    // The floor scales with the output's magnitude, below 1 too.
+    assert_eq!(cudafuzz::engine::reference::default_floor(Dtype::F32, &[1e-3]), 4.0 * 2f64.powi(-24) * 1e-3);
+    let dir = tempfile::tempdir().unwrap();
+    let path = common::copy_kernel(dir.path(), "fp64/row_dot_f64.toml", &["row_dot_f64.cu", "row_dot_f64_ref.cu"], "case_typed.toml", &|s| {
+        s.replacen("dtype = \"f64\"\n", "", 1)
+    });
+    let e = Manifest::load(&path).unwrap_err().to_string();
+    assert!(e.contains("dtypes") && e.contains("tensor `a` has the case's type"), "{e}");
+}
+
+/// `capacity` is an expression over dims, only on tensors whose span it can hold (`dense`,
+/// `fixed`); the shipped filter's tail is the rest of its last tile.
+#[test]
+fn a_capacity_is_planned_as_a_tail_and_refused_on_drawn_layouts() {
+    let m = common::manifest("kernels/capacity/box3_tiles.toml");
+    let mut c = m.bind(cudafuzz::core::generate::example(&m));
+    c.dims.insert("h".into(), 3);
+    c.dims.insert("w".into(), 5);
+    let plan = Plan::new(&c, &m).unwrap_or_else(|e| panic!("{e}"));
+    let out = plan.tensor("out").unwrap();
+    let tile = plan.vars.params["TILE"] as u64;
+    assert_eq!(out.tail_bytes, (tile - 15) * out.elem_bytes as u64);
+    assert_eq!(plan.tensor("img").unwrap().tail_bytes, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let path = common::copy_kernel(dir.path(), "capacity/box3_tiles.toml", &["box3_tiles.cu", "box3_ref.cu"], "strided.toml", &|s| {
+        s.replace("layout = \"dense\"\ncapacity", "layout = \"inner\"\ncapacity")
+    });
+    let e = Manifest::load(&path).unwrap_err().to_string();
+    assert!(e.contains("capacity") && e.contains("dense") && e.contains("inner"), "{e}");
+}

@@ -37,7 +37,7 @@ pub fn sentinel_bits(dtype: Dtype) -> u64 {
     }
 }
 
-/// One allocation: `[redzone before | data span | redzone after]`.
+/// One allocation: `[redzone before | data span | tail | redzone after]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AllocLayout {
     /// The tensor it holds.
@@ -46,7 +46,11 @@ pub struct AllocLayout {
     pub data_offset: u64,
     /// Bytes from the first to the last data byte, inclusive.
     pub span_bytes: u64,
-    /// Bytes after the last data byte (0 with [`Placement::Exact`]).
+    /// Bytes after the span that the caller allocated too: a don't-care tail the kernel may read
+    /// and write, filled with the canary but never checked (0 without a `capacity`).
+    #[serde(default)]
+    pub tail_bytes: u64,
+    /// Bytes after the tail (0 with [`Placement::Exact`]).
     pub redzone_after: u64,
     /// Canary byte for the redzones and gaps.
     pub canary: u8,
@@ -55,7 +59,12 @@ pub struct AllocLayout {
 impl AllocLayout {
     /// Total allocation size in bytes.
     pub fn total_bytes(&self) -> u64 {
-        self.data_offset + self.span_bytes + self.redzone_after
+        self.data_offset + self.span_bytes + self.tail_bytes + self.redzone_after
+    }
+
+    /// The first byte of the redzone after: past the span and its tail.
+    pub fn redzone_after_start(&self) -> u64 {
+        self.data_offset + self.span_bytes + self.tail_bytes
     }
 
     /// The redzone after a tensor of `span` bytes under `placement`: large enough to hold a tail
@@ -85,6 +94,7 @@ impl ArenaLayout {
                 holder: tp.name.clone(),
                 data_offset: REDZONE_BEFORE + tp.offset_bytes,
                 span_bytes: tp.span_bytes,
+                tail_bytes: tp.tail_bytes,
                 redzone_after: AllocLayout::redzone_after_for(tp.span_bytes, case.placement),
                 canary: if tp.role == Role::Input { INPUT_CANARY } else { OUTPUT_CANARY },
             })
@@ -246,10 +256,13 @@ impl AllocationTable {
         })?;
         let data_start = base + alloc.data_offset;
         let data_end = data_start + alloc.span_bytes;
+        let tail_end = data_end + alloc.tail_bytes;
         let location = if addr < data_start {
             Location::RedzoneBefore { bytes_before: data_start - addr }
+        } else if addr >= tail_end {
+            Location::RedzoneAfter { bytes_past_end: addr - tail_end + 1 }
         } else if addr >= data_end {
-            Location::RedzoneAfter { bytes_past_end: addr - data_end + 1 }
+            Location::Gap { byte: addr - data_start }
         } else {
             let byte = addr - data_start;
             match self.plans.iter().find(|p| p.name == alloc.holder) {

@@ -81,16 +81,16 @@ pub fn parse_cu(text: &str) -> Parsed {
         let body = line.trim().trim_start_matches('{');
         let head = &body[..body.find(", {").unwrap()];
         // name, program, tensor, role, dtype, sentinel, sentinel_bits, total, data_offset, span,
-        // uninit, first_run, n_runs, literal_offset, fnv, rank
+        // tail, uninit, first_run, n_runs, literal_offset, fnv, rank
         let f: Vec<&str> = head.split(", ").collect();
-        let (total, first, n, lit) = (num(f[7]), num(f[11]) as usize, num(f[12]) as usize, num(f[13]) as usize);
+        let (total, first, n, lit) = (num(f[7]), num(f[12]) as usize, num(f[13]) as usize, num(f[14]) as usize);
         let img = decode(&runs[first..first + n], &blob[lit..]);
         assert_eq!(img.len() as u64, total);
         images.push(img);
         names.push(f[0].trim_matches('"').to_string());
-        checksums.push(format!("{:016x}", num(f[14])));
+        checksums.push(format!("{:016x}", num(f[15])));
         let shape = braced(&body[body.find(", {").unwrap() + 2..body.find("}, {").unwrap() + 1]);
-        numel.push(shape.iter().take(num(f[15]) as usize).product::<u64>());
+        numel.push(shape.iter().take(num(f[16]) as usize).product::<u64>());
     }
     let mut args = Vec::new();
     for line in section(text, "cfr_args[] = {\n", "\n};").lines() {

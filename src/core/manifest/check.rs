@@ -212,6 +212,7 @@ impl Manifest {
         }
         for t in &self.tensors {
             raw.extend(t.shape.iter().enumerate().map(|(i, e)| (format!("tensors.{}.shape[{i}]", t.name), e, Use::Extent)));
+            raw.extend(t.capacity.iter().map(|e| (format!("tensors.{}.capacity", t.name), e, Use::Extent)));
         }
         let mut out = Vec::new();
         for (field, expr, what) in raw {

@@ -103,6 +103,7 @@ struct RawTensor {
     order_dependent: bool,
     #[serde(default)]
     distinct: bool,
+    capacity: Option<toml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -182,6 +183,10 @@ impl Manifest {
         let requires = l.relations(t.remove("requires"), "requires")?;
         let scalars = l.scalars(t, &dims)?;
         let tensors = l.tensors(t, &dims, &scalars)?;
+        let dtypes = match dtypes {
+            Some(d) => d,
+            None => l.fixed_types_only(&tensors)?,
+        };
         let contract = l.contract(t)?;
         super::entry::check_placeholders(&entry, &params, &defines, &tensors).map_err(|problem| l.invalid("entry", problem))?;
         let (target, launch) = match target_parts {
@@ -382,9 +387,11 @@ impl Loader<'_> {
         Ok((source, entry))
     }
 
-    /// `dtypes`: the case element types, at least one, no duplicates, floating.
-    fn dtypes(&self, t: &mut toml::Table) -> Result<Vec<Dtype>, ManifestError> {
-        let names: Vec<String> = self.required(t.remove("dtypes"), "dtypes", "dtypes = [\"f16\", \"bf16\"]")?;
+    /// `dtypes`: the case element types, at least one, no duplicates, floating; `None` when
+    /// absent (allowed only where every tensor has a fixed type: [`Self::fixed_types_only`]).
+    fn dtypes(&self, t: &mut toml::Table) -> Result<Option<Vec<Dtype>>, ManifestError> {
+        let Some(value) = t.remove("dtypes") else { return Ok(None) };
+        let names: Vec<String> = self.required(Some(value), "dtypes", "dtypes = [\"f16\", \"bf16\"]")?;
         if names.is_empty() {
             return Err(self.invalid("dtypes", "empty; list at least one of \"f16\", \"bf16\", \"f32\"".into()));
         }
@@ -398,7 +405,21 @@ impl Loader<'_> {
             }
             out.push(d);
         }
-        Ok(out)
+        Ok(Some(out))
+    }
+
+    /// The case type of a kernel without `dtypes`: every tensor must have a fixed type (an
+    /// fp64-only kernel has no case element type to vary). Cases then carry the widest fixed
+    /// floating type, which reports show and nothing else reads.
+    fn fixed_types_only(&self, tensors: &[TensorSpec]) -> Result<Vec<Dtype>, ManifestError> {
+        if let Some(t) = tensors.iter().find(|t| t.dtype == DtypeSpec::Case) {
+            return Err(self.invalid(
+                "dtypes",
+                format!("missing, and tensor `{}` has the case's type; add dtypes = [\"f16\", \"bf16\"], or give every tensor a fixed dtype", t.name),
+            ));
+        }
+        let widest = tensors.iter().filter_map(|t| t.dtype.fixed()).filter(|d| d.is_float()).max_by_key(|d| d.size());
+        Ok(vec![widest.unwrap_or(Dtype::F32)])
     }
 
     pub(super) fn check_define_name(&self, field: &str, name: &str) -> Result<(), ManifestError> {
@@ -628,9 +649,6 @@ impl Loader<'_> {
         }
         let range = match r.range {
             None => None,
-            Some(_) if float => {
-                return Err(self.invalid(&format!("{field}.range"), "only integer tensors take a value range; floats draw from `values`".into()))
-            }
             Some([lo, hi]) => Some([self.expr_text(lo, &format!("{field}.range[0]"))?, self.expr_text(hi, &format!("{field}.range[1]"))?]),
         };
         if r.distinct && (float || r.broadcast) {
@@ -639,12 +657,26 @@ impl Loader<'_> {
                 "only an integer tensor without broadcast dims holds distinct values (slot mappings, scatter targets); remove it".into(),
             ));
         }
+        let layout = r.layout.unwrap_or_default();
+        let capacity = match r.capacity {
+            None => None,
+            Some(_) if !matches!(layout, LayoutFreedom::Dense | LayoutFreedom::Fixed) => {
+                return Err(self.invalid(
+                    &format!("{field}.capacity"),
+                    format!(
+                        "needs layout = \"dense\" or \"fixed\" (a {} tensor's span is drawn, so no fixed count of elements holds it)",
+                        format!("{layout:?}").to_lowercase()
+                    ),
+                ))
+            }
+            Some(v) => Some(self.expr_text(v, &format!("{field}.capacity"))?),
+        };
         Ok(TensorSpec {
             name: r.name,
             role: r.role,
             shape,
             dtype,
-            layout: r.layout.unwrap_or_default(),
+            layout,
             broadcast: r.broadcast,
             align,
             base_align,
@@ -653,6 +685,7 @@ impl Loader<'_> {
             range,
             order_dependent: r.order_dependent,
             distinct: r.distinct,
+            capacity,
         })
     }
 
@@ -660,7 +693,8 @@ impl Loader<'_> {
         match v {
             toml::Value::String(s) => Ok(s),
             toml::Value::Integer(n) => Ok(n.to_string()),
-            other => Err(self.invalid(field, format!("{other} is neither a number nor an expression"))),
+            toml::Value::Float(x) if x.is_finite() => Ok(format!("{x:?}")),
+            other => Err(self.invalid(field, format!("{other} is neither a finite number nor an expression"))),
         }
     }
 
@@ -705,6 +739,9 @@ impl Loader<'_> {
         for t in &m.tensors {
             for (i, e) in t.shape.iter().enumerate() {
                 env.parse(e).map_err(|f| self.expr_error(&format!("tensors.{}.shape[{i}]", t.name), e, f))?;
+            }
+            if let Some(e) = &t.capacity {
+                env.parse(e).map_err(|f| self.expr_error(&format!("tensors.{}.capacity", t.name), e, f))?;
             }
             if let Some(r) = &t.range {
                 for (i, e) in r.iter().enumerate() {

@@ -182,6 +182,14 @@ impl DtypeSpec {
             DtypeSpec::Fixed(d) => d,
         }
     }
+
+    /// The fixed type, `None` for the case's.
+    pub fn fixed(self) -> Option<Dtype> {
+        match self {
+            DtypeSpec::Case => None,
+            DtypeSpec::Fixed(d) => Some(d),
+        }
+    }
 }
 
 /// How freely the caller may lay a tensor out (the contract's layout kind).
@@ -252,12 +260,19 @@ pub struct TensorSpec {
     pub values: Vec<ValueClass>,
     /// Initial contents (outputs, in-outs, scratch).
     pub init: Init,
-    /// Inclusive value range of an integer tensor, as expressions.
+    /// Inclusive value range, as expressions: an integer tensor draws uniformly in it; a floating
+    /// one draws `uniform` over it, and its other finite classes are folded into it (the
+    /// magnitude, where the range has one sign) and clamped.
     pub range: Option<[String; 2]>,
     /// Whether the output's bits depend on the order of the kernel's writes (atomics, split-K,
     /// an autotuner's choice): judged by the tolerance, never compared bit for bit between two
     /// runs. Racecheck still runs.
     pub order_dependent: bool,
+    /// How many elements the caller allocates from the tensor's base, as an expression, when
+    /// more than the tensor holds (a buffer sized for the largest image): the bytes past the
+    /// tensor up to it are a don't-care tail the kernel may read and write, never judged; past
+    /// it the redzone begins. Only `dense` and `fixed` tensors.
+    pub capacity: Option<String>,
     /// Whether an integer tensor's values are pairwise distinct (slot mappings, scatter
     /// targets): drawn as a random injection into its range, so a correct kernel is never given
     /// the duplicate targets that would make it race. A case whose range is smaller than the
@@ -305,7 +320,7 @@ pub struct ReferenceKernel {
     /// An output passes when its error against the gold is at most `factor` times the
     /// baseline's error plus the floor.
     pub factor: f64,
-    /// An absolute floor for that bound; `None`: `4 · u · max(1, max |gold|)` with `u` the
+    /// An absolute floor for that bound; `None`: `4 · u · max |gold|` with `u` the
     /// element type's unit roundoff.
     pub floor: Option<f64>,
 }
@@ -320,7 +335,7 @@ pub struct PythonReference {
     /// An output passes when its error against the gold is at most `factor` times the
     /// baseline's error plus the floor.
     pub factor: f64,
-    /// An absolute floor for that bound; `None`: `4 · u · max(1, max |gold|)`.
+    /// An absolute floor for that bound; `None`: `4 · u · max |gold|` (u = 2⁻³² for f64).
     pub floor: Option<f64>,
 }
 

@@ -67,6 +67,10 @@ pub struct TensorPlan {
     pub order_dependent: bool,
     /// Whether its values are pairwise distinct ([`crate::core::manifest::TensorSpec::distinct`]).
     pub distinct: bool,
+    /// Bytes past the span that the caller allocated too ([`crate::core::manifest::TensorSpec::capacity`]):
+    /// a don't-care tail, neither judged nor a redzone.
+    #[serde(default)]
+    pub tail_bytes: u64,
 }
 
 impl TensorPlan {
@@ -239,6 +243,18 @@ impl Plan {
         for index in 0..m.tensors.len() {
             tensors.push(plan_tensor(case, m, index, &vars, &env)?);
         }
+        for (t, _) in m.tensors.iter().zip(&tensors).filter(|(_, tp)| tp.dtype.is_float()) {
+            let Some([lo, hi]) = &t.range else { continue };
+            let (lo, hi) = (env().float(lo), env().float(hi));
+            let ok = matches!((&lo, &hi), (Ok(a), Ok(b)) if a.is_finite() && b.is_finite() && a <= b);
+            if !ok {
+                let show = |r: &Result<f64, _>| r.as_ref().map_or_else(|f: &crate::core::manifest::expr::ExprFailure| f.problem.clone(), |x| x.to_string());
+                return Err(bad(
+                    format!("tensors.{}.range", t.name),
+                    format!("[{}, {}] is not a finite range with min <= max for this case", show(&lo), show(&hi)),
+                ));
+            }
+        }
         for (t, tp) in m.tensors.iter().zip(&tensors).filter(|(t, _)| t.distinct) {
             let (lo, hi) = match &t.range {
                 Some([lo, hi]) => match (env().int(lo), env().int(hi)) {
@@ -327,6 +343,25 @@ fn plan_tensor<'e>(case: &Case, m: &Manifest, index: usize, vars: &Vars, env: &d
     }
     let numel = shape.iter().try_fold(1u64, |a, &n| a.checked_mul(n)).ok_or_else(|| bad("shape", "the element count overflows 64 bits".into()))?;
     let offset = layout.offset_bytes as u64;
+    let tail_bytes = match &t.capacity {
+        None => 0,
+        Some(e) => {
+            let cap = env().size(e, u64::MAX, "capacity").map_err(|f| bad("capacity", format!("\"{e}\": {}", f.problem)))?;
+            let cap_bytes = cap
+                .checked_mul(eb)
+                .filter(|&b| b <= MAX_SPAN_BYTES)
+                .ok_or_else(|| bad("capacity", format!("\"{e}\" = {cap} elements, more than {MAX_SPAN_BYTES} bytes")))?;
+            if cap_bytes < span_bytes {
+                return Err(bad(
+                    "capacity",
+                    format!(
+                        "\"{e}\" = {cap} elements, fewer than the tensor's {numel}: the contract must keep the tensor within its buffer (add a `requires`)"
+                    ),
+                ));
+            }
+            cap_bytes - span_bytes
+        }
+    };
     Ok(TensorPlan {
         name: t.name.clone(),
         index,
@@ -346,6 +381,7 @@ fn plan_tensor<'e>(case: &Case, m: &Manifest, index: usize, vars: &Vars, env: &d
         drawn: t.layout_is_drawn(),
         order_dependent: t.order_dependent,
         distinct: t.distinct,
+        tail_bytes,
     })
 }
 

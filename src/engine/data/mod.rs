@@ -85,7 +85,12 @@ pub fn generate(case: &Case, plan: &Plan, m: &Manifest) -> Inputs {
         .map(|tp| {
             let drawn = tp.role == crate::core::manifest::Role::Input || tp.init == Init::Drawn;
             drawn.then(|| {
-                let range = m.tensors.get(tp.index).and_then(|t| t.range.as_ref()).and_then(|[lo, hi]| Some((env().int(lo).ok()?, env().int(hi).ok()?)));
+                let spec = m.tensors.get(tp.index).and_then(|t| t.range.as_ref());
+                if tp.dtype.is_float() {
+                    let range = spec.and_then(|[lo, hi]| Some((env().float(lo).ok()?, env().float(hi).ok()?))).filter(|(lo, hi)| lo <= hi);
+                    return generate_float(case.seed, tp, &tp.layout.values, range);
+                }
+                let range = spec.and_then(|[lo, hi]| Some((env().int(lo).ok()?, env().int(hi).ok()?)));
                 generate_tensor(case.seed, tp, &tp.layout.values, range)
             })
         })
@@ -204,7 +209,33 @@ fn generate_tensor(seed: u64, tp: &TensorPlan, classes: &[ValueClass], int_range
         }
         return expand(out, &stored, tp);
     }
-    let fit = |x: f64| if x.is_finite() { finite_round(x, dtype) } else { x };
+    generate_float(seed, tp, classes, None)
+}
+
+/// [`generate_tensor`] of a floating tensor, with its value range when it has one: `uniform`
+/// spans the range, other finite values are folded into it (their magnitude where the range has
+/// one sign) and clamped, so a tensor of probabilities or of extreme magnitudes gets its values.
+fn generate_float(seed: u64, tp: &TensorPlan, classes: &[ValueClass], range: Option<(f64, f64)>) -> Vec<f64> {
+    let mut rng = tensor_rng(seed, tp.index as u64);
+    let stored: Vec<u64> = tp.shape.iter().zip(&tp.strides).map(|(&n, &s)| if s == 0 { 1 } else { n }).collect();
+    let n = stored.iter().product::<u64>() as usize;
+    let dtype = tp.dtype;
+    let mut out = Vec::with_capacity(n);
+    let classes = if classes.is_empty() { &[ValueClass::Normal][..] } else { classes };
+    let into_range = |x: f64| match range {
+        Some((lo, hi)) if x.is_finite() => {
+            let folded = if lo >= 0.0 {
+                x.abs()
+            } else if hi <= 0.0 {
+                -x.abs()
+            } else {
+                x
+            };
+            folded.clamp(lo, hi)
+        }
+        _ => x,
+    };
+    let fit = |x: f64| if x.is_finite() { finite_round(into_range(x), dtype) } else { x };
     let mut normal = Normal { spare: None };
     if classes == [ValueClass::ConstantRows] {
         let d = stored.last().copied().unwrap_or(1).max(1) as usize;
@@ -212,12 +243,18 @@ fn generate_tensor(seed: u64, tp: &TensorPlan, classes: &[ValueClass], int_range
             let x = fit(CONSTANT_ROW_VALUES[pick(&mut rng, CONSTANT_ROW_VALUES.len())]);
             out.extend(std::iter::repeat_n(x, d));
         }
-    } else if let [only] = classes {
-        out.extend((0..n).map(|_| fit(float_value(*only, &mut rng, &mut normal, dtype))));
     } else {
-        for _ in 0..n {
-            let c = classes[pick(&mut rng, classes.len())];
-            out.push(fit(float_value(c, &mut rng, &mut normal, dtype)));
+        let mut draw = |c: ValueClass, rng: &mut ChaCha8Rng| match (c, range) {
+            (ValueClass::Uniform, Some((lo, hi))) => lo + (hi - lo) * unit(rng),
+            _ => float_value(c, rng, &mut normal, dtype),
+        };
+        if let [only] = classes {
+            out.extend((0..n).map(|_| fit(draw(*only, &mut rng))));
+        } else {
+            for _ in 0..n {
+                let c = classes[pick(&mut rng, classes.len())];
+                out.push(fit(draw(c, &mut rng)));
+            }
         }
     }
     expand(out, &stored, tp)
@@ -460,6 +497,28 @@ mod tests {
     const N: &[ValueClass] = &[ValueClass::Normal];
     const L: &[ValueClass] = &[ValueClass::Large];
     const U: &[ValueClass] = &[ValueClass::Uniform];
+
+    /// A floating tensor's `range`: `uniform` spans it (to the type's limits), other classes are
+    /// folded and clamped into it; a tensor without one draws the same bits as before.
+    #[test]
+    fn a_float_range_bounds_every_class_and_uniform_spans_it() {
+        let mut m = manifest();
+        let c = case(Dtype::F16, &[U, N, L], 3);
+        let before = gen(&c);
+        m.tensors[0].range = Some(["-65504".into(), "65504.0".into()]);
+        m.tensors[1].range = Some(["0".into(), "0.5".into()]);
+        m.tensors[2].range = Some(["-4".into(), "-1".into()]);
+        let plan = Plan::new(&c, &m).unwrap();
+        let got = generate(&c, &plan, &m);
+        let (q, k, v) = (got.get(0).unwrap(), got.get(1).unwrap(), got.get(2).unwrap());
+        assert!(q.iter().all(|x| x.abs() <= 65504.0) && q.iter().any(|x| x.abs() > 30000.0), "uniform over f16's range");
+        assert!(k.iter().all(|&x| (0.0..=0.5).contains(&x)) && k.iter().any(|&x| x > 0.1 && x < 0.4));
+        assert!(v.iter().all(|&x| (-4.0..=-1.0).contains(&x)) && v.iter().any(|&x| x < -1.5));
+        m.tensors[2].range = Some(["1".into(), "0".into()]);
+        let e = Plan::new(&c, &m).unwrap_err().to_string();
+        assert!(e.contains("tensors.v.range") && e.contains("min <= max"), "{e}");
+        assert_eq!(gen(&c), before);
+    }
 
     #[test]
     fn same_seed_gives_same_bits_and_pins_a_golden() {

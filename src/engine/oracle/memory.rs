@@ -73,7 +73,8 @@ fn redzones(j: &Judged<'_>, tp: &TensorPlan, alloc: &AllocLayout, before: &[u8],
     let mut findings = Vec::new();
     let name = &tp.name;
     let ds = alloc.data_offset as usize;
-    let de = ds + alloc.span_bytes as usize;
+    // The redzone after starts past the don't-care tail (a `capacity`).
+    let de = alloc.redzone_after_start() as usize;
     // Redzone before: report the damaged byte closest to the data (the likely underflow).
     if let Some(pos) = (0..ds).rev().find(|&b| before[b] != now[b]) {
         let count = (0..ds).filter(|&b| before[b] != now[b]).count() as u64;

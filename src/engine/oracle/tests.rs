@@ -266,3 +266,29 @@ fn signatures_group_alignment_classes_per_named_tensor() {
     d.alignment = testing::alignment([16, 16, 16, 2]);
     assert_eq!(c.signature(), d.signature());
 }
+
+/// A `capacity` larger than the tensor: writes into the don't-care tail are no finding, a write
+/// past it is canary damage counted from the tail's end; the allocation grows by the tail.
+#[test]
+fn writes_into_a_capacity_tail_are_allowed_and_past_it_are_caught() {
+    let mut m = testing::attention();
+    let mut case = testing::example();
+    *case.layout_mut("o") = TensorLayout::dense();
+    let numel = Plan::new(&case, &m).unwrap().tensors[O].numel;
+    m.tensors[O].capacity = Some(format!("{} + 10", numel));
+    let mut f = build(m.clone(), case.clone());
+    let (a, eb) = (f.image.layout.allocs[O].clone(), f.plan.tensors[O].elem_bytes as u64);
+    assert_eq!((a.tail_bytes, f.plan.tensors[O].tail_bytes), (10 * eb, 10 * eb));
+    assert_eq!(a.total_bytes(), a.data_offset + a.span_bytes + 10 * eb + a.redzone_after);
+    let tail = (a.data_offset + a.span_bytes) as usize;
+    for b in &mut f.after[O][tail..tail + 10 * eb as usize] {
+        *b ^= 0x5A;
+    }
+    assert_eq!(memory(&f), vec![]);
+    f.after[O][a.redzone_after_start() as usize + 1] ^= 0xFF;
+    assert_eq!(memory(&f).iter().map(|x| x.location.clone()).collect::<Vec<_>>(), [Some(Location::RedzoneAfter { bytes_past_end: 2 })]);
+    // A capacity below the tensor is refused by the plan, naming the field.
+    m.tensors[O].capacity = Some(format!("{}", numel - 1));
+    let e = Plan::new(&case, &m).unwrap_err().to_string();
+    assert!(e.contains("capacity") && e.contains("fewer than the tensor's"), "{e}");
+}

@@ -403,16 +403,34 @@ pub fn baseline_tolerance(gold: &[f64], baseline: &[f64], factor: f64, floor: f6
     Tolerance { factor, err_lowp, floor, bound: factor * err_lowp + floor }
 }
 
+/// The unit roundoff the default floor of a user's reference scales with: the output's own,
+/// except for an f64 output. There the same-precision baseline is the gold itself (no error to
+/// scale), so the floor alone must admit a correct kernel's other summation order: `2⁻³²`,
+/// about a billionth of the output's magnitude.
+pub fn floor_roundoff(dtype: Dtype) -> f64 {
+    if dtype == Dtype::F64 {
+        2f64.powi(-32)
+    } else {
+        dtype.unit_roundoff()
+    }
+}
+
+/// The default floor of a user's reference: `4 · u · max|gold|`, a few units in the last place
+/// of the output's own magnitude ([`floor_roundoff`]), so an output far below 1 is judged at
+/// its own scale, not at 1's.
+pub fn default_floor(dtype: Dtype, gold: &[f64]) -> f64 {
+    4.0 * floor_roundoff(dtype) * peak(gold)
+}
+
 /// The judged outputs of a case from a user reference kernel's two runs: per output, `gold` and
 /// `baseline` values (logical order); the bound is `factor · max|baseline − gold| + floor`, the
-/// floor the manifest's or `4 · u · max(1, max|gold|)` with `u` the output's unit roundoff in
-/// the case.
+/// floor the manifest's or [`default_floor`].
 pub fn kernel_expected(factor: f64, floor: Option<f64>, plan: &Plan, runs: Vec<(usize, Vec<f64>, Vec<f64>)>) -> RefOutputs {
     let expected = runs
         .into_iter()
         .map(|(index, gold, baseline)| {
             let tp = &plan.tensors[index];
-            let floor = floor.unwrap_or(4.0 * tp.dtype.unit_roundoff() * peak(&gold).max(1.0));
+            let floor = floor.unwrap_or_else(|| default_floor(tp.dtype, &gold));
             let tol = baseline_tolerance(&gold, &baseline, factor, floor);
             Expected { index, name: tp.name.clone(), gold, rule: Rule::Bound(tol) }
         })

@@ -277,6 +277,7 @@ struct cfr_alloc {\n\
 \x20   unsigned long long total;          // allocation bytes\n\
 \x20   unsigned long long data_offset;    // first data byte: redzone before + the case's offset\n\
 \x20   unsigned long long span;           // data bytes, first to last element\n\
+\x20   unsigned long long tail;           // don't-care bytes past the span (a capacity), never checked\n\
 \x20   int uninit;                        // data left uninitialised on the device (redzones only)\n\
 \x20   unsigned long long first_run, n_runs, literal_offset;\n\
 \x20   unsigned long long fnv1a64;        // checksum of the decoded image\n\
@@ -293,7 +294,7 @@ struct cfr_expect {\n\
 \x20   int gold_alloc, baseline_alloc;    // -1: the fp64 gold is embedded; else the reference runs' allocations\n\
 \x20   unsigned long long gold_offset;    // the embedded gold's first byte in cfr_blob (little-endian doubles)\n\
 \x20   unsigned long long bits[4];        // f64 bits. Embedded, rule 0: factor, same-precision error, floor, bound;\n\
-\x20                                      // rule 1: rel. Reference runs: factor, floor (NaN: 4 u max(1, max |gold|)), u\n\
+\x20                                      // rule 1: rel. Reference runs: factor, floor (NaN: 4 u max |gold|), u\n\
 };\n";
 
 fn data_section(o: &mut String, p: &Prepared, seed: &SeedInfo) {
@@ -337,7 +338,7 @@ fn alloc_table(o: &mut String, p: &Prepared) {
             r.sentinel as i32,
             crate::engine::arena::sentinel_bits(tp.dtype)
         );
-        let _ = write!(o, "{}ull, {}ull, {}ull, {}, ", a.total_bytes(), a.data_offset, a.span_bytes, r.uninit as i32);
+        let _ = write!(o, "{}ull, {}ull, {}ull, {}ull, {}, ", a.total_bytes(), a.data_offset, a.span_bytes, a.tail_bytes, r.uninit as i32);
         let _ = write!(o, "{}ull, {}ull, {}ull, 0x{:016x}ull, ", r.first_run, r.encoded.runs.len(), r.literal_offset, super::fnv1a64(r.bytes));
         let _ = writeln!(
             o,

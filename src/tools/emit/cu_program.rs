@@ -362,7 +362,7 @@ static void cfr_run_reference(int program, int device, unsigned long long timeou
 
 // The bound of one output from the reference kernel's two runs (reference::kernel_expected):
 // factor x max |baseline - gold| over the elements finite in both, plus the floor (the
-// manifest's, or 4 u max(1, max |gold|)).
+// manifest's, or 4 u max |gold|).
 static void cfr_kernel_judgement(int k, double* gold, const double* baseline) {
     const cfr_expect& x = cfr_expects[k];
     unsigned long long n = cfr_numel(cfr_allocs[x.alloc]);
@@ -373,7 +373,7 @@ static void cfr_kernel_judgement(int k, double* gold, const double* baseline) {
         if (std::isfinite(baseline[i]) && baseline[i] != gold[i] && fabs(baseline[i] - gold[i]) > err) err = fabs(baseline[i] - gold[i]);
     }
     double factor = cfr_f64_from_bits(x.bits[0]), floor = cfr_f64_from_bits(x.bits[1]), u = cfr_f64_from_bits(x.bits[2]);
-    if (std::isnan(floor)) floor = 4.0 * u * (peak > 1.0 ? peak : 1.0);
+    if (std::isnan(floor)) floor = 4.0 * u * peak;
     cfr_judgements[k] = {x.alloc, 0, gold, factor, err, floor, factor * err + floor, 0.0};
     printf("reference: %s may be %.3e from the gold: %g x %.3e (baseline error) + %.3e (floor)\n", cfr_allocs[x.alloc].name, factor * err + floor, factor, err, floor);
 }
@@ -395,7 +395,7 @@ static void cfr_references(int device, unsigned long long timeout_ms) {
 
 // Damage to the redzones before and after one allocation's data.
 static void cfr_check_redzones(const cfr_alloc& a, const unsigned char* b, const unsigned char* n) {
-    unsigned long long ds = a.data_offset, de = ds + a.span, count = 0, pos = 0, last = 0;
+    unsigned long long ds = a.data_offset, de = ds + a.span + a.tail, count = 0, pos = 0, last = 0;
     bool found = false;
     for (unsigned long long x = ds; x-- > 0;) if (b[x] != n[x]) { if (!found) { pos = x; found = true; } count++; }
     if (found)

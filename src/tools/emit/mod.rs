@@ -444,7 +444,7 @@ fn reference_lines(p: &Prepared) -> Vec<String> {
             let names: Vec<&str> = outputs.iter().map(|&i| k.plan.tensors[i].name.as_str()).collect();
             let floor = match floor {
                 Some(f) => format!("{f:e}"),
-                None => "4 u max(1, max |gold|), u the output's unit roundoff".to_string(),
+                None => "4 u max |gold|, u the output's unit roundoff (2^-32 for f64)".to_string(),
             };
             vec![
                 format!("reference:  the manifest's reference kernel {} ({}), run first on the GPU,", gold.entry, gold.source.files.join(", ")),

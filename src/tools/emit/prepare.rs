@@ -150,7 +150,7 @@ pub enum Judge {
     Kernel {
         /// How many times the baseline's error the kernel may have.
         factor: f64,
-        /// The manifest's floor; `None`: `4 · u · max(1, max |gold|)`.
+        /// The manifest's floor; `None`: `4 · u · max |gold|`.
         floor: Option<f64>,
         /// The judged outputs' roster positions (outputs and in-outs, in roster order).
         outputs: Vec<usize>,
@@ -255,7 +255,7 @@ pub struct ExpectRow {
     /// The embedded gold's first byte in the blob (after every literal run).
     pub gold_offset: usize,
     /// Embedded gold, rule 0: factor, same-precision error, floor, bound; rule 1: rel.
-    /// Reference runs: factor, floor (NaN: `4 · u · max(1, max |gold|)`), u.
+    /// Reference runs: factor, floor (NaN: `4 · u · max |gold|`), u.
     pub numbers: [f64; 4],
     /// What the numbers say, for a comment.
     pub note: String,
@@ -311,12 +311,12 @@ impl Prepared {
             }
             Judge::Kernel { factor, floor, outputs } => {
                 let (gold, baseline) = (self.alloc_base(1), self.alloc_base(2));
-                let shown = floor.map_or("4 u max(1, max |gold|)".to_string(), |f| format!("{f:e}"));
+                let shown = floor.map_or("4 u max |gold|".to_string(), |f| format!("{f:e}"));
                 outputs
                     .iter()
                     .map(|&i| {
                         let tp = &self.kernel().plan.tensors[i];
-                        let u = tp.dtype.unit_roundoff();
+                        let u = crate::engine::reference::floor_roundoff(tp.dtype);
                         let note = format!("{}: factor {factor}, floor {shown}, u {u:e}", tp.name);
                         ExpectRow {
                             alloc: i,

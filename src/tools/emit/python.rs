@@ -248,7 +248,8 @@ fn allocs(o: &mut String, p: &Prepared) {
             dtype_code(tp.dtype)
         );
         let _ = write!(o, "sentinel={}, sentinel_bits=0x{:x}, ", py_bool(r.sentinel), crate::engine::arena::sentinel_bits(tp.dtype));
-        let _ = write!(o, "total={}, data_offset={}, span={}, uninit={}, ", a.total_bytes(), a.data_offset, a.span_bytes, py_bool(r.uninit));
+        let _ =
+            write!(o, "total={}, data_offset={}, span={}, tail={}, uninit={}, ", a.total_bytes(), a.data_offset, a.span_bytes, a.tail_bytes, py_bool(r.uninit));
         let _ =
             writeln!(o, "literal_offset={}, sha256=\"{sha}\", shape={:?}, strides={:?}, dims=[{}],", r.literal_offset, tp.shape, tp.strides, dims.join(", "));
         let order = if tp.order_dependent { ", order_dependent=True" } else { "" };
@@ -299,7 +300,7 @@ fn args(o: &mut String, p: &Prepared) {
 fn expects(o: &mut String, p: &Prepared) {
     o.push_str("# One dict per judged output. rule 0: max |out - gold| <= bound; 1: each element within rel * max(1, |gold|).\n");
     o.push_str("# gold_alloc -1: the fp64 gold is embedded at gold_offset, bits (f64) = factor, same-precision error, floor, bound (rule 1: rel);\n");
-    o.push_str("# else the reference kernel's runs hold gold and baseline, bits = factor, floor (NaN: 4 u max(1, max |gold|)), u.\nEXPECTS = [\n");
+    o.push_str("# else the reference kernel's runs hold gold and baseline, bits = factor, floor (NaN: 4 u max |gold|), u.\nEXPECTS = [\n");
     for r in p.expect_rows() {
         let (gold, baseline) = r.runs.map_or((-1, -1), |(g, b)| (g as i64, b as i64));
         let bits: Vec<String> = r.numbers.iter().map(|x| format!("0x{:016x}", x.to_bits())).collect();
