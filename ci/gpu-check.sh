@@ -5,7 +5,7 @@
 #   bash ci/gpu-check.sh            # logs go to $OUT (if set) or ./gpu-check-logs
 #   GPU_CHECK_TESTS=0 bash ci/gpu-check.sh   # smoke campaigns only, no test suite
 #   GPU_CHECK_BENCH=0 bash ci/gpu-check.sh   # no bench row (it takes up to 4 minutes)
-#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke latency wraps counts vocab shipping away python pyext triton clean pytools bench)
+#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke latency wraps counts vocab shipping varlen away python pyext triton clean pytools bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=gpu-check-logs
@@ -19,8 +19,8 @@ export CUDAFUZZ_BIN="$PWD/$bin"
 export CUDAFUZZ_KERNELS="$PWD/kernels"
 rows=()
 # GPU_CHECK_STAGES picks stages (default all but clean, latency, wraps and counts, which take
-# minutes): tests smoke latency wraps counts vocab shipping away python pyext triton clean pytools bench.
-want() { [[ " ${GPU_CHECK_STAGES:-tests smoke vocab shipping away python pyext triton pytools bench} " == *" $1 "* ]]; }
+# minutes): tests smoke latency wraps counts vocab shipping varlen away python pyext triton clean pytools bench.
+want() { [[ " ${GPU_CHECK_STAGES:-tests smoke vocab shipping varlen away python pyext triton pytools bench} " == *" $1 "* ]]; }
 # Each row is also printed as it is made: a call cut short by a time limit still shows them.
 row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); echo "row: ${rows[-1]}"; }
 
@@ -190,6 +190,37 @@ if want shipping; then
   $bin fuzz --kernel $loose --cases 1000 --jobs 4 --seed 1 --out "$logs/out-scatter-dup" > "$logs/ship-scatter-dup.log" 2>&1; st=$?
   row "  without distinct: duplicates flagged" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(grep -E '^scatter_rows_dup:' "$logs/ship-scatter-dup.log" | tail -n1 | cut -c1-100)"
   rm -f $loose
+fi
+
+# 2f. Contract vocabulary (stage `varlen`, issue 28 steps 3-4): variable lengths with derived
+#     cu_seqlens and page tables (two correct kernels clean over VARLEN_CASES (5000) cases each,
+#     the planted index bug found within 60 s, its seed replayed by the Python emitter and
+#     minimized), an fp64-only kernel and a capacity tail (clean; their mutants found).
+if want varlen; then
+  for k in varlen/paged_gather varlen/varlen_mean; do
+    n=$(basename $k)
+    $bin fuzz --kernel kernels/$k.toml --cases ${VARLEN_CASES:-5000} --jobs 4 --seed 1 --out "$logs/out-$n" > "$logs/varlen-$n.log" 2>&1; st=$?
+    row "$n: ${VARLEN_CASES:-5000} cases clean" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E "^$n:" "$logs/varlen-$n.log" | tail -n1 | cut -c1-100)"
+  done
+  s=$(date +%s.%N); $bin fuzz --kernel kernels/mutants/paged_gather_packed_position.toml --jobs 3 --seed 1 --stop-after 1 --time 60s --out "$logs/out-packed" > "$logs/varlen-packed.log" 2>&1; st=$?; e=$(date +%s.%N)
+  row "  packed-position index bug: found" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(echo "$s $e" | awk '{printf "%.1f s; ", $2-$1}')$(grep -m1 -A1 -E '^NEW' "$logs/varlen-packed.log" | tail -n1 | sed 's/^ *//' | cut -c1-70)"
+  seed=$(ls "$logs"/out-packed/seeds/*.json 2>/dev/null | head -n1)
+  if [ -n "$seed" ]; then
+    $bin repro "$seed" --emit python -o "$logs/packed_repro.py" > "$logs/varlen-emit.log" 2>&1
+    python3 "$logs/packed_repro.py" > "$logs/varlen-emit-run.log" 2>&1; st=$?
+    row "  repro --emit python (lengths)" "$([ $st = 1 ] && echo ok || echo FAIL)" "exit $st: $(grep -m1 -E 'FAIL|PASS' "$logs/varlen-emit-run.log" | cut -c1-70)"
+    $bin minimize "$seed" > "$logs/varlen-min.log" 2>&1; st=$?
+    row "  minimize (lengths shrink)" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -m1 '^minimal case' "$logs/varlen-min.log" | grep -o 'seqlens=[^ ]*') $(grep -m1 -o '[0-9]* candidate[^,;]*' "$logs/varlen-min.log")"
+  fi
+  for k in fp64/row_dot_f64 capacity/box3_tiles; do
+    n=$(basename $k)
+    $bin fuzz --kernel kernels/$k.toml --cases ${SHIP_CASES:-3000} --jobs 4 --seed 1 --out "$logs/out-$n" > "$logs/vocab3-$n.log" 2>&1; st=$?
+    row "$n: ${SHIP_CASES:-3000} cases clean" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E "^$n:" "$logs/vocab3-$n.log" | tail -n1 | cut -c1-100)"
+  done
+  for k in row_dot_f64_float_acc box3_tiles_exact_buffer; do
+    s=$(date +%s.%N); $bin fuzz --kernel kernels/mutants/$k.toml --jobs 3 --seed 1 --stop-after 1 --time 60s --out "$logs/out-$k" > "$logs/vocab3-$k.log" 2>&1; st=$?; e=$(date +%s.%N)
+    row "  $k: found" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(echo "$s $e" | awk '{printf "%.1f s; ", $2-$1}')$(grep -m1 -A1 -E '^NEW' "$logs/vocab3-$k.log" | tail -n1 | sed 's/^ *//' | cut -c1-70)"
+  done
 fi
 
 # 3. A user's kernel outside the repository (stage `away`: the shipped silu_and_mul, and its

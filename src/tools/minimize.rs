@@ -1,7 +1,8 @@
 //! Shrinking a failing case while it keeps failing the same way.
 //!
 //! Structured, not byte-level: each step proposes a simpler case along one axis (a dim toward
-//! the low end of its range, a tensor's layout toward dense, its offset toward 0, its values
+//! the low end of its range, a list of lengths toward its low end, all at once or one sequence
+//! at a time, a tensor's layout toward dense, its offset toward 0, its values
 //! toward normal, a flag off, a scalar to its first choice, guarded placement), and a step is
 //! kept when the case still produces the target finding signature. After a dim shrinks, the dims
 //! drawn after it are brought back into their relations (heads_q stays a multiple of heads_kv)
@@ -10,7 +11,7 @@
 //! (the contract).
 
 use crate::core::case::{Case, Scalar, TensorLayout};
-use crate::core::generate::{offsets_past_int32, relations::repair, PastInt32};
+use crate::core::generate::{fit_lengths, offsets_past_int32, relations::repair, PastInt32};
 use crate::core::manifest::{Manifest, ScalarType};
 use crate::core::plan::Plan;
 use crate::run::campaign::case_size;
@@ -64,7 +65,23 @@ pub fn candidates(c: &Case, m: &Manifest) -> Vec<Case> {
             push(&|n| {
                 n.dims.insert(d.name.clone(), v);
                 repair(n, m, i + 1);
+                fit_lengths(n, m);
             });
+        }
+    }
+    // Lists of lengths: all at once (to the low end, halved), then one sequence at a time.
+    for l in &m.lengths {
+        let list = c.lengths.get(&l.name).cloned().unwrap_or_default();
+        let lo = l.range[0];
+        let set = |n: &mut Case, f: &dyn Fn(usize, u64) -> u64| {
+            let new: Vec<u64> = list.iter().enumerate().map(|(i, &v)| f(i, v)).collect();
+            n.lengths.insert(l.name.clone(), new);
+        };
+        push(&|n| set(n, &|_, _| lo.max(1)));
+        push(&|n| set(n, &|_, v| (v / 2).max(lo)));
+        for i in 0..list.len() {
+            push(&|n| set(n, &|j, v| if i == j { lo } else { v }));
+            push(&|n| set(n, &|j, v| if i == j { (v / 2).max(lo) } else { v }));
         }
     }
     for t in m.tensors.iter().filter(|t| t.layout_is_drawn()) {

@@ -126,6 +126,7 @@ pub fn migrate(v1: CaseV1) -> Case {
         params: v1.params.clone(),
         dtype: v1.dtype,
         dims: dims.iter().map(|(n, v)| (n.to_string(), *v as u64)).collect(),
+        lengths: Default::default(),
         scalars: [("causal".to_string(), Scalar::Bool(v1.causal)), ("scale".to_string(), Scalar::Float(v1.scale as f64))].into(),
         seed: v1.data.seed,
         tensors: [("q", &l.q, true), ("k", &l.k, true), ("v", &l.v, true), ("o", &l.o, false)]

@@ -110,6 +110,17 @@ impl Dtype {
         }
     }
 
+    /// Whether an integer type holds `v` (a floating type holds every integer a case makes).
+    pub fn holds_int(self, v: i64) -> bool {
+        match self {
+            Dtype::U8 => (0..=255).contains(&v),
+            Dtype::I8 => (-128..=127).contains(&v),
+            Dtype::U32 => (0..=u32::MAX as i64).contains(&v),
+            Dtype::I32 => (i32::MIN as i64..=i32::MAX as i64).contains(&v),
+            _ => true,
+        }
+    }
+
     /// The C type a kernel declares for it.
     pub fn c_type(self) -> &'static str {
         match self {
@@ -448,6 +459,10 @@ pub struct Case {
     pub dtype: Dtype,
     /// Named dims, e.g. `seq_q = 65`.
     pub dims: BTreeMap<String, u64>,
+    /// Lists of lengths, e.g. `seqlens = [3, 0, 17]` (a manifest's `[lengths]`; absent from
+    /// seeds of kernels without any, so those read and write as before).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub lengths: BTreeMap<String, Vec<u64>>,
     /// Named scalars, e.g. `causal = true`, `scale = 0.125`.
     #[serde(default)]
     pub scalars: BTreeMap<String, Scalar>,
@@ -471,6 +486,7 @@ impl Case {
             params: BTreeMap::new(),
             dtype,
             dims: BTreeMap::new(),
+            lengths: BTreeMap::new(),
             scalars: BTreeMap::new(),
             seed: 1,
             tensors: BTreeMap::new(),
@@ -542,6 +558,11 @@ impl Case {
         let mut s = self.dtype.to_string();
         for (name, v) in &self.dims {
             s.push_str(&format!(" {name}={v}"));
+        }
+        for (name, list) in &self.lengths {
+            let shown: Vec<String> = list.iter().take(8).map(u64::to_string).collect();
+            let more = if list.len() > 8 { format!(",+{}", list.len() - 8) } else { String::new() };
+            s.push_str(&format!(" {name}=[{}{more}]", shown.join(",")));
         }
         for (name, v) in &self.scalars {
             match v {

@@ -126,6 +126,12 @@ pub fn decode_case(u: &mut Unstructured<'_>, ctx: &DecodeContext) -> Result<Case
     for d in &m.dims {
         let v = draw_dim(u, ctx, d, &case)?;
         case.dims.insert(d.name.clone(), v);
+        // A list follows its count dim at once, so the dims after it may relate to it
+        // (`num_pages >= seqlens.pages(PAGE)`).
+        for l in m.lengths.iter().filter(|l| l.count == d.name) {
+            let list = super::lengths::draw_lengths(u, l, v, ctx.constrained)?;
+            case.lengths.insert(l.name.clone(), list);
+        }
     }
     for s in &m.scalars {
         let v = draw_scalar(u, ctx, s, &case)?;
@@ -523,6 +529,7 @@ fn shrink_to_valid(case: &mut Case, m: &Manifest) {
     }
     let sample = m.sample_vars();
     case.dims = sample.dims;
+    super::fit_lengths(case, m);
 }
 
 /// How a case passes 2³¹ elements ([`offsets_past_int32`]). Both keep a few logical elements in a

@@ -7,6 +7,7 @@
 //! case model, the manifest and the plan, so none of those depends on it.
 
 mod decode;
+pub mod lengths;
 pub mod relations;
 pub mod strategy;
 
@@ -29,15 +30,35 @@ pub fn example(m: &Manifest) -> Case {
     let mut case = Case::new(&m.path.display().to_string(), m.dtypes[0]);
     case.params = m.free_params();
     case.dims = vars.dims;
+    case.lengths = vars.lengths;
     case.scalars = vars.scalars;
     relations::repair(&mut case, m, 0);
+    fit_lengths(&mut case, m);
+    allowed_values(&mut case, m);
+    case
+}
+
+/// Gives each tensor that does not allow the default value classes (an integer tensor: only
+/// `uniform`) its first allowed class, so a case built from defaults lies inside the contract.
+pub fn allowed_values(case: &mut Case, m: &Manifest) {
     let default = crate::core::case::TensorLayout::dense().values;
     for t in &m.tensors {
         if !t.values.is_empty() && !default.iter().all(|c| t.values.contains(c)) {
             case.layout_mut(&t.name).values = vec![t.values[0]];
         }
     }
-    case
+}
+
+/// Gives every list of lengths as many entries as its count dim says: a list cut where the count
+/// fell, extended with its sample length where it grew (after a repair or a shrink moved the
+/// count); a list the case lacks is the sample one.
+pub fn fit_lengths(case: &mut Case, m: &Manifest) {
+    for l in &m.lengths {
+        let count = case.dim(&l.count) as usize;
+        let fill = l.sample(1)[0];
+        let list = case.lengths.entry(l.name.clone()).or_default();
+        list.resize(count, fill);
+    }
 }
 
 /// [`smaller_for_naming`] keeps each dim's residue modulo this many elements: 16 is a multiple

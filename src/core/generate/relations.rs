@@ -217,7 +217,7 @@ pub fn int_of(env: &Env, node: &Node) -> Option<i64> {
 pub fn dim_vars(case: &Case, m: &Manifest) -> Vars {
     let mut params = m.default_params();
     params.extend(case.params.clone());
-    Vars { dims: case.dims.clone(), params, defines: m.defines.clone(), elem_bytes: case.dtype.size(), ..Vars::default() }
+    Vars { dims: case.dims.clone(), lengths: case.lengths.clone(), params, defines: m.defines.clone(), elem_bytes: case.dtype.size(), ..Vars::default() }
 }
 
 /// Brings the dims from position `from` on back into their relations: a dim whose relations

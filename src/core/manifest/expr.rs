@@ -7,7 +7,8 @@
 //! cannot come to depend on an evalexpr builtin by accident.
 //!
 //! Names: every dim, scalar (flags are 0 or 1), param and define; `elem_bytes` (the case's
-//! element size); and per tensor `t`: `t.stride(i)` and `t.size(i)` (element stride and extent
+//! element size); per list of lengths `l`: `l.sum`, `l.max`, `l.min`, `l.count` and
+//! `l.pages(p)` (`Σ cdiv(len, p)`); and per tensor `t`: `t.stride(i)` and `t.size(i)` (element stride and extent
 //! of logical dimension `i`), `t.stride_<dim>` and `t.size_<dim>` for a dimension whose shape
 //! entry is a dim name (`q.stride_seq_q`), `t.offset_bytes`, `t.numel`, `t.rank` and
 //! `t.elem_bytes`. evalexpr's tokenizer treats `.` as part of an identifier, so `q.stride(2)`
@@ -86,6 +87,8 @@ pub struct TensorVars {
 pub struct Vars {
     /// Dims by name.
     pub dims: BTreeMap<String, u64>,
+    /// Lists of lengths by name ([`super::lengths`]).
+    pub lengths: BTreeMap<String, Vec<u64>>,
     /// Scalars by name.
     pub scalars: BTreeMap<String, Scalar>,
     /// Params (the case's, defaults filled in).
@@ -203,6 +206,19 @@ impl Env {
         }
         set(&mut ctx, "elem_bytes".into(), int(vars.elem_bytes as u64));
         let mut functions: Vec<String> = FUNCTIONS.iter().map(|s| s.to_string()).collect();
+        for (name, list) in &vars.lengths {
+            set(&mut ctx, format!("{name}.sum"), int(list.iter().sum()));
+            set(&mut ctx, format!("{name}.max"), int(list.iter().copied().max().unwrap_or(0)));
+            set(&mut ctx, format!("{name}.min"), int(list.iter().copied().min().unwrap_or(0)));
+            set(&mut ctx, format!("{name}.count"), int(list.len() as u64));
+            let (fname, list, label) = (format!("{name}.pages"), list.clone(), format!("{name}.pages"));
+            let f = Function::new(move |a: &Value| match a {
+                Value::Int(p) if *p >= 1 => Ok(int(super::lengths::pages(&list, *p as u64))),
+                other => Err(EvalexprError::CustomMessage(format!("{label}() takes a page size of at least 1, got {}", show(other)))),
+            });
+            ctx.set_function(fname.clone(), f).expect("mutable");
+            functions.push(fname);
+        }
         for t in vars.tensors.iter().filter(|_| with_tensors) {
             let numel = t.shape.iter().fold(1u64, |a, &n| a.saturating_mul(n));
             set(&mut ctx, format!("{}.offset_bytes", t.name), int(t.offset_bytes));
@@ -598,6 +614,7 @@ mod tests {
             scalars: [("scale".to_string(), Scalar::Float(0.125)), ("causal".to_string(), Scalar::Bool(true))].into(),
             params: BTreeMap::from([("BLOCK_N".to_string(), 64)]),
             defines: BTreeMap::new(),
+            lengths: BTreeMap::from([("seqlens".to_string(), vec![3, 0, 17])]),
             elem_bytes: 2,
             tensors: vec![TensorVars {
                 name: "q".into(),
@@ -609,6 +626,17 @@ mod tests {
             }],
         };
         Env::new(&vars)
+    }
+
+    /// A list of lengths is seen through its sum, max, min, count and pages.
+    #[test]
+    fn lengths_are_seen_through_their_summaries() {
+        let e = env();
+        assert_eq!(e.int("seqlens.sum").unwrap(), 20);
+        assert_eq!(e.int("seqlens.max + seqlens.min + seqlens.count").unwrap(), 20);
+        assert_eq!(e.int("seqlens.pages(16)").unwrap(), 3);
+        assert_eq!(e.int("cdiv(seqlens.max, 16)").unwrap(), 2);
+        assert!(e.int("seqlens.pages(0)").unwrap_err().problem.contains("page size of at least 1"));
     }
 
     #[test]

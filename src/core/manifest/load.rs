@@ -20,11 +20,11 @@ use crate::core::target::Target;
 
 use super::expr::{self, Env, TensorVars, Vars};
 use super::{
-    ContractSpec, DimSpec, DtypeSpec, Hint, Init, LayoutFreedom, Manifest, ManifestError, ReferenceSpec, Role, ScalarChoice, ScalarSpec, ScalarType,
-    TensorSpec, MANIFEST_FORMAT,
+    ContractSpec, DimSpec, DtypeSpec, Hint, Init, LayoutFreedom, LengthsSpec, Manifest, ManifestError, ReferenceSpec, Role, ScalarChoice, ScalarSpec,
+    ScalarType, TensorSpec, MANIFEST_FORMAT,
 };
 
-const TOP_LEVEL_KEYS: [&str; 22] = [
+const TOP_LEVEL_KEYS: [&str; 23] = [
     "format",
     "name",
     "description",
@@ -40,6 +40,7 @@ const TOP_LEVEL_KEYS: [&str; 22] = [
     "defines",
     "params",
     "dims",
+    "lengths",
     "requires",
     "scalars",
     "tensors",
@@ -104,6 +105,7 @@ struct RawTensor {
     #[serde(default)]
     distinct: bool,
     capacity: Option<toml::Value>,
+    derive: Option<toml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -180,9 +182,10 @@ impl Manifest {
         let defines = l.defines(t)?;
         let (params, derived_params) = l.params(t, &defines)?;
         let dims = l.dims(t, &defines, &params)?;
+        let lengths = l.lengths(t, &dims)?;
         let requires = l.relations(t.remove("requires"), "requires")?;
         let scalars = l.scalars(t, &dims)?;
-        let tensors = l.tensors(t, &dims, &scalars)?;
+        let tensors = l.tensors(t, &dims, &scalars, &lengths)?;
         let dtypes = match dtypes {
             Some(d) => d,
             None => l.fixed_types_only(&tensors)?,
@@ -219,6 +222,7 @@ impl Manifest {
             params,
             derived_params,
             dims,
+            lengths,
             requires,
             scalars,
             tensors,
@@ -253,6 +257,10 @@ impl Manifest {
                     vars.dims.insert(a.to_string(), v);
                 }
             }
+        }
+        for l in &self.lengths {
+            let count = vars.dims.get(&l.count).copied().unwrap_or(1);
+            vars.lengths.insert(l.name.clone(), l.sample(count));
         }
         for s in &self.scalars {
             let v = self.default_scalar(s, &vars);
@@ -553,7 +561,7 @@ impl Loader<'_> {
     }
 
     /// `[[tensors]]`: the roster.
-    fn tensors(&self, t: &mut toml::Table, dims: &[DimSpec], scalars: &[ScalarSpec]) -> Result<Vec<TensorSpec>, ManifestError> {
+    fn tensors(&self, t: &mut toml::Table, dims: &[DimSpec], scalars: &[ScalarSpec], lengths: &[LengthsSpec]) -> Result<Vec<TensorSpec>, ManifestError> {
         let raw: Vec<toml::Value> = self.required(t.remove("tensors"), "tensors", "at least one [[tensors]] table")?;
         if raw.is_empty() {
             return Err(self.invalid("tensors", "empty; declare the kernel's tensors as [[tensors]] tables".into()));
@@ -569,10 +577,17 @@ impl Loader<'_> {
                     format!("{:?} is not a C identifier; tensor names appear in expressions (`{}.stride(0)`)", r.name, r.name),
                 ));
             }
-            if out.iter().any(|o| o.name == r.name) || dims.iter().any(|d| d.name == r.name) || scalars.iter().any(|s| s.name == r.name) {
-                return Err(self.invalid(&format!("{field}.name"), format!("`{}` is already a tensor, dim or scalar name; rename one", r.name)));
+            let taken = out.iter().any(|o| o.name == r.name) || dims.iter().any(|d| d.name == r.name) || scalars.iter().any(|s| s.name == r.name);
+            if taken || lengths.iter().any(|l| l.name == r.name) {
+                return Err(self.invalid(&format!("{field}.name"), format!("`{}` is already a tensor, dim, scalar or lengths name; rename one", r.name)));
             }
-            out.push(self.tensor(r, &field)?);
+            let derive = r.derive.clone().map(|v| self.derive(v, &format!("{field}.derive"), lengths)).transpose()?;
+            let mut spec = self.tensor(r, &field)?;
+            if let Some(d) = &derive {
+                self.check_derived(&spec, d)?;
+            }
+            spec.derive = derive;
+            out.push(spec);
         }
         Ok(out)
     }
@@ -686,6 +701,7 @@ impl Loader<'_> {
             order_dependent: r.order_dependent,
             distinct: r.distinct,
             capacity,
+            derive: None,
         })
     }
 

@@ -37,6 +37,7 @@ pub mod entry;
 mod error;
 pub mod expr;
 mod launch;
+pub mod lengths;
 mod load;
 pub mod migrate;
 mod ops;
@@ -48,6 +49,7 @@ mod target;
 pub use check::{params_text, ArchLimits, LaunchNeeds, DEFAULT_TARGETS};
 pub use error::ManifestError;
 pub use expr::{TensorVars, Vars};
+pub use lengths::{Derive, LengthsSpec};
 pub use ops::{BuiltinOp, OpSpec, Rank, ScalarRole, TensorRole};
 pub use resolve::{ResolvedArg, ResolvedLaunch};
 
@@ -273,6 +275,9 @@ pub struct TensorSpec {
     /// tensor up to it are a don't-care tail the kernel may read and write, never judged; past
     /// it the redzone begins. Only `dense` and `fixed` tensors.
     pub capacity: Option<String>,
+    /// Where an index tensor's values come from when the caller derives them from a list of
+    /// lengths (`cu_seqlens`, page tables) rather than drawing them.
+    pub derive: Option<Derive>,
     /// Whether an integer tensor's values are pairwise distinct (slot mappings, scatter
     /// targets): drawn as a random injection into its range, so a correct kernel is never given
     /// the duplicate targets that would make it race. A case whose range is smaller than the
@@ -470,6 +475,8 @@ pub struct Manifest {
     pub derived_params: BTreeMap<String, String>,
     /// Dims, in the order the decoder draws them.
     pub dims: Vec<DimSpec>,
+    /// List-valued dims (`[lengths]`): each drawn right after its count dim.
+    pub lengths: Vec<LengthsSpec>,
     /// Well-formedness relations between dims: never violated by any case.
     pub requires: Vec<String>,
     /// Scalars, in declaration order.
@@ -494,6 +501,11 @@ impl Manifest {
     /// A dim by name.
     pub fn dim(&self, name: &str) -> Option<&DimSpec> {
         self.dims.iter().find(|d| d.name == name)
+    }
+
+    /// A list of lengths by name.
+    pub fn lengths_spec(&self, name: &str) -> Option<&LengthsSpec> {
+        self.lengths.iter().find(|l| l.name == name)
     }
 
     /// A scalar by name.
@@ -565,7 +577,13 @@ impl Manifest {
     /// Every param of a case's build: its chosen ones, the defaults of those it leaves out,
     /// and the derived ones evaluated for its dims and scalars.
     pub fn case_params(&self, case: &Case) -> Result<BTreeMap<String, i64>, (String, String)> {
-        let mut vars = Vars { params: self.default_params(), defines: self.defines.clone(), elem_bytes: case.dtype.size(), ..Vars::default() };
+        let mut vars = Vars {
+            params: self.default_params(),
+            defines: self.defines.clone(),
+            lengths: case.lengths.clone(),
+            elem_bytes: case.dtype.size(),
+            ..Vars::default()
+        };
         vars.params.extend(case.params.iter().map(|(k, v)| (k.clone(), *v)));
         vars.dims = case.dims.clone();
         vars.scalars = case.scalars.clone();

@@ -86,6 +86,13 @@ fn dims(m: &Manifest, plan: &Plan, reasons: &mut Vec<String>) {
             reasons.push(format!("{} = {v} is not a multiple of {}", d.name, d.multiple));
         }
     }
+    for l in &m.lengths {
+        let [lo, hi] = l.range;
+        let list = plan.vars.lengths.get(&l.name).map(Vec::as_slice).unwrap_or_default();
+        if let Some((i, v)) = list.iter().enumerate().find(|(_, &v)| v < lo || v > hi) {
+            reasons.push(format!("{}[{i}] = {v} is outside {lo}..={hi}", l.name));
+        }
+    }
     if m.contract.relations.is_empty() {
         return;
     }

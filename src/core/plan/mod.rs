@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::case::{span_elements, strides, Case, Dtype, Scalar, TensorLayout, INT32_OFFSET_LIMIT, MAX_SPAN_BYTES};
 use crate::core::error::CaseError;
 use crate::core::manifest::expr::Env;
-use crate::core::manifest::{coerce, Init, Manifest, Role, TensorVars, Vars};
+use crate::core::manifest::{coerce, Derive, Init, Manifest, Role, TensorVars, Vars};
 
 /// The alignment vector loads need; residues are taken modulo this.
 pub const VECTOR_ALIGN: u64 = 16;
@@ -208,6 +208,21 @@ impl Plan {
             }
             vars.dims.insert(d.name.clone(), v);
         }
+        if let Some(name) = case.lengths.keys().find(|n| m.lengths_spec(n).is_none()) {
+            return Err(bad(format!("lengths.{name}"), format!("{} has no list of lengths `{name}`", m.name)));
+        }
+        for l in &m.lengths {
+            let field = format!("lengths.{}", l.name);
+            let list = case.lengths.get(&l.name).ok_or_else(|| bad(field.clone(), format!("the case does not set it; {} needs it", m.name)))?;
+            let count = vars.dims[&l.count];
+            if list.len() as u64 != count {
+                return Err(bad(field, format!("holds {} lengths, but {} = {count}", list.len(), l.count)));
+            }
+            if let Some(v) = list.iter().find(|&&v| v > crate::core::case::MAX_DIM) {
+                return Err(bad(field, format!("{v} is more than {}", crate::core::case::MAX_DIM)));
+            }
+            vars.lengths.insert(l.name.clone(), list.clone());
+        }
         if let Some(name) = case.scalars.keys().find(|n| m.scalar(n).is_none()) {
             return Err(bad(format!("scalars.{name}"), format!("{} has no scalar `{name}`", m.name)));
         }
@@ -253,6 +268,11 @@ impl Plan {
                     format!("tensors.{}.range", t.name),
                     format!("[{}, {}] is not a finite range with min <= max for this case", show(&lo), show(&hi)),
                 ));
+            }
+        }
+        for (t, tp) in m.tensors.iter().zip(&tensors) {
+            if let Some(d) = &t.derive {
+                derived_fits(t, d, tp, &vars, env()).map_err(|problem| bad(format!("tensors.{}", t.name), problem))?;
             }
         }
         for (t, tp) in m.tensors.iter().zip(&tensors).filter(|(t, _)| t.distinct) {
@@ -383,6 +403,54 @@ fn plan_tensor<'e>(case: &Case, m: &Manifest, index: usize, vars: &Vars, env: &d
         distinct: t.distinct,
         tail_bytes,
     })
+}
+
+/// Whether a derived tensor holds its values for this case: one length or prefix sum per entry,
+/// a page table as wide as the longest sequence's pages, with pages enough in its range.
+fn derived_fits(t: &crate::core::manifest::TensorSpec, d: &Derive, tp: &TensorPlan, vars: &Vars, env: &Env) -> Result<(), String> {
+    let list = &vars.lengths[d.lengths()];
+    let count = list.len() as u64;
+    match d {
+        Derive::Lengths(l) | Derive::CuSeqlens(l) => {
+            let want = count + matches!(d, Derive::CuSeqlens(_)) as u64;
+            if tp.numel != want {
+                return Err(format!("holds {} values, but {l} needs {want} here; its shape must follow {l}'s count", tp.numel));
+            }
+            let total: u64 = list.iter().sum();
+            if !tp.dtype.holds_int(total as i64) {
+                return Err(format!("{l} sums to {total}, past what {} holds", tp.dtype));
+            }
+        }
+        Derive::PageTable { lengths, page_size, pad } => {
+            let page = env.int(page_size).map_err(|f| format!("page_size \"{page_size}\": {}", f.problem))?;
+            if page < 1 {
+                return Err(format!("page_size \"{page_size}\" is {page}; a page holds at least 1 token"));
+            }
+            let widest = list.iter().map(|l| l.div_ceil(page as u64)).max().unwrap_or(0);
+            if tp.shape[0] != count || tp.shape[1] < widest {
+                return Err(format!(
+                    "is [{}, {}], but {lengths} needs [{count}, at least {widest}] (pages of {page}); shape it [count, \"cdiv({lengths}.max, {page_size})\"] or wider",
+                    tp.shape[0], tp.shape[1]
+                ));
+            }
+            if !tp.dtype.holds_int(*pad) {
+                return Err(format!("pad {pad} does not fit {}", tp.dtype));
+            }
+            let [lo, hi] = t.range.as_ref().expect("the loader requires a page table's range");
+            let (lo, hi) = match (env.int(lo), env.int(hi)) {
+                (Ok(lo), Ok(hi)) => (lo, hi),
+                _ => return Err(format!("its range [{lo}, {hi}] does not evaluate for this case")),
+            };
+            let needed = crate::core::manifest::lengths::pages(list, page as u64);
+            if ((hi as i128 - lo as i128 + 1).max(0) as u128) < needed as u128 || !tp.dtype.holds_int(lo) || !tp.dtype.holds_int(hi) {
+                return Err(format!(
+                    "{lengths} occupies {needed} pages of {page}, more than its range [{lo}, {hi}] holds (or past {}); keep them apart with requires, e.g. \"num_pages >= {lengths}.pages({page_size})\"",
+                    tp.dtype
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Calls `f(linear, byte_offset)` for every logical element in row-major order. Offsets are

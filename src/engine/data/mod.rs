@@ -28,12 +28,14 @@
 //! out-of-bounds-read signal. A broadcast tensor's values are drawn per stored element and
 //! repeated along its stride-0 dimensions, so every logical read of one address agrees.
 
+use std::collections::BTreeMap;
+
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
 use crate::core::case::{Case, Dtype, ValueClass};
 use crate::core::manifest::expr::Env;
-use crate::core::manifest::{Init, Manifest};
+use crate::core::manifest::{Derive, Init, Manifest};
 use crate::core::plan::{for_each_offset, Plan, TensorPlan};
 
 /// Domain tag mixed into every generator key. Bump the version when the generation scheme
@@ -86,6 +88,10 @@ pub fn generate(case: &Case, plan: &Plan, m: &Manifest) -> Inputs {
             let drawn = tp.role == crate::core::manifest::Role::Input || tp.init == Init::Drawn;
             drawn.then(|| {
                 let spec = m.tensors.get(tp.index).and_then(|t| t.range.as_ref());
+                if let Some(d) = m.tensors.get(tp.index).and_then(|t| t.derive.as_ref()) {
+                    let range = spec.and_then(|[lo, hi]| Some((env().int(lo).ok()?, env().int(hi).ok()?)));
+                    return derived_values(case.seed, tp, d, &plan.vars.lengths, range, env());
+                }
                 if tp.dtype.is_float() {
                     let range = spec.and_then(|[lo, hi]| Some((env().float(lo).ok()?, env().float(hi).ok()?))).filter(|(lo, hi)| lo <= hi);
                     return generate_float(case.seed, tp, &tp.layout.values, range);
@@ -258,6 +264,35 @@ fn generate_float(seed: u64, tp: &TensorPlan, classes: &[ValueClass], range: Opt
         }
     }
     expand(out, &stored, tp)
+}
+
+/// The values of a tensor derived from a list of lengths ([`Derive`]), logical order: the
+/// lengths, their prefix sums, or a page table whose pages are a random injection into `range`
+/// (keyed by the case's seed and the tensor, counter-based: page `k` of the batch is
+/// `lo + permute(k)`), each row's unused entries the pad. The plan checked that they fit.
+fn derived_values(seed: u64, tp: &TensorPlan, d: &Derive, lengths: &BTreeMap<String, Vec<u64>>, range: Option<(i64, i64)>, env: &Env) -> Vec<f64> {
+    let list = lengths.get(d.lengths()).map(Vec::as_slice).unwrap_or_default();
+    match d {
+        Derive::Lengths(_) => list.iter().map(|&l| l as f64).collect(),
+        Derive::CuSeqlens(_) => crate::core::manifest::lengths::prefix_sums(list).into_iter().map(|v| v as f64).collect(),
+        Derive::PageTable { page_size, pad, .. } => {
+            let page = env.int(page_size).unwrap_or(1).max(1) as u64;
+            let (lo, hi) = range.unwrap_or((0, i32::MAX as i64));
+            let span = (hi - lo + 1).max(1) as u64;
+            let mut rng = tensor_rng(seed, tp.index as u64);
+            let keys = [rng.next_u64(), rng.next_u64(), rng.next_u64(), rng.next_u64()];
+            let width = tp.shape.get(1).copied().unwrap_or(0) as usize;
+            let mut out = vec![*pad as f64; tp.numel as usize];
+            let mut next = 0u64;
+            for (b, &len) in list.iter().enumerate() {
+                for j in 0..(len.div_ceil(page) as usize).min(width) {
+                    out[b * width + j] = (lo + permute(next, span, &keys) as i64) as f64;
+                    next += 1;
+                }
+            }
+            out
+        }
+    }
 }
 
 /// Element `i` of a keyed permutation of `0..span` (`i < span`): a four-round Feistel network on

@@ -31,8 +31,11 @@ pub fn base_case(m: &Manifest) -> Result<Case, InferError> {
     for i in 0..m.dims.len() {
         let v = base_dim(m, &case, i);
         case.dims.insert(m.dims[i].name.clone(), v);
+        // Lists follow their count at once, so later dims' relations may name them.
+        crate::core::generate::fit_lengths(&mut case, m);
     }
     case.scalars = defaults(&case, m);
+    crate::core::generate::allowed_values(&mut case, m);
     align_base_rows(&mut case, m);
     let plan = Plan::new(&case, m).map_err(|e| InferError::NoBase { kernel: m.name.clone(), reasons: e.to_string() })?;
     match check_contract(m, &case, &plan) {
@@ -112,7 +115,7 @@ fn align_base_rows(case: &mut Case, m: &Manifest) {
 fn vars_of(case: &Case, m: &Manifest) -> Vars {
     let mut params = m.default_params();
     params.extend(case.params.clone());
-    Vars { dims: case.dims.clone(), params, defines: m.defines.clone(), elem_bytes: case.dtype.size(), ..Vars::default() }
+    Vars { dims: case.dims.clone(), lengths: case.lengths.clone(), params, defines: m.defines.clone(), elem_bytes: case.dtype.size(), ..Vars::default() }
 }
 
 /// Every scalar's default for `case`'s dims (a default may be an expression: `1 / sqrt(head_dim)`).
@@ -127,6 +130,8 @@ pub fn edit_dims(case: &Case, m: &Manifest, edit: impl FnOnce(&mut Case)) -> Cas
     let before = defaults(case, m);
     let mut c = case.clone();
     edit(&mut c);
+    // A list of lengths follows its count dim (cut or extended with its sample length).
+    crate::core::generate::fit_lengths(&mut c, m);
     let after = defaults(&c, m);
     for (name, v) in c.scalars.iter_mut() {
         if before.get(name) == Some(v) {

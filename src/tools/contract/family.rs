@@ -45,6 +45,8 @@ pub enum Family {
     ElementOffset(String),
     /// A dim's value.
     Dim(String),
+    /// A list of lengths (`[lengths]`): a batch of three sequences of chosen lengths.
+    Lengths(String),
     /// The case's element type.
     Dtype,
     /// A flag (bool scalar).
@@ -123,6 +125,8 @@ impl Family {
     pub fn pinned_dims(&self, m: &Manifest) -> Vec<String> {
         match self {
             Family::Dim(d) => vec![d.clone()],
+            // The list has one length per sequence: its count dim stays.
+            Family::Lengths(l) => m.lengths_spec(l).map(|s| vec![s.count.clone()]).unwrap_or_default(),
             // The overflow is built on the outermost dim at 2 or 3, with a stride set by the
             // padding of the next: growing any dim of the tensor would change its span or its
             // form (a 32-bit stride grown past 2^31).
@@ -163,6 +167,10 @@ impl Family {
                 .into(),
             ),
             Family::Dim(d) => Value::Num(case.dim(d) as i64),
+            Family::Lengths(l) => {
+                let list: Vec<String> = case.lengths.get(l).map(|v| v.iter().map(u64::to_string).collect()).unwrap_or_default();
+                Value::Name(format!("[{}]", list.join(" ")))
+            }
             Family::Dtype => Value::Name(case.dtype.name().into()),
             Family::Flag(f) => Value::Name(plan.scalar(f).is_some_and(|s| s.is_true()).to_string()),
             Family::Param(p) => Value::Num(case.params.get(p).copied().unwrap_or_default()),
@@ -204,7 +212,7 @@ impl fmt::Display for Family {
             Family::Order(t) => write!(f, "{t} order"),
             Family::Broadcast(t) => write!(f, "{t} broadcast"),
             Family::ElementOffset(t) => write!(f, "{t} largest element offset"),
-            Family::Dim(d) => f.write_str(d),
+            Family::Dim(d) | Family::Lengths(d) => f.write_str(d),
             Family::Dtype => f.write_str("dtype"),
             Family::Flag(name) | Family::Param(name) => f.write_str(name),
         }

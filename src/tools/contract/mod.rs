@@ -140,6 +140,7 @@ pub fn plan_probes(m: &Manifest, cases_per_probe: usize) -> Result<ProbePlan, In
     // table reads `q base offset`, `k base offset`, ..., `q row pitch`, ...
     families.sort_by_key(|(f, _)| f.kind_index());
     families.extend((0..m.dims.len()).map(|i| probes::dim_variants(m, i, &base, &wide)));
+    families.extend(probes::lengths_variants(m, &wide));
     families.push(probes::dtype_variants(m, &wide));
     families.extend(probes::flag_variants(m, &wide));
     families.extend(probes::param_variants(m, &wide));

@@ -133,6 +133,37 @@ pub fn dim_values(d: &DimSpec, b: u64, tile: Option<u64>) -> Vec<u64> {
     v
 }
 
+/// The probes of each list of lengths, on a batch of three sequences (the count dim set to 3,
+/// the dims after it following their relations): an empty sequence (the range's low end)
+/// between two others, one at the range's maximum (at most [`MAX_PROBE_DIM`]) with two of
+/// length 1, one past it, all equal, and each hint ± 1 beside a sequence of 1.
+pub fn lengths_variants(m: &Manifest, wide: &Case) -> Vec<Variants> {
+    let mut out = Vec::new();
+    for l in &m.lengths {
+        let Some(i) = m.dims.iter().position(|d| d.name == l.count) else { continue };
+        let [lo, hi] = l.range;
+        let (top, mid) = (hi.min(MAX_PROBE_DIM), l.cap.clamp(1, hi));
+        let mut lists = vec![vec![mid, lo, mid], vec![top, 1, 1], vec![mid, mid, mid], vec![1, 1, 1]];
+        if hi < MAX_PROBE_DIM {
+            lists.push(vec![hi + 1, 1, 1]);
+        }
+        for &h in &l.hints {
+            lists.extend([h.saturating_sub(1), h, h + 1].map(|v| vec![1, v, 1]));
+        }
+        lists.retain(|list| list.iter().any(|&v| v > 0));
+        let cases = lists
+            .into_iter()
+            .map(|list| {
+                let mut c = wide.clone();
+                c.lengths.insert(l.name.clone(), list);
+                with_dim(&c, m, i, 3)
+            })
+            .collect();
+        out.push((Family::Lengths(l.name.clone()), cases));
+    }
+    out
+}
+
 /// The other element types: every floating type a case may run at and every one the manifest
 /// lists.
 pub fn dtype_variants(m: &Manifest, base: &Case) -> Variants {
