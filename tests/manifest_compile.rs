@@ -413,9 +413,9 @@ fn dims_scalars_params_and_tensors_are_sanity_checked() {
     let (_, msg) = error_of("init = { const = 7 }", "init = { konst = 7 }", "tensors.scratch.init");
     assert!(msg.contains("const = 1.5"), "{msg}");
     let (_, msg) = error_of("name = \"scratch\"", "name = \"rowsum\"", "tensors.rowsum.name");
-    assert!(msg.contains("already a tensor, dim or scalar name"), "{msg}");
+    assert!(msg.contains("already a tensor, dim, scalar or lengths name"), "{msg}");
     let (_, msg) = error_of("name = \"scratch\"", "name = \"cols\"", "tensors.cols.name");
-    assert!(msg.contains("already a tensor, dim or scalar name"), "{msg}");
+    assert!(msg.contains("already a tensor, dim, scalar or lengths name"), "{msg}");
     let (_, msg) = error_of("shape = [\"rows\"]", "shape = [\"rows\"]\nbroadcast = true", "tensors.rowsum.broadcast");
     assert!(msg.contains("only inputs"), "{msg}");
     // A floating tensor takes a value range (uniform spans it), with number or expression ends.
