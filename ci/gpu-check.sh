@@ -195,7 +195,8 @@ fi
 # 2f. Contract vocabulary (stage `varlen`, issue 28 steps 3-4): variable lengths with derived
 #     cu_seqlens and page tables (two correct kernels clean over VARLEN_CASES (5000) cases each,
 #     the planted index bug found within 60 s, its seed replayed by the Python emitter and
-#     minimized), an fp64-only kernel and a capacity tail (clean; their mutants found).
+#     minimized), an fp64-only kernel, a capacity tail and a launch sequence (clean; their
+#     mutants found).
 if want varlen; then
   for k in varlen/paged_gather varlen/varlen_mean; do
     n=$(basename $k)
@@ -212,12 +213,12 @@ if want varlen; then
     $bin minimize "$seed" > "$logs/varlen-min.log" 2>&1; st=$?
     row "  minimize (exit 1: still fails)" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(grep -m1 '^minimal case' "$logs/varlen-min.log" | grep -o 'seqlens=[^ ]*') $(grep -m1 -o '[0-9]* candidate[^,;]*' "$logs/varlen-min.log")"
   fi
-  for k in fp64/row_dot_f64 capacity/box3_tiles; do
+  for k in fp64/row_dot_f64 capacity/box3_tiles sequence/row_sum_two_pass; do
     n=$(basename $k)
     $bin fuzz --kernel kernels/$k.toml --cases ${SHIP_CASES:-3000} --jobs 4 --seed 1 --out "$logs/out-$n" > "$logs/vocab3-$n.log" 2>&1; st=$?
     row "$n: ${SHIP_CASES:-3000} cases clean" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E "^$n:" "$logs/vocab3-$n.log" | tail -n1 | cut -c1-100)"
   done
-  for k in row_dot_f64_float_acc box3_tiles_exact_buffer; do
+  for k in row_dot_f64_float_acc box3_tiles_exact_buffer row_sum_floor_chunks; do
     s=$(date +%s.%N); $bin fuzz --kernel kernels/mutants/$k.toml --jobs 3 --seed 1 --stop-after 1 --time 60s --out "$logs/out-$k" > "$logs/vocab3-$k.log" 2>&1; st=$?; e=$(date +%s.%N)
     row "  $k: found" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(echo "$s $e" | awk '{printf "%.1f s; ", $2-$1}')$(grep -m1 -A1 -E '^NEW' "$logs/vocab3-$k.log" | tail -n1 | sed 's/^ *//' | cut -c1-70)"
   done

@@ -196,7 +196,9 @@ impl Manifest {
     /// depends on, directly or through a tensor's shape.
     fn checked_expressions(&self) -> Vec<Checked> {
         let mut raw: Vec<(String, &String, Use)> = Vec::new();
+        let names: Vec<String> = (1..=self.steps.len()).map(|i| format!("launch[{i}]")).collect();
         let mut launches = vec![("launch", &self.launch)];
+        launches.extend(names.iter().map(String::as_str).zip(self.steps.iter().map(|s| &s.launch)));
         if let ReferenceSpec::Kernel(k) = &self.reference {
             launches.push(("reference", &k.launch));
         }

@@ -45,6 +45,7 @@ mod options;
 mod reference;
 mod resolve;
 mod target;
+mod tensors;
 
 pub use check::{params_text, ArchLimits, LaunchNeeds, DEFAULT_TARGETS};
 pub use error::ManifestError;
@@ -434,6 +435,16 @@ pub struct LaunchSpec {
     pub args: Vec<ArgSpec>,
 }
 
+/// A later launch of a launch sequence (`[[launch]]`): another `extern "C"` entry point of the
+/// same source, launched after the ones before it on the same stream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchStep {
+    /// Its entry point.
+    pub entry: String,
+    /// Its launch.
+    pub launch: LaunchSpec,
+}
+
 /// The contract terms that are not attached to one dim, scalar or tensor.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ContractSpec {
@@ -489,6 +500,8 @@ pub struct Manifest {
     pub reference: ReferenceSpec,
     /// Launch geometry and arguments (an NVRTC target's; a Python target's has none).
     pub launch: LaunchSpec,
+    /// The later launches of a launch sequence (`[[launch]]`), in order; empty for one launch.
+    pub steps: Vec<LaunchStep>,
     /// How the module is made: NVRTC (default), nvcc or a prebuilt module.
     pub build: crate::core::target::Build,
     /// How the launch happens ([`crate::core::target`]): an NVRTC build of `source` launched as

@@ -104,7 +104,12 @@ impl Manifest {
 
     /// Evaluates the kernel's launch for one case's values.
     pub fn resolve(&self, vars: &Vars) -> Result<ResolvedLaunch, ManifestError> {
-        self.resolve_launch(&self.launch, vars, "launch")
+        self.resolve_launch(&self.launch, vars, if self.steps.is_empty() { "launch" } else { "launch[0]" })
+    }
+
+    /// The later launches of a launch sequence for one case, in order (empty for one launch).
+    pub fn resolve_steps(&self, vars: &Vars) -> Result<Vec<ResolvedLaunch>, ManifestError> {
+        self.steps.iter().enumerate().map(|(i, s)| self.resolve_launch(&s.launch, vars, &format!("launch[{}]", i + 1))).collect()
     }
 
     /// The Python calls a case of this manifest makes: its target's, then its reference's.

@@ -22,12 +22,13 @@ use crate::engine::gpu::{CudaStatus, GpuInfo};
 /// Shared memory a block may use without opting in.
 pub const DEFAULT_SMEM_LIMIT: u32 = 48 * 1024;
 
-/// A loaded module and one entry point in it.
+/// A loaded module and its entry points: the kernel's, then those of the later launches of a
+/// launch sequence ([`crate::core::manifest::LaunchStep`]), each with the dynamic shared memory
+/// limit set on it so far.
 #[derive(Debug)]
 pub struct Module {
     module: sys::CUmodule,
-    function: sys::CUfunction,
-    smem_attribute: u32,
+    functions: Vec<(sys::CUfunction, u32)>,
 }
 
 impl Module {
@@ -37,15 +38,29 @@ impl Module {
         let image = cubin.to_vec();
         // SAFETY: `image` is a complete cubin produced by NVRTC.
         let module = unsafe { result::module::load_data(image.as_ptr() as *const c_void) }.map_err(CudaStatus::from_driver)?;
+        let mut m = Module { module, functions: Vec::new() };
+        m.add_step(entry)?;
+        Ok(m)
+    }
+
+    /// Looks up one more entry point of the module (a later launch of a sequence); its index is
+    /// the number of entries before it.
+    pub fn add_step(&mut self, entry: &str) -> Result<(), CudaStatus> {
         let name = CString::new(entry).expect("entry names have no NUL");
-        // SAFETY: `module` is loaded; the name is NUL-terminated.
-        let function = unsafe { result::module::get_function(module, name) }.map_err(CudaStatus::from_driver)?;
-        Ok(Module { module, function, smem_attribute: DEFAULT_SMEM_LIMIT })
+        // SAFETY: `self.module` is loaded; the name is NUL-terminated.
+        let function = unsafe { result::module::get_function(self.module, name) }.map_err(CudaStatus::from_driver)?;
+        self.functions.push((function, DEFAULT_SMEM_LIMIT));
+        Ok(())
+    }
+
+    /// How many entry points are loaded (1 plus the later launches of a sequence).
+    pub fn entries(&self) -> usize {
+        self.functions.len()
     }
 
     /// The kernel's function handle.
     pub fn function(&self) -> sys::CUfunction {
-        self.function
+        self.functions[0].0
     }
 
     /// Raises the dynamic shared memory limit when `launch` needs more than 48 KB, as
@@ -53,8 +68,14 @@ impl Module {
     /// launch whose host never opts in ([`ResolvedLaunch::shared_opt_in`] false) is left as that
     /// host leaves it: `cuLaunchKernel` then refuses more than 48 KB, as it would there.
     pub fn reserve_shared(&mut self, launch: &ResolvedLaunch, gpu: &GpuInfo) -> Result<(), LaunchRejection> {
+        self.reserve_shared_at(0, launch, gpu)
+    }
+
+    /// [`Module::reserve_shared`] for entry point `at` (0 the kernel's, then a sequence's).
+    pub fn reserve_shared_at(&mut self, at: usize, launch: &ResolvedLaunch, gpu: &GpuInfo) -> Result<(), LaunchRejection> {
         let bytes = launch.shared_bytes;
-        if !launch.shared_opt_in || bytes <= self.smem_attribute.max(DEFAULT_SMEM_LIMIT) {
+        let (function, attribute) = &mut self.functions[at];
+        if !launch.shared_opt_in || bytes <= (*attribute).max(DEFAULT_SMEM_LIMIT) {
             return Ok(());
         }
         if bytes > gpu.max_smem_optin {
@@ -62,10 +83,10 @@ impl Module {
         }
         // SAFETY: valid function handle and attribute.
         unsafe {
-            result::function::set_function_attribute(self.function, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)
+            result::function::set_function_attribute(*function, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)
         }
         .map_err(|e| LaunchRejection::Cuda(CudaStatus::from_driver(e)))?;
-        self.smem_attribute = bytes;
+        *attribute = bytes;
         Ok(())
     }
 
@@ -148,6 +169,12 @@ enum ArgSlot {
 
 /// Launches `module` asynchronously on the null stream with the resolved geometry and arguments.
 pub fn launch(module: &Module, launch: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage) -> Result<(), LaunchRejection> {
+    launch_at(module, 0, launch, arena, image)
+}
+
+/// [`launch`] of entry point `at` of the module (0 the kernel's, then a sequence's later
+/// launches): on the same null stream, so a sequence runs in order.
+pub fn launch_at(module: &Module, at: usize, launch: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage) -> Result<(), LaunchRejection> {
     let mut slots: Vec<ArgSlot> = launch
         .args
         .iter()
@@ -178,7 +205,7 @@ pub fn launch(module: &Module, launch: &ResolvedLaunch, arena: &DeviceArena, ima
     // SAFETY: every parameter points into `slots`, alive for the duration of the call, and the
     // argument list matches the kernel's signature as declared in its manifest (a mismatch is the
     // manifest author's bug and shows up as a finding, not as host memory corruption).
-    unsafe { result::launch_kernel(module.function, (gx, gy, gz), (bx, by, bz), launch.shared_bytes, std::ptr::null_mut(), &mut params) }
+    unsafe { result::launch_kernel(module.functions[at].0, (gx, gy, gz), (bx, by, bz), launch.shared_bytes, std::ptr::null_mut(), &mut params) }
         .map_err(|e| LaunchRejection::Cuda(CudaStatus::from_driver(e)))
 }
 

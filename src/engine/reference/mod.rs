@@ -466,6 +466,8 @@ fn dense_reference_manifest(m: &Manifest, gold: bool) -> Manifest {
     let mut rm = m.clone();
     rm.path = std::path::PathBuf::from(format!("{}#reference-{}", m.path.display(), if gold { "gold" } else { "baseline" }));
     rm.reference = ReferenceSpec::None;
+    // The reference is one launch of its own kernel, never the kernel's sequence.
+    rm.steps = Vec::new();
     if gold {
         rm.dtypes = vec![Dtype::F64];
     }

@@ -182,6 +182,8 @@ pub(super) struct Prepared<'a> {
     pub(super) plan: Plan,
     label: String,
     resolved: ResolvedLaunch,
+    /// The later launches of a launch sequence, resolved for the case.
+    steps: Vec<ResolvedLaunch>,
     /// A Python target's call for the case.
     call: Option<ResolvedCall>,
     pub(super) inputs: data::Inputs,
@@ -194,7 +196,7 @@ impl Prepared<'_> {
     /// Python target's call on GPU `ordinal`.
     fn launcher<'a>(&'a self, module: Option<&'a Module>, ordinal: i32) -> Launcher<'a> {
         match module {
-            Some(module) => Launcher::Kernel(module, &self.resolved),
+            Some(module) => Launcher::Kernel(module, &self.resolved, &self.steps),
             None => Launcher::Python { manifest: &self.manifest, call: self.call.as_ref().expect("resolved for a Python target"), ordinal },
         }
     }
@@ -260,12 +262,13 @@ impl Engine {
         let compiled = self.compiler.compile(&req)?;
         if !self.modules.contains_key(&compiled.key) {
             let hint = version_hint(self.compiler.nvrtc_version(), self.gpu.info.driver_version);
-            let module = Module::load(&compiled.cubin, &compiled.symbol).map_err(|status| EngineError::ModuleLoad {
-                source_file: manifest.source.clone(),
-                entry: req.entry.clone(),
-                status,
-                hint,
-            })?;
+            let load_error =
+                |entry: &str, status| EngineError::ModuleLoad { source_file: manifest.source.clone(), entry: entry.to_string(), status, hint: hint.clone() };
+            let mut module = Module::load(&compiled.cubin, &compiled.symbol).map_err(|status| load_error(&req.entry, status))?;
+            // A launch sequence's later kernels live in the same module.
+            for step in &manifest.steps {
+                module.add_step(&step.entry).map_err(|status| load_error(&step.entry, status))?;
+            }
             self.modules.insert(compiled.key.clone(), module);
         }
         self.module_keys.insert(memo, compiled.key.clone());
@@ -336,7 +339,9 @@ impl Engine {
         } else {
             let gpu_info = self.gpu.info.clone();
             let module = self.module(&prep.manifest, case, opts.coverage).map_err(|e| p.error(e, false))?;
-            let reserved = module.reserve_shared(&prep.resolved, &gpu_info);
+            let reserved = module
+                .reserve_shared(&prep.resolved, &gpu_info)
+                .and_then(|()| prep.steps.iter().enumerate().try_for_each(|(i, s)| module.reserve_shared_at(i + 1, s, &gpu_info)));
             p.times.compile_us = micros(t);
             reserved.map_err(|rejection| p.failed(vec![rejection_finding(&judged, &rejection)], false))?;
         }
@@ -410,10 +415,11 @@ impl Engine {
         p.contract = Some(check_contract(&manifest, case, &plan));
         let label = kernel_label(&manifest, case);
         let resolved = manifest.resolve(&plan.vars).map_err(|e| p.error(e, false))?;
+        let steps = manifest.resolve_steps(&plan.vars).map_err(|e| p.error(e, false))?;
         let call = manifest.resolve_call(&plan.vars).map_err(|e| p.error(e, false))?;
         let inputs = data::generate(case, &plan, &manifest);
         let image = HostImage::build(case, &plan, &inputs);
-        Ok(Prepared { manifest, plan, label, resolved, call, inputs, image, case })
+        Ok(Prepared { manifest, plan, label, resolved, steps, call, inputs, image, case })
     }
 
     /// The determinism run: every written tensor rewritten with its initial contents, the
@@ -494,8 +500,8 @@ type ModuleMemo = (PathBuf, Vec<(String, i64)>, crate::core::case::Dtype, bool);
 
 /// How the code under test is launched for a case (`crate::core::target`).
 enum Launcher<'a> {
-    /// A loaded NVRTC kernel and its resolved launch.
-    Kernel(&'a Module, &'a ResolvedLaunch),
+    /// A loaded NVRTC kernel and its resolved launch, then a sequence's later launches.
+    Kernel(&'a Module, &'a ResolvedLaunch, &'a [ResolvedLaunch]),
     /// A Python target's call, through the process's installed caller.
     Python {
         /// The manifest.
@@ -555,8 +561,13 @@ fn rerun_outputs(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostImage
 
 fn launch_and_wait(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<(), Stop> {
     match launcher {
-        Launcher::Kernel(module, resolved) => {
+        Launcher::Kernel(module, resolved, steps) => {
             launch::launch(module, resolved, arena, image).map_err(|r| Stop::Finding(Box::new(rejection_finding(j, &r)), false))?;
+            // A sequence's later kernels follow on the same stream; a launch one of them is
+            // refused is that launch's finding, whatever the earlier ones did.
+            for (i, s) in steps.iter().enumerate() {
+                launch::launch_at(module, i + 1, s, arena, image).map_err(|r| Stop::Finding(Box::new(rejection_finding(j, &r)), false))?;
+            }
             Ok(crate::engine::gpu::synchronize().map_err(|s| failed_after_launch(j, &s))?)
         }
         Launcher::Python { manifest, call, ordinal } => call_python(manifest, call, *ordinal, arena, image, j),

@@ -1,0 +1,65 @@
+//! Launch sequences (issue 28 step 5): `[[launch]]` loads as the kernel's launch plus later
+//! steps, each resolved per case; the mistakes are named; the standalone repros refuse a
+//! sequence plainly. The GPU run is `ci/gpu-check.sh`'s `varlen` stage.
+
+mod common;
+
+use cudafuzz::core::manifest::{Manifest, ResolvedArg};
+use cudafuzz::core::plan::Plan;
+
+#[test]
+fn a_launch_sequence_loads_and_resolves_each_launch_for_the_case() {
+    let m = common::manifest("kernels/sequence/row_sum_two_pass.toml");
+    assert_eq!(m.entry, "row_sum_partial", "the first launch names the manifest's entry");
+    assert_eq!(m.steps.len(), 1);
+    assert_eq!(m.steps[0].entry, "row_sum_finalize");
+    let mut c = m.bind(cudafuzz::core::generate::example(&m));
+    c.dims.insert("rows".into(), 5);
+    c.dims.insert("n".into(), 1000);
+    c.params.insert("CHUNK".into(), 256);
+    let plan = Plan::new(&c, &m).unwrap_or_else(|e| panic!("{e}"));
+    let first = m.resolve(&plan.vars).unwrap();
+    assert_eq!(first.grid, [4, 5, 1]);
+    let steps = m.resolve_steps(&plan.vars).unwrap();
+    assert_eq!(steps.len(), 1);
+    assert_eq!(steps[0].grid, [1, 1, 1]);
+    let partial = m.tensor_index("partial").unwrap();
+    assert_eq!(steps[0].args[1], ResolvedArg::Tensor(partial));
+    assert_eq!(steps[0].args[3], ResolvedArg::I32(1000));
+}
+
+#[test]
+fn launch_sequence_mistakes_name_the_field_and_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &str, &str, &str); 4] = [
+        ("entry = \"row_sum_finalize\"\n", "", "launch[1].entry", "each later launch of a sequence names its kernel"),
+        ("entry = \"row_sum_finalize\"", "entry = \"ns::finalize<1>\"", "launch[1].entry", "not an extern \"C\" name"),
+        ("source = \"row_sum_two_pass.cu\"", "source = \"row_sum_two_pass.cu\"\ncompiler = \"nvcc\"", "launch", "built by NVRTC"),
+        ("description =", "entry = \"row_sum_finalize\"\ndescription =", "launch[0].entry", "differs from the manifest's entry"),
+    ];
+    for (i, (from, to, field, want)) in cases.iter().enumerate() {
+        let path = common::copy_kernel(dir.path(), "sequence/row_sum_two_pass.toml", &["row_sum_two_pass.cu", "row_sum_ref.cu"], &format!("s{i}.toml"), &|s| {
+            assert!(s.contains(from), "test bug: {from}");
+            s.replacen(from, to, 1)
+        });
+        let e = Manifest::load(&path).unwrap_err().to_string();
+        assert!(e.contains(&format!("field {field}:")) && e.contains(want), "{to}: {e}");
+    }
+    // A single [launch] naming an entry is refused: only a sequence's launches name theirs.
+    let path = common::copy_kernel(dir.path(), "activation/silu_and_mul.toml", &["silu_and_mul.cu", "silu_and_mul_ref.cu"], "one.toml", &|s| {
+        s.replacen("[launch]\n", "[launch]\nentry = \"silu_and_mul\"\n", 1)
+    });
+    let e = Manifest::load(&path).unwrap_err().to_string();
+    assert!(e.contains("launch.entry") && e.contains("only the launches of a sequence"), "{e}");
+}
+
+#[test]
+fn standalone_repros_refuse_a_sequence_and_say_what_replays_it() {
+    let m = common::manifest("kernels/sequence/row_sum_two_pass.toml");
+    let case = m.bind(cudafuzz::core::generate::example(&m));
+    let seed = cudafuzz::tools::emit::SeedInfo::default();
+    for kind in [cudafuzz::tools::emit::EmitKind::Python, cudafuzz::tools::emit::EmitKind::Cu] {
+        let e = cudafuzz::tools::emit::emit(kind, &case, &m, &seed).unwrap_err().to_string();
+        assert!(e.contains("launch sequence (2 launches)") && e.contains("cudafuzz repro SEED"), "{e}");
+    }
+}
