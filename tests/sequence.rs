@@ -63,3 +63,20 @@ fn standalone_repros_refuse_a_sequence_and_say_what_replays_it() {
         assert!(e.contains("launch sequence (2 launches)") && e.contains("cudafuzz repro SEED"), "{e}");
     }
 }
+
+/// `build` (no GPU) checks that every kernel of a sequence is in the module it compiled, and
+/// names the one that is not.
+#[test]
+fn build_names_a_sequence_kernel_missing_from_the_module() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(c) = common::env::compiler(tmp.path()) else { return };
+    let arch = cudafuzz::engine::compile::Arch::new(9, 0);
+    let m = common::manifest("kernels/sequence/row_sum_two_pass.toml");
+    let (out, _) = cudafuzz::engine::compile::build_all(std::slice::from_ref(&m), &[arch], &c);
+    assert!(out.iter().all(|o| o.result.is_ok()), "the shipped sequence builds");
+    let mut bad = m.clone();
+    bad.steps[0].entry = "row_sum_finalise".into();
+    let (out, _) = cudafuzz::engine::compile::build_all(&[bad], &[arch], &c);
+    let e = out.iter().find_map(|o| o.result.as_ref().err()).expect("a missing kernel fails the build").to_string();
+    assert!(e.contains("row_sum_finalise") && e.contains("not in the cubin"), "{e}");
+}

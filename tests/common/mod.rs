@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use cudafuzz::core::case::{Case, Dtype, Scalar};
-use cudafuzz::core::manifest::expr::{Env, Vars};
+use cudafuzz::core::manifest::expr::Env;
 use cudafuzz::core::manifest::Manifest;
 use cudafuzz::core::plan::Plan;
 
@@ -177,10 +177,7 @@ fn relations(m: &Manifest) -> Vec<&String> {
 
 /// Whether relation `rel` holds for the dims and params of `c`.
 fn holds(m: &Manifest, c: &Case, rel: &str) -> bool {
-    let mut params = m.default_params();
-    params.extend(c.params.clone());
-    let vars = Vars { dims: c.dims.clone(), params, defines: m.defines.clone(), elem_bytes: c.dtype.size(), ..Vars::default() };
-    Env::new(&vars).boolean(rel).unwrap_or(false)
+    Env::new(&cudafuzz::core::generate::relations::dim_vars(c, m)).boolean(rel).unwrap_or(false)
 }
 
 /// `case` with the memory layout (order, padding, base offset) `other` gives each tensor, and

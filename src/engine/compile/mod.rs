@@ -732,7 +732,11 @@ pub fn build_all(manifests: &[Manifest], archs: &[Arch], compiler: &Compiler) ->
 /// One configuration of `m` compiled, reported under `label`.
 fn build_one(compiler: &Compiler, m: &Manifest, label: String, params: &BTreeMap<String, i64>, dtype: Dtype, arch: Arch) -> BuildOutcome {
     let req = request_for(m, params, dtype, arch, &BTreeMap::new());
-    let compiled = compiler.compile(&req);
+    // A launch sequence's later kernels must be in the same module: said here, not on a GPU.
+    let compiled = compiler.compile(&req).and_then(|c| match m.steps.iter().find(|s| !has_symbol(&c.cubin, &s.entry)) {
+        Some(s) => Err(CompileError::EntryMissing { source_path: m.source.clone(), entry: s.entry.clone(), arch }),
+        None => Ok(c),
+    });
     let no_line_info = compiled.as_ref().is_ok_and(|c| !c.has_line_info());
     let result = compiled.map(|c| (c.cubin.len(), c.from_cache)).map_err(std::sync::Arc::new);
     BuildOutcome { manifest: label, params: params.clone(), dtype, arch, result, no_line_info }
