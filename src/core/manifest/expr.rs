@@ -213,7 +213,7 @@ impl Env {
             set(&mut ctx, format!("{name}.count"), int(list.len() as u64));
             let (fname, list, label) = (format!("{name}.pages"), list.clone(), format!("{name}.pages"));
             let f = Function::new(move |a: &Value| match a {
-                Value::Int(p) if *p >= 1 => Ok(int(super::lengths::pages(&list, *p as u64))),
+                Value::Int(p) if *p >= 1 => Ok(int(pages(&list, *p as u64))),
                 other => Err(EvalexprError::CustomMessage(format!("{label}() takes a page size of at least 1, got {}", show(other)))),
             });
             ctx.set_function(fname.clone(), f).expect("mutable");
@@ -467,6 +467,15 @@ fn two_ints(a: &Value, name: &str, f: impl Fn(i64, i64) -> Result<i64, String>) 
 }
 
 /// The greatest common divisor, never negative; `gcd(0, 0)` is 0.
+/// `Σ cdiv(len, page)`: the pages a list of sequences occupies (0 for a page size below 1);
+/// what `l.pages(p)` evaluates to.
+pub fn pages(lengths: &[u64], page: u64) -> u64 {
+    if page == 0 {
+        return 0;
+    }
+    lengths.iter().map(|l| l.div_ceil(page)).sum()
+}
+
 fn gcd(a: i64, b: i64) -> i64 {
     let (mut a, mut b) = (a.unsigned_abs(), b.unsigned_abs());
     while b != 0 {

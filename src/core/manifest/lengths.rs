@@ -125,7 +125,7 @@ impl Loader<'_> {
 
     /// A tensor's `derive`: one of `lengths`, `cu_seqlens` or `page_table` (with `page_size`,
     /// optional `pad`), naming a list of `[lengths]`.
-    pub(super) fn derive(&self, v: toml::Value, field: &str, lengths: &[LengthsSpec]) -> Result<Derive, ManifestError> {
+    pub(super) fn derived_from(&self, v: toml::Value, field: &str, lengths: &[LengthsSpec]) -> Result<Derive, ManifestError> {
         let r: RawDerive = self.decode(v, field)?;
         let chosen = [r.lengths.is_some(), r.cu_seqlens.is_some(), r.page_table.is_some()].iter().filter(|&&b| b).count();
         if chosen != 1 {
@@ -181,13 +181,7 @@ impl Loader<'_> {
     }
 }
 
-/// `Σ cdiv(len, page)`: the pages a list of sequences occupies (0 for a page size below 1).
-pub fn pages(lengths: &[u64], page: u64) -> u64 {
-    if page == 0 {
-        return 0;
-    }
-    lengths.iter().map(|l| l.div_ceil(page)).sum()
-}
+pub use super::expr::pages;
 
 /// The exclusive prefix sums of `lengths`: `count + 1` values, from 0 to the total.
 pub fn prefix_sums(lengths: &[u64]) -> Vec<u64> {

@@ -59,7 +59,7 @@ impl Loader<'_> {
             if taken || lengths.iter().any(|l| l.name == r.name) {
                 return Err(self.invalid(&format!("{field}.name"), format!("`{}` is already a tensor, dim, scalar or lengths name; rename one", r.name)));
             }
-            let derive = r.derive.clone().map(|v| self.derive(v, &format!("{field}.derive"), lengths)).transpose()?;
+            let derive = r.derive.clone().map(|v| self.derived_from(v, &format!("{field}.derive"), lengths)).transpose()?;
             let mut spec = self.tensor(r, &field)?;
             if let Some(d) = &derive {
                 self.check_derived(&spec, d)?;
