@@ -6,6 +6,8 @@
 //! kernel computes) is never flagged: its special values are the gold's and its error is within
 //! the rule. (gemm and rotary on generated cases: tests/builtin_ops.rs.)
 
+mod common;
+
 use std::path::PathBuf;
 
 use arbitrary::Unstructured;
@@ -182,26 +184,12 @@ fn every_op_has_a_reference_with_a_gpu_kernel() {
     }
 }
 
-/// Bytes that look random enough for the decoder (splitmix64).
-fn bytes(seed: u64, n: usize) -> Vec<u8> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_add(0x9e3779b97f4a7c15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
-            (z ^ (z >> 31)) as u8
-        })
-        .collect()
-}
-
 fn check_baseline_on_generated_cases(op: &str, cases: u64) {
     let m = shipped(op);
     let ctx = DecodeContext::new(&m);
     let (mut judged, mut special, mut dtypes) = (0, 0, std::collections::BTreeSet::new());
     for seed in 0..cases {
-        let raw = bytes(seed, 512);
+        let raw = common::decoder_bytes(seed, 512);
         let Ok(case) = decode_case(&mut Unstructured::new(&raw), &ctx) else { continue };
         let Ok(plan) = Plan::new(&case, &m) else { continue };
         if plan.tensors.iter().map(|t| t.numel).sum::<u64>() > 1 << 20 {

@@ -10,18 +10,6 @@ use cudafuzz::core::manifest::Manifest;
 use cudafuzz::core::plan::{check_contract, Plan};
 use cudafuzz::engine::data;
 
-fn bytes(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 /// Every decoded case of the paged kernel plans inside its contract; its cu_seqlens are the
 /// prefix sums of its lengths and its block table gives each sequence its own pages (distinct
 /// across the table, inside the cache) then the pad; the batches cover empty sequences, equal
@@ -32,7 +20,7 @@ fn decoded_varlen_cases_derive_consistent_index_tensors() {
     let ctx = DecodeContext::new(&m);
     let (mut empty, mut equal, mut edge, mut checked) = (0, 0, 0, 0);
     for seed in 0..150 {
-        let raw = bytes(seed, 256);
+        let raw = common::decoder_bytes(seed, 256);
         let case = decode_case(&mut Unstructured::new(&raw), &ctx).unwrap();
         let plan = Plan::new(&case, &m).unwrap_or_else(|e| panic!("{e}: {}", case.summary()));
         assert!(check_contract(&m, &case, &plan).is_inside(), "{}", case.summary());

@@ -196,3 +196,17 @@ pub fn relayout(case: &Case, other: &Case) -> Case {
     moved.normalize_layouts();
     moved
 }
+
+/// Bytes that look random enough for the decoder (splitmix64), `n` of them for `seed`.
+pub fn decoder_bytes(seed: u64, n: usize) -> Vec<u8> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_add(0x9e3779b97f4a7c15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+            (z ^ (z >> 31)) as u8
+        })
+        .collect()
+}

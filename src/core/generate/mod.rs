@@ -55,9 +55,7 @@ pub fn allowed_values(case: &mut Case, m: &Manifest) {
 pub fn fit_lengths(case: &mut Case, m: &Manifest) {
     for l in &m.lengths {
         let count = case.dim(&l.count) as usize;
-        let fill = l.sample(1)[0];
-        let list = case.lengths.entry(l.name.clone()).or_default();
-        list.resize(count, fill);
+        case.lengths.entry(l.name.clone()).or_default().resize(count, l.sample_length());
     }
 }
 

@@ -31,10 +31,10 @@ pub struct LengthsSpec {
 }
 
 impl LengthsSpec {
-    /// The lengths a sample case (load's checks, `case example`) has: `count` times the
-    /// smallest positive length in range.
-    pub fn sample(&self, count: u64) -> Vec<u64> {
-        vec![self.range[0].max(1).min(self.range[1]); count as usize]
+    /// The length of every sequence of a sample case (load's checks, `case example`), and of
+    /// those a grown count adds: the smallest positive length in range.
+    pub fn sample_length(&self) -> u64 {
+        self.range[0].max(1).min(self.range[1])
     }
 }
 

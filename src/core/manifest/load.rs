@@ -251,7 +251,7 @@ impl Manifest {
         }
         for l in &self.lengths {
             let count = vars.dims.get(&l.count).copied().unwrap_or(1);
-            vars.lengths.insert(l.name.clone(), l.sample(count));
+            vars.lengths.insert(l.name.clone(), vec![l.sample_length(); count as usize]);
         }
         for s in &self.scalars {
             let v = self.default_scalar(s, &vars);

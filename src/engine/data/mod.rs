@@ -78,7 +78,7 @@ impl Inputs {
 /// per innermost row, `nan`, `inf`. A tensor with several classes picks one per element.
 /// Integer tensors draw uniformly from their manifest range (default: a small symmetric range).
 pub fn generate(case: &Case, plan: &Plan, m: &Manifest) -> Inputs {
-    // Only integer tensors with a value range need expressions evaluated.
+    // Only tensors with a value range or derived values need expressions evaluated.
     let env = std::cell::OnceCell::new();
     let env = || env.get_or_init(|| Env::new(&plan.vars));
     let values = plan
@@ -88,16 +88,15 @@ pub fn generate(case: &Case, plan: &Plan, m: &Manifest) -> Inputs {
             let drawn = tp.role == crate::core::manifest::Role::Input || tp.init == Init::Drawn;
             drawn.then(|| {
                 let spec = m.tensors.get(tp.index).and_then(|t| t.range.as_ref());
-                if let Some(d) = m.tensors.get(tp.index).and_then(|t| t.derive.as_ref()) {
-                    let range = spec.and_then(|[lo, hi]| Some((env().int(lo).ok()?, env().int(hi).ok()?)));
-                    return derived_values(case.seed, tp, d, &plan.vars.lengths, range, env());
-                }
                 if tp.dtype.is_float() {
                     let range = spec.and_then(|[lo, hi]| Some((env().float(lo).ok()?, env().float(hi).ok()?))).filter(|(lo, hi)| lo <= hi);
                     return generate_float(case.seed, tp, &tp.layout.values, range);
                 }
                 let range = spec.and_then(|[lo, hi]| Some((env().int(lo).ok()?, env().int(hi).ok()?)));
-                generate_tensor(case.seed, tp, &tp.layout.values, range)
+                match m.tensors.get(tp.index).and_then(|t| t.derive.as_ref()) {
+                    Some(d) => derived_values(case.seed, tp, d, &plan.vars.lengths, range, env()),
+                    None => generate_int(case.seed, tp, &tp.layout.values, range),
+                }
             })
         })
         .collect();
@@ -189,42 +188,46 @@ fn float_value(class: ValueClass, rng: &mut ChaCha8Rng, normal: &mut Normal, dty
     }
 }
 
-/// The values of one drawn tensor, in logical order: drawn per stored element (broadcast
-/// dimensions count once), rounded into the tensor's type, then repeated along broadcast
-/// dimensions.
-fn generate_tensor(seed: u64, tp: &TensorPlan, classes: &[ValueClass], int_range: Option<(i64, i64)>) -> Vec<f64> {
-    let mut rng = tensor_rng(seed, tp.index as u64);
+/// The extent of each dimension as stored (a broadcast dimension counts once) and their product:
+/// how many values a drawn tensor holds before [`expand`].
+fn stored_extents(tp: &TensorPlan) -> (Vec<u64>, usize) {
     let stored: Vec<u64> = tp.shape.iter().zip(&tp.strides).map(|(&n, &s)| if s == 0 { 1 } else { n }).collect();
     let n = stored.iter().product::<u64>() as usize;
-    let dtype = tp.dtype;
-    let mut out = Vec::with_capacity(n);
-    let classes = if classes.is_empty() { &[ValueClass::Normal][..] } else { classes };
-    if !dtype.is_float() {
-        let (lo, hi) = int_range.unwrap_or(dtype.default_int_range());
-        let span = (hi - lo).max(0) as u64 + 1;
-        if tp.distinct {
-            // A random injection of 0..n into the range: a keyed permutation of the range read
-            // at 0..n (the plan checked that n fits). Counter-based, so element i needs no other.
-            let keys = [rng.next_u64(), rng.next_u64(), rng.next_u64(), rng.next_u64()];
-            out.extend((0..n as u64).map(|i| (lo + permute(i, span, &keys) as i64) as f64));
-            return expand(out, &stored, tp);
-        }
-        for _ in 0..n {
-            let zero = classes.len() > 1 && classes[pick(&mut rng, classes.len())] == ValueClass::Zero || classes == [ValueClass::Zero];
-            out.push(if zero { 0.0f64.max(lo as f64).min(hi as f64) } else { (lo + ((rng.next_u64() % span) as i64)) as f64 });
-        }
-        return expand(out, &stored, tp);
-    }
-    generate_float(seed, tp, classes, None)
+    (stored, n)
 }
 
-/// [`generate_tensor`] of a floating tensor, with its value range when it has one: `uniform`
-/// spans the range, other finite values are folded into it (their magnitude where the range has
-/// one sign) and clamped, so a tensor of probabilities or of extreme magnitudes gets its values.
+/// The values of one drawn integer tensor, in logical order: drawn per stored element
+/// (broadcast dimensions count once) uniformly in its range (pairwise distinct where it is
+/// `distinct`), then repeated along broadcast dimensions.
+fn generate_int(seed: u64, tp: &TensorPlan, classes: &[ValueClass], int_range: Option<(i64, i64)>) -> Vec<f64> {
+    let mut rng = tensor_rng(seed, tp.index as u64);
+    let (stored, n) = stored_extents(tp);
+    let mut out = Vec::with_capacity(n);
+    let classes = if classes.is_empty() { &[ValueClass::Normal][..] } else { classes };
+    let (lo, hi) = int_range.unwrap_or(tp.dtype.default_int_range());
+    let span = (hi - lo).max(0) as u64 + 1;
+    if tp.distinct {
+        // A random injection of 0..n into the range: a keyed permutation of the range read
+        // at 0..n (the plan checked that n fits). Counter-based, so element i needs no other.
+        let keys = [rng.next_u64(), rng.next_u64(), rng.next_u64(), rng.next_u64()];
+        out.extend((0..n as u64).map(|i| (lo + permute(i, span, &keys) as i64) as f64));
+        return expand(out, &stored, tp);
+    }
+    for _ in 0..n {
+        let zero = classes.len() > 1 && classes[pick(&mut rng, classes.len())] == ValueClass::Zero || classes == [ValueClass::Zero];
+        out.push(if zero { 0.0f64.max(lo as f64).min(hi as f64) } else { (lo + ((rng.next_u64() % span) as i64)) as f64 });
+    }
+    expand(out, &stored, tp)
+}
+
+/// The values of one drawn floating tensor, in logical order: drawn per stored element,
+/// rounded into the tensor's type, then repeated along broadcast dimensions. With a value range,
+/// `uniform` spans it and other finite values are folded into it (their magnitude where the
+/// range has one sign) and clamped, so a tensor of probabilities or of extreme magnitudes gets
+/// its values.
 fn generate_float(seed: u64, tp: &TensorPlan, classes: &[ValueClass], range: Option<(f64, f64)>) -> Vec<f64> {
     let mut rng = tensor_rng(seed, tp.index as u64);
-    let stored: Vec<u64> = tp.shape.iter().zip(&tp.strides).map(|(&n, &s)| if s == 0 { 1 } else { n }).collect();
-    let n = stored.iter().product::<u64>() as usize;
+    let (stored, n) = stored_extents(tp);
     let dtype = tp.dtype;
     let mut out = Vec::with_capacity(n);
     let classes = if classes.is_empty() { &[ValueClass::Normal][..] } else { classes };

@@ -53,11 +53,6 @@ impl Module {
         Ok(())
     }
 
-    /// How many entry points are loaded (1 plus the later launches of a sequence).
-    pub fn entries(&self) -> usize {
-        self.functions.len()
-    }
-
     /// The kernel's function handle.
     pub fn function(&self) -> sys::CUfunction {
         self.functions[0].0
