@@ -5,7 +5,7 @@
 #   bash ci/gpu-check.sh            # logs go to $OUT (if set) or ./gpu-check-logs
 #   GPU_CHECK_TESTS=0 bash ci/gpu-check.sh   # smoke campaigns only, no test suite
 #   GPU_CHECK_BENCH=0 bash ci/gpu-check.sh   # no bench row (it takes up to 4 minutes)
-#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke latency wraps counts vocab shipping varlen away python pyext triton clean pytools bench)
+#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke latency wraps counts vocab shipping varlen modules away python pyext triton clean pytools bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=gpu-check-logs
@@ -19,8 +19,8 @@ export CUDAFUZZ_BIN="$PWD/$bin"
 export CUDAFUZZ_KERNELS="$PWD/kernels"
 rows=()
 # GPU_CHECK_STAGES picks stages (default all but clean, latency, wraps and counts, which take
-# minutes): tests smoke latency wraps counts vocab shipping varlen away python pyext triton clean pytools bench.
-want() { [[ " ${GPU_CHECK_STAGES:-tests smoke vocab shipping varlen away python pyext triton pytools bench} " == *" $1 "* ]]; }
+# minutes): tests smoke latency wraps counts vocab shipping varlen modules away python pyext triton clean pytools bench.
+want() { [[ " ${GPU_CHECK_STAGES:-tests smoke vocab shipping varlen modules away python pyext triton pytools bench} " == *" $1 "* ]]; }
 # Each row is also printed as it is made: a call cut short by a time limit still shows them.
 row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); echo "row: ${rows[-1]}"; }
 
@@ -222,6 +222,64 @@ if want varlen; then
     s=$(date +%s.%N); $bin fuzz --kernel kernels/mutants/$k.toml --jobs 3 --seed 1 --stop-after 1 --time 60s --out "$logs/out-$k" > "$logs/vocab3-$k.log" 2>&1; st=$?; e=$(date +%s.%N)
     row "  $k: found" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(echo "$s $e" | awk '{printf "%.1f s; ", $2-$1}')$(grep -m1 -A1 -E '^NEW' "$logs/vocab3-$k.log" | tail -n1 | sed 's/^ *//' | cut -c1-70)"
   done
+fi
+
+# 2f. Module kinds, launch sequences and empty dims (stage `modules`, issue 28): the template
+#     kernel's prebuilt module as a .fatbin (uncompressed, so its names are readable) and as
+#     .ptx, both built here by nvcc, 1000 clean cases each; a launch sequence's campaign under
+#     memcheck and racecheck stays clean, its planted bug is still found under memcheck, and
+#     its standalone repros (cu, python) fail on that bug's seed and pass on a clean case; a
+#     kernel whose dims may be 0 stays clean behind its host's guard, and its mutant without it
+#     is found, replayed by both repros and minimized.
+if want modules; then
+  mods=$(mktemp -d kernels/templates/modules.XXXX)
+  if command -v nvcc > /dev/null; then
+    arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d .)
+    for kind in fatbin ptx; do
+      flags=$([ $kind = fatbin ] && echo "-fatbin --no-compress" || echo "-ptx")
+      nvcc $flags -arch=sm_$arch -lineinfo -std=c++17 -o "$mods/rms_norm_vec.$kind" kernels/templates/prebuilt/instantiate.cu > "$logs/modules-$kind-nvcc.log" 2>&1
+      sed -e "s#^module = .*#module = \"$(basename "$mods")/rms_norm_vec.$kind\"#" -e "0,/^name = /s/^name = .*/name = \"rms_norm_vec_$kind\"/" kernels/templates/rms_norm_vec_prebuilt.toml > "kernels/templates/rms_norm_vec_$kind.toml"
+      $bin fuzz --kernel kernels/templates/rms_norm_vec_$kind.toml --cases 1000 --jobs 4 --seed 1 --out "$logs/out-$kind" > "$logs/modules-$kind.log" 2>&1; st=$?
+      row "prebuilt .$kind (nvcc): 1000 clean cases" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E "^rms_norm_vec_$kind:" "$logs/modules-$kind.log" | tail -n1 | cut -c1-90)$(grep -m1 "^cudafuzz:" "$logs/modules-$kind.log" | cut -c1-90)"
+      rm -f "kernels/templates/rms_norm_vec_$kind.toml"
+    done
+  else
+    row "prebuilt .fatbin / .ptx" SKIP "no nvcc on this host"
+  fi
+  rm -rf "$mods"
+  $bin fuzz --kernel kernels/sequence/row_sum_two_pass.toml --sanitize memcheck,racecheck --cases 200 --jobs 4 --seed 1 --out "$logs/out-seq-san" > "$logs/modules-seq-san.log" 2>&1; st=$?
+  row "launch sequence under memcheck+racecheck" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^row_sum_two_pass:' "$logs/modules-seq-san.log" | tail -n1 | cut -c1-90)"
+  $bin fuzz --kernel kernels/mutants/row_sum_floor_chunks.toml --sanitize memcheck --cases 200 --jobs 4 --seed 1 --stop-after 1 --out "$logs/out-seq-san-bug" > "$logs/modules-seq-san-bug.log" 2>&1; st=$?
+  row "  its planted bug under memcheck: found" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(grep -m1 -A1 -E '^NEW' "$logs/modules-seq-san-bug.log" | tail -n1 | sed 's/^ *//' | cut -c1-80)"
+  timeout 240 $bin contract --kernel kernels/sequence/row_sum_two_pass.toml --out "$logs/out-seq-contract" > "$logs/seq-contract.log" 2>&1; st=$?
+  row "  contract on the sequence (exit 0)" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -m1 -iE 'probes|precondition' "$logs/seq-contract.log" | cut -c1-90)"
+  timeout 240 $bin contract --kernel kernels/empty/silu_and_mul_empty.toml --out "$logs/out-empty-contract" > "$logs/empty-contract.log" 2>&1; st=$?
+  row "  contract on the empty-dims kernel (exit 0)" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -m1 -iE 'probes|precondition' "$logs/empty-contract.log" | cut -c1-90)"
+  # Standalone repros of a sequence: its planted bug's seed fails (exit 1), a clean case passes.
+  $bin case example --kernel kernels/sequence/row_sum_two_pass.toml > "$logs/seq-clean.json" 2> "$logs/seq-clean.err"
+  for want in 1 0; do
+    seed=$([ $want = 1 ] && ls "$logs"/out-seq-san-bug/seeds/*.json 2>/dev/null | head -n1 || echo "$logs/seq-clean.json")
+    [ -n "$seed" ] || { row "  sequence repros (exit $want)" FAIL "no seed"; continue; }
+    $bin repro "$seed" --emit cu -o "$logs/seq$want.cu" > "$logs/seq$want-cu.log" 2>&1 && nvcc -arch=native -lineinfo -o "$logs/seq$want" "$logs/seq$want.cu" >> "$logs/seq$want-cu.log" 2>&1 && "$logs/seq$want" >> "$logs/seq$want-cu.log" 2>&1; st=$?
+    row "  sequence repro --emit cu (exit $want)" "$([ $st = $want ] && echo ok || echo FAIL)" "exit $st: $(grep -m1 -E '^then ' "$logs/seq$want-cu.log" | cut -c1-40); $(grep -m1 -E 'FAIL|PASS' "$logs/seq$want-cu.log" | cut -c1-50)"
+    $bin repro "$seed" --emit python -o "$logs/seq$want.py" > "$logs/seq$want-py.log" 2>&1 && python3 "$logs/seq$want.py" >> "$logs/seq$want-py.log" 2>&1; st=$?
+    row "  sequence repro --emit python (exit $want)" "$([ $st = $want ] && echo ok || echo FAIL)" "exit $st: $(grep -m1 -E 'FAIL|PASS' "$logs/seq$want-py.log" | cut -c1-70)"
+  done
+  # Dims that may be 0: the guarded host stays clean; the one that launches an empty grid for an
+  # empty batch is found, and its seed replays through both repros and minimizes.
+  $bin fuzz --kernel kernels/empty/silu_and_mul_empty.toml --cases ${SHIP_CASES:-3000} --jobs 4 --seed 1 --out "$logs/out-empty" > "$logs/empty-clean.log" 2>&1; st=$?
+  row "silu_and_mul_empty: ${SHIP_CASES:-3000} cases clean" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^silu_and_mul_empty:' "$logs/empty-clean.log" | tail -n1 | cut -c1-100)"
+  s=$(date +%s.%N); $bin fuzz --kernel kernels/mutants/silu_mul_empty_batch.toml --jobs 3 --seed 1 --stop-after 1 --time 60s --out "$logs/out-empty-bug" > "$logs/empty-bug.log" 2>&1; st=$?; e=$(date +%s.%N)
+  row "  silu_mul_empty_batch: found" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(echo "$s $e" | awk '{printf "%.1f s; ", $2-$1}')$(grep -m1 -A1 -E '^NEW' "$logs/empty-bug.log" | tail -n1 | sed 's/^ *//' | cut -c1-70)"
+  seed=$(ls "$logs"/out-empty-bug/seeds/*.json 2>/dev/null | head -n1)
+  if [ -n "$seed" ]; then
+    $bin repro "$seed" --emit cu -o "$logs/empty.cu" > "$logs/empty-cu.log" 2>&1 && nvcc -arch=native -lineinfo -o "$logs/empty_repro" "$logs/empty.cu" >> "$logs/empty-cu.log" 2>&1 && "$logs/empty_repro" >> "$logs/empty-cu.log" 2>&1; st=$?
+    row "  its repro --emit cu (exit 1)" "$([ $st = 1 ] && echo ok || echo FAIL)" "exit $st: $(grep -m1 -E 'FAIL|PASS' "$logs/empty-cu.log" | cut -c1-70)"
+    $bin repro "$seed" --emit python -o "$logs/empty.py" > "$logs/empty-py.log" 2>&1 && python3 "$logs/empty.py" >> "$logs/empty-py.log" 2>&1; st=$?
+    row "  its repro --emit python (exit 1)" "$([ $st = 1 ] && echo ok || echo FAIL)" "exit $st: $(grep -m1 -E 'FAIL|PASS' "$logs/empty-py.log" | cut -c1-70)"
+    $bin minimize "$seed" > "$logs/empty-min.log" 2>&1; st=$?
+    row "  minimize (exit 1: still fails)" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(grep -m1 '^minimal case' "$logs/empty-min.log" | cut -c1-90)"
+  fi
 fi
 
 # 3. A user's kernel outside the repository (stage `away`: the shipped silu_and_mul, and its

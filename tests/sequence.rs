@@ -53,15 +53,23 @@ fn launch_sequence_mistakes_name_the_field_and_the_fix() {
     assert!(e.contains("launch.entry") && e.contains("only the launches of a sequence"), "{e}");
 }
 
+/// The standalone repros launch a sequence as the worker does: the kernel, then each later
+/// entry of the same module on the kernel's allocations, with their arguments, and again for
+/// the determinism run. (Run on a GPU by `ci/gpu-check.sh`'s `modules` stage.)
 #[test]
-fn standalone_repros_refuse_a_sequence_and_say_what_replays_it() {
+fn standalone_repros_launch_every_kernel_of_a_sequence() {
     let m = common::manifest("kernels/sequence/row_sum_two_pass.toml");
-    let case = m.bind(cudafuzz::core::generate::example(&m));
+    let mut case = m.bind(cudafuzz::core::generate::example(&m));
+    case.dims.insert("rows".into(), 3);
+    case.dims.insert("n".into(), 700);
     let seed = cudafuzz::tools::emit::SeedInfo::default();
-    for kind in [cudafuzz::tools::emit::EmitKind::Python, cudafuzz::tools::emit::EmitKind::Cu] {
-        let e = cudafuzz::tools::emit::emit(kind, &case, &m, &seed).unwrap_err().to_string();
-        assert!(e.contains("launch sequence (2 launches)") && e.contains("cudafuzz repro SEED"), "{e}");
-    }
+    let cu = cudafuzz::tools::emit::emit(cudafuzz::tools::emit::EmitKind::Cu, &case, &m, &seed).unwrap().text;
+    assert!(cu.contains("#define CFR_N_STEPS 1") && cu.contains("(const void*)cfr_kernel::row_sum_finalize, nullptr"), "step entries");
+    assert!(cu.contains("\"launch 1: row_sum_finalize\", {1u, 1u, 1u}") && cu.contains("// row_sum_finalize launch 1:"), "step launch and args");
+    assert!(cu.matches("cfr_start_kernel()").count() >= 3, "launched for the case and for the determinism run");
+    let py = cudafuzz::tools::emit::emit(cudafuzz::tools::emit::EmitKind::Python, &case, &m, &seed).unwrap().text;
+    assert!(py.contains("dict(what=\"launch row_sum_finalize\", entry=\"row_sum_finalize\", grid=[1, 1, 1]"), "STEPS");
+    assert!(py.contains("(3, \"ptr\","), "the step's arguments are launch 3 (after the kernel and two reference runs)");
 }
 
 /// `build` (no GPU) checks that every kernel of a sequence is in the module it compiled, and

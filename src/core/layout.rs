@@ -126,6 +126,9 @@ pub fn held_ranges(alloc: &AllocLayout, tp: &TensorPlan) -> Vec<std::ops::Range<
     let eb = tp.elem_bytes as u64;
     let rank = tp.rank();
     let Some(outer) = (0..rank).filter(|&i| tp.shape[i] > 1).max_by_key(|&i| tp.strides[i]) else { return whole };
+    if tp.numel == 0 {
+        return whole;
+    }
     let inner_span = 1 + (0..rank).filter(|&i| i != outer).map(|i| (tp.shape[i] - 1) * tp.strides[i]).sum::<u64>();
     if tp.strides[outer] <= inner_span || (tp.strides[outer] - inner_span) * eb < UNHELD_GAP_BYTES {
         return whole;

@@ -544,9 +544,10 @@ impl Case {
             }
             l.validate(rank, &format!("tensors.{name}"))?;
         }
+        // 0 is a dim's value only where its manifest's range starts there: the plan checks it.
         for (name, &v) in &self.dims {
-            if v == 0 || v > i32::MAX as u64 {
-                return Err(CaseError::Invalid { field: format!("dims.{name}"), problem: format!("{v} is outside 1..={}", i32::MAX) });
+            if v > i32::MAX as u64 {
+                return Err(CaseError::Invalid { field: format!("dims.{name}"), problem: format!("{v} is outside 0..={}", i32::MAX) });
             }
         }
         Ok(())
@@ -623,9 +624,12 @@ pub fn strides(shape: &[u64], layout: &TensorLayout) -> Option<Vec<u64>> {
     Some(out)
 }
 
-/// Number of elements from the tensor's first to its last element, inclusive; `None` on
-/// overflow.
+/// Number of elements from the tensor's first to its last element, inclusive (0 for an empty
+/// tensor); `None` on overflow.
 pub fn span_elements(shape: &[u64], strides: &[u64]) -> Option<u64> {
+    if shape.contains(&0) {
+        return Some(0);
+    }
     let mut last = 0u64;
     for (&n, &s) in shape.iter().zip(strides) {
         last = last.checked_add(n.saturating_sub(1).checked_mul(s)?)?;

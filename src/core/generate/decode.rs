@@ -181,34 +181,36 @@ fn draw_dim(u: &mut Unstructured<'_>, ctx: &DecodeContext, d: &DimSpec, case: &C
     // Environments cost more than the rest of a draw: built only for a dim with relations.
     let env = std::cell::OnceCell::new();
     let env = || env.get_or_init(|| Env::new(&dim_vars(case, m)));
-    let (mut lo, mut hi, step) = if ctx.constrained { (d.range[0], d.range[1], d.multiple.max(1)) } else { (1, d.max, 1) };
+    // A dim is empty (0) only where its range starts there.
+    let floor = d.range[0].min(1);
+    let (mut lo, mut hi, step) = if ctx.constrained { (d.range[0], d.range[1], d.multiple.max(1)) } else { (floor, d.max, 1) };
     let cap = if ctx.constrained { d.cap.max(lo) } else { d.cap };
     for r in &rels {
         match &r.form {
             Form::Equal(e) => {
-                if let Some(v) = int_of(env(), e).filter(|&v| v >= 1 && v as u64 <= d.max) {
+                if let Some(v) = int_of(env(), e).filter(|&v| v >= floor as i64 && v as u64 <= d.max) {
                     return Ok(v as u64);
                 }
             }
             Form::AtMost(e, strict) => {
                 if let Some(v) = int_of(env(), e) {
-                    hi = hi.min((v - *strict as i64).max(1) as u64);
+                    hi = hi.min((v - *strict as i64).max(floor as i64) as u64);
                 }
             }
             Form::AtLeast(e, strict) => {
                 if let Some(v) = int_of(env(), e) {
-                    lo = lo.max((v + *strict as i64).max(1) as u64);
+                    lo = lo.max((v + *strict as i64).max(floor as i64) as u64);
                 }
             }
             _ => {}
         }
     }
-    let first = lo.div_ceil(step).saturating_mul(step).max(1);
+    let first = lo.div_ceil(step).saturating_mul(step).max(floor);
     let top = hi.min(d.max);
     if first > top {
         // Unsatisfiable for these earlier dims: the smallest valid value (the case is then
         // outside the contract, or shrunk later if it is not well formed).
-        return Ok(d.range[0].clamp(1, d.max));
+        return Ok(d.range[0].clamp(floor, d.max));
     }
     let last = first + (top.min(cap.max(first)) - first) / step * step;
     let multiple_of = rels.iter().find_map(|r| match &r.form {
@@ -228,7 +230,7 @@ fn draw_dim(u: &mut Unstructured<'_>, ctx: &DecodeContext, d: &DimSpec, case: &C
         let k = if from_table { *u.choose(&MULTIPLES)? } else { u.int_in_range(1..=(last / unit).max(1))? };
         (k * unit).max(first.div_ceil(unit) * unit)
     } else if let Some(e) = divides {
-        let divisors: Vec<u64> = (first..=last.min(e)).filter(|&x| e % x == 0 && x % step == 0).collect();
+        let divisors: Vec<u64> = (first.max(1)..=last.min(e)).filter(|&x| e % x == 0 && x % step == 0).collect();
         if divisors.is_empty() {
             first
         } else {

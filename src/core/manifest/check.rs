@@ -94,11 +94,11 @@ pub fn params_text(params: &BTreeMap<String, i64>) -> String {
 /// How an expression's value is used, which decides what a bad value is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Use {
-    /// A grid or block extent: an integer from 1 to `u32::MAX`.
+    /// A grid or block extent: an integer from 1 to `u32::MAX` (0 too behind a `skip` guard).
     Launch,
     /// Dynamic shared memory: an integer from 0 to `u32::MAX`.
     Shared,
-    /// A tensor extent: an integer of at least 1.
+    /// A tensor extent: an integer of at least 1, or 0 where a dim it reads is 0.
     Extent,
     /// An integer argument (its width is checked per case: an overflow is a finding).
     Int,
@@ -113,6 +113,9 @@ struct Checked {
     what: Use,
     dims: BTreeSet<String>,
     names_tensor: bool,
+    /// The `skip` guard of the launch the expression belongs to: where it holds, the host
+    /// launches nothing and the expression is not evaluated.
+    skip: Option<String>,
 }
 
 impl Manifest {
@@ -195,7 +198,7 @@ impl Manifest {
     /// block and shared memory always: their values are the needs), each with the dims it
     /// depends on, directly or through a tensor's shape.
     fn checked_expressions(&self) -> Vec<Checked> {
-        let mut raw: Vec<(String, &String, Use)> = Vec::new();
+        let mut raw: Vec<(String, &String, Use, Option<&String>)> = Vec::new();
         let names: Vec<String> = (1..=self.steps.len()).map(|i| format!("launch[{i}]")).collect();
         let mut launches = vec![("launch", &self.launch)];
         launches.extend(names.iter().map(String::as_str).zip(self.steps.iter().map(|s| &s.launch)));
@@ -203,21 +206,22 @@ impl Manifest {
             launches.push(("reference", &k.launch));
         }
         for (section, l) in launches {
+            let skip = l.skip.as_ref();
             for (name, exprs) in [("grid", &l.grid), ("block", &l.block)] {
-                raw.extend(exprs.iter().enumerate().map(|(i, e)| (format!("{section}.{name}[{i}]"), e, Use::Launch)));
+                raw.extend(exprs.iter().enumerate().map(|(i, e)| (format!("{section}.{name}[{i}]"), e, Use::Launch, skip)));
             }
-            raw.push((format!("{section}.shared_bytes"), &l.shared_bytes, Use::Shared));
+            raw.push((format!("{section}.shared_bytes"), &l.shared_bytes, Use::Shared, skip));
             for (i, a) in l.args.iter().enumerate() {
                 let what = if matches!(a, super::ArgSpec::F32(_) | super::ArgSpec::F64(_)) { Use::Float } else { Use::Int };
-                raw.extend(a.expression().map(|e| (format!("{section}.args[{i}]"), e, what)));
+                raw.extend(a.expression().map(|e| (format!("{section}.args[{i}]"), e, what, skip)));
             }
         }
         for t in &self.tensors {
-            raw.extend(t.shape.iter().enumerate().map(|(i, e)| (format!("tensors.{}.shape[{i}]", t.name), e, Use::Extent)));
-            raw.extend(t.capacity.iter().map(|e| (format!("tensors.{}.capacity", t.name), e, Use::Extent)));
+            raw.extend(t.shape.iter().enumerate().map(|(i, e)| (format!("tensors.{}.shape[{i}]", t.name), e, Use::Extent, None)));
+            raw.extend(t.capacity.iter().map(|e| (format!("tensors.{}.capacity", t.name), e, Use::Extent, None)));
         }
         let mut out = Vec::new();
-        for (field, expr, what) in raw {
+        for (field, expr, what, skip) in raw {
             if is_trivial(expr) && !matches!(what, Use::Launch | Use::Shared) {
                 continue;
             }
@@ -235,7 +239,10 @@ impl Manifest {
                     None => {}
                 }
             }
-            out.push(Checked { field, expr: expr.clone(), what, dims, names_tensor });
+            if let Some(guard) = skip {
+                dims.extend(expr::variables_in(guard).into_iter().filter(|n| self.dim(n).is_some()));
+            }
+            out.push(Checked { field, expr: expr.clone(), what, dims, names_tensor, skip: skip.cloned() });
         }
         out
     }
@@ -244,7 +251,7 @@ impl Manifest {
     fn point_values(&self, name: &str) -> Vec<u64> {
         let Some(d) = self.dim(name) else { return Vec::new() };
         let m = d.multiple.max(1);
-        let (lo, hi) = (d.range[0].max(1), d.range[1].min(d.max.max(1)));
+        let (lo, hi) = (d.range[0], d.range[1].min(d.max.max(1)));
         let mut out = BTreeSet::new();
         for v in [lo, hi].into_iter().chain(self.hint_values(d)) {
             let v = v.div_ceil(m).saturating_mul(m);
@@ -312,11 +319,34 @@ impl Manifest {
                 problem: f.problem,
                 hint: f.hint,
             };
-            let zero = || ExprFailure { problem: "evaluates to 0".into(), hint: "; it must be at least 1 (use max(1, ...))".into() };
+            let zero = || ExprFailure {
+                problem: "evaluates to 0".into(),
+                hint: match c.what {
+                    Use::Launch => "; a launch needs at least 1 (use max(1, ...)), or say when the host launches nothing: [launch] skip = \"rows == 0\"".into(),
+                    _ => "; it must be at least 1 (use max(1, ...)), or let a dim it reads be 0 (range = [0, ...])".into(),
+                },
+            };
+            if let Some(guard) = &c.skip {
+                if env.boolean(guard).map_err(|f| ManifestError::Expr {
+                    path: self.path.clone(),
+                    field: format!("{}.skip", c.field.split('.').next().unwrap_or("launch")),
+                    expr: guard.clone(),
+                    problem: f.problem,
+                    hint: f.hint,
+                })? {
+                    continue;
+                }
+            }
+            // Behind a guard the host's launch may be empty (its bug to find); an extent may be
+            // empty where a dim it reads is.
+            let zero_ok = match c.what {
+                Use::Launch => c.skip.is_some(),
+                _ => c.dims.iter().any(|d| vars.dims.get(d) == Some(&0)),
+            };
             match c.what {
                 Use::Launch | Use::Extent => {
                     let max = if c.what == Use::Launch { u32::MAX as u64 } else { u64::MAX };
-                    if env.size(&c.expr, max, "size").map_err(fail)? == 0 {
+                    if env.size(&c.expr, max, "size").map_err(fail)? == 0 && !zero_ok {
                         return Err(fail(zero()));
                     }
                 }

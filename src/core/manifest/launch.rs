@@ -24,6 +24,7 @@ struct RawLaunch {
     shared_opt_in: Option<bool>,
     timeout_ms: Option<u64>,
     args: Vec<toml::Value>,
+    skip: Option<Expression>,
 }
 
 impl Loader<'_> {
@@ -76,6 +77,7 @@ impl Loader<'_> {
             shared_opt_in: raw.shared_opt_in.unwrap_or(true),
             timeout_ms: raw.timeout_ms,
             args: self.args(raw.args, tensors, &format!("{field}.args"))?,
+            skip: raw.skip.map(|e| e.0),
         };
         if launch.timeout_ms == Some(0) {
             return Err(self.invalid(&format!("{field}.timeout_ms"), "0 ms would time out every launch; remove it or give a positive value".into()));

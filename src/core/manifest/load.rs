@@ -194,6 +194,13 @@ impl Manifest {
         if let ReferenceSpec::Kernel(k) = &mut reference {
             // The user's reference kernel sees the same header folders as the kernel.
             k.options.extend(options.iter().filter(|o| o.starts_with("--include-path=")).cloned());
+            // Where a dim may be empty, a reference launch with an empty grid or block has
+            // nothing to compute, whatever the host's guard says (a mutant's host may lack one).
+            if dims.iter().any(|d| d.range[0] == 0) {
+                let empty = k.launch.grid.iter().chain(&k.launch.block).map(|e| format!("({e}) == 0"));
+                let terms: Vec<String> = k.launch.skip.iter().map(|s| format!("({s})")).chain(empty).collect();
+                k.launch.skip = Some(terms.join(" || "));
+            }
         }
         let mut dims = dims;
         if let ReferenceSpec::Op { op, bind } = &reference {
@@ -439,8 +446,9 @@ impl Loader<'_> {
         Ok(defines)
     }
 
-    /// `[dims]`: each dim's range (1 ≤ lo ≤ hi ≤ max), multiple, validity maximum, random-draw
-    /// cap and hints, in declaration order.
+    /// `[dims]`: each dim's range (0 ≤ lo ≤ hi ≤ max, 1 ≤ hi: a dim may be empty where the
+    /// contract allows it, never always), multiple, validity maximum, random-draw cap and hints,
+    /// in declaration order.
     fn dims(&self, t: &mut toml::Table, defines: &BTreeMap<String, i64>, params: &BTreeMap<String, Vec<i64>>) -> Result<Vec<DimSpec>, ManifestError> {
         let Some(raw) = t.remove("dims") else { return Ok(Vec::new()) };
         let table: toml::Table = self.decode(raw, "dims")?;
@@ -457,10 +465,11 @@ impl Loader<'_> {
             if max > i32::MAX as u64 {
                 return Err(self.invalid(&format!("{field}.max"), format!("{max} is more than {}", i32::MAX)));
             }
-            if lo == 0 || lo > hi || hi > max {
-                return Err(
-                    self.invalid(&format!("{field}.range"), format!("[{lo}, {hi}] is not a range within 1..={max}; write [min, max] with 1 <= min <= max"))
-                );
+            if hi == 0 || lo > hi || hi > max {
+                return Err(self.invalid(
+                    &format!("{field}.range"),
+                    format!("[{lo}, {hi}] is not a range within 0..={max}; write [min, max] with 0 <= min <= max and max >= 1 (0 only where the kernel's contract allows an empty dim)"),
+                ));
             }
             if r.multiple == 0 {
                 return Err(self.invalid(&format!("{field}.multiple"), "0; use 1 for any value".into()));
@@ -475,10 +484,10 @@ impl Loader<'_> {
             let mut hints = Vec::new();
             for (i, h) in r.hints.into_iter().enumerate() {
                 hints.push(match h {
-                    toml::Value::Integer(n) if n > 0 => Hint::Value(n as u64),
+                    toml::Value::Integer(n) if n >= 0 => Hint::Value(n as u64),
                     toml::Value::String(p) if params.contains_key(&p) || defines.contains_key(&p) => Hint::Param(p),
                     other => {
-                        return Err(self.invalid(&format!("{field}.hints[{i}]"), format!("{other} is neither a positive value nor a param or define name")))
+                        return Err(self.invalid(&format!("{field}.hints[{i}]"), format!("{other} is neither a non-negative value nor a param or define name")))
                     }
                 });
             }

@@ -433,6 +433,10 @@ pub struct LaunchSpec {
     pub timeout_ms: Option<u64>,
     /// Kernel arguments in order.
     pub args: Vec<ArgSpec>,
+    /// When the host launches nothing (`rows == 0`), a boolean expression. With it, grid and
+    /// block may evaluate to 0 where it is false: that launch is made as the host makes it, and
+    /// the driver refuses it (a host bug a case can find). Without it, they must be at least 1.
+    pub skip: Option<String>,
 }
 
 /// A later launch of a launch sequence (`[[launch]]`): another `extern "C"` entry point of the

@@ -98,6 +98,9 @@ impl Loader<'_> {
                         Some(a) => self.args(a, tensors, "reference.args")?,
                         None => launch.args.clone(),
                     },
+                    // The host's guard: where it launches nothing, the outputs are empty or
+                    // its bug, and the reference has nothing to compute either.
+                    skip: launch.skip.clone(),
                 };
                 Ok(ReferenceSpec::Kernel(Box::new(ReferenceKernel { source, entry, options: raw.options, launch, factor, floor })))
             }

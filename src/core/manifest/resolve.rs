@@ -40,9 +40,10 @@ pub enum ResolvedArg {
 /// to the driver, which reports them at launch as resource errors.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResolvedLaunch {
-    /// Grid size; every component ≥ 1.
+    /// Grid size; every component ≥ 1 unless the launch has a `skip` guard
+    /// ([`super::LaunchSpec::skip`]).
     pub grid: [u32; 3],
-    /// Block size; every component ≥ 1.
+    /// Block size; every component ≥ 1 unless the launch has a `skip` guard.
     pub block: [u32; 3],
     /// Dynamic shared memory in bytes.
     pub shared_bytes: u32,
@@ -52,6 +53,9 @@ pub struct ResolvedLaunch {
     pub timeout_ms: Option<u64>,
     /// Kernel arguments in order.
     pub args: Vec<ResolvedArg>,
+    /// The host launches nothing for this case (its `skip` guard holds): geometry and arguments
+    /// are empty, and launching it is a no-op.
+    pub skip: bool,
 }
 
 impl Manifest {
@@ -161,30 +165,41 @@ impl Manifest {
     /// Evaluates a launch (the kernel's, or a reference kernel's under `section`) for one case.
     pub fn resolve_launch(&self, launch: &LaunchSpec, vars: &Vars, section: &str) -> Result<ResolvedLaunch, ManifestError> {
         let env = Env::new(vars);
-        let grid = self.resolve_dim(&env, &launch.grid, section, "grid")?;
-        let block = self.resolve_dim(&env, &launch.block, section, "block")?;
+        if let Some(guard) = &launch.skip {
+            if env.boolean(guard).map_err(|f| self.expr_error(format!("{section}.skip"), guard, f))? {
+                let (grid, block, shared_bytes, args) = ([0; 3], [0; 3], 0, Vec::new());
+                return Ok(ResolvedLaunch { grid, block, shared_bytes, shared_opt_in: launch.shared_opt_in, timeout_ms: launch.timeout_ms, args, skip: true });
+            }
+        }
+        let zero_ok = launch.skip.is_some();
+        let grid = self.resolve_dim(&env, &launch.grid, section, "grid", zero_ok)?;
+        let block = self.resolve_dim(&env, &launch.block, section, "block", zero_ok)?;
         let shared_bytes = env
             .size(&launch.shared_bytes, u32::MAX as u64, "shared memory size")
             .map_err(|f| self.expr_error(format!("{section}.shared_bytes"), &launch.shared_bytes, f))? as u32;
         let args = launch.args.iter().enumerate().map(|(i, a)| self.resolve_arg(&env, i, a, section)).collect::<Result<Vec<_>, _>>()?;
-        Ok(ResolvedLaunch { grid, block, shared_bytes, shared_opt_in: launch.shared_opt_in, timeout_ms: launch.timeout_ms, args })
+        Ok(ResolvedLaunch { grid, block, shared_bytes, shared_opt_in: launch.shared_opt_in, timeout_ms: launch.timeout_ms, args, skip: false })
     }
 
     fn expr_error(&self, field: String, expr: &str, f: ExprFailure) -> ManifestError {
         ManifestError::Expr { path: self.path.clone(), field, expr: expr.to_string(), problem: f.problem, hint: f.hint }
     }
 
-    /// One of `grid` or `block`: three expressions, each at least 1.
-    fn resolve_dim(&self, env: &Env, exprs: &[String; 3], section: &str, name: &str) -> Result<[u32; 3], ManifestError> {
+    /// One of `grid` or `block`: three expressions, each at least 1 (or 0 too, `zero_ok`,
+    /// behind a `skip` guard: the host's own launch, which the driver refuses).
+    fn resolve_dim(&self, env: &Env, exprs: &[String; 3], section: &str, name: &str, zero_ok: bool) -> Result<[u32; 3], ManifestError> {
         let mut out = [0u32; 3];
         for (i, e) in exprs.iter().enumerate() {
             let field = format!("{section}.{name}[{i}]");
             let v = env.size(e, u32::MAX as u64, name).map_err(|f| self.expr_error(field.clone(), e, f))?;
-            if v == 0 {
+            if v == 0 && !zero_ok {
                 return Err(self.expr_error(
                     field,
                     e,
-                    ExprFailure { problem: format!("{name} evaluates to 0"), hint: "; a launch needs at least 1 (use max(1, ...))".into() },
+                    ExprFailure {
+                        problem: format!("{name} evaluates to 0"),
+                        hint: "; a launch needs at least 1 (use max(1, ...)), or say when the host launches nothing: [launch] skip = \"rows == 0\"".into(),
+                    },
                 ));
             }
             out[i] = v as u32;

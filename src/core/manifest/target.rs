@@ -74,7 +74,8 @@ impl Loader<'_> {
         let target = PythonTarget { interpreter, ..target };
         let callable = target.callable.clone();
         let one = || ["1".to_string(), "1".to_string(), "1".to_string()];
-        let launch = LaunchSpec { grid: one(), block: one(), shared_bytes: "0".into(), shared_opt_in: true, timeout_ms: raw.timeout_ms, args: Vec::new() };
+        let launch =
+            LaunchSpec { grid: one(), block: one(), shared_bytes: "0".into(), shared_opt_in: true, timeout_ms: raw.timeout_ms, args: Vec::new(), skip: None };
         Ok(Some(TargetParts { target: Target::Python(Box::new(target)), source, entry: callable.to_string(), launch }))
     }
 

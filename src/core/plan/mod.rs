@@ -84,9 +84,10 @@ impl TensorPlan {
         self.elem_offset(idx) * self.elem_bytes as u64
     }
 
-    /// The element offset of the tensor's last element: the largest index a kernel computes.
+    /// The element offset of the tensor's last element: the largest index a kernel computes
+    /// (0 for an empty tensor).
     pub fn max_element_offset(&self) -> u64 {
-        self.span_bytes / self.elem_bytes as u64 - 1
+        (self.span_bytes / self.elem_bytes as u64).saturating_sub(1)
     }
 
     /// Whether some element offset reaches 2³¹, where 32-bit signed index arithmetic wraps.
@@ -105,6 +106,9 @@ impl TensorPlan {
 
     /// Distinct elements in memory: `numel` without the repeats along broadcast dimensions.
     pub fn stored_elements(&self) -> u64 {
+        if self.numel == 0 {
+            return 0;
+        }
         self.shape.iter().zip(&self.strides).map(|(&n, &s)| if s == 0 { 1 } else { n }).product()
     }
 
@@ -203,8 +207,10 @@ impl Plan {
         }
         for d in &m.dims {
             let v = case.dims.get(&d.name).copied().ok_or_else(|| bad(format!("dims.{}", d.name), format!("the case does not set it; {} needs it", m.name)))?;
-            if v == 0 || v > d.max {
-                return Err(bad(format!("dims.{}", d.name), format!("{v} is outside 1..={}", d.max)));
+            let lo = d.range[0].min(1);
+            if v < lo || v > d.max {
+                let why = if v == 0 { format!("; {} may not be empty (its range starts at {})", d.name, d.range[0]) } else { String::new() };
+                return Err(bad(format!("dims.{}", d.name), format!("{v} is outside {lo}..={}{why}", d.max)));
             }
             vars.dims.insert(d.name.clone(), v);
         }
@@ -337,7 +343,8 @@ fn plan_tensor<'e>(case: &Case, m: &Manifest, index: usize, vars: &Vars, env: &d
             Some(&v) => v,
             None => env().size(e, u64::MAX, "extent").map_err(|f| bad(&format!("shape[{i}]"), format!("\"{e}\": {}", f.problem)))?,
         };
-        if v == 0 {
+        // Empty where a dim it reads is empty (a dim whose range starts at 0), never otherwise.
+        if v == 0 && !crate::core::manifest::expr::variables_in(e).iter().any(|n| vars.dims.get(n) == Some(&0)) {
             return Err(bad(&format!("shape[{i}]"), format!("\"{e}\" evaluates to 0 for this case")));
         }
         shape.push(v);

@@ -70,7 +70,7 @@ impl Module {
     pub fn reserve_shared_at(&mut self, at: usize, launch: &ResolvedLaunch, gpu: &GpuInfo) -> Result<(), LaunchRejection> {
         let bytes = launch.shared_bytes;
         let (function, attribute) = &mut self.functions[at];
-        if !launch.shared_opt_in || bytes <= (*attribute).max(DEFAULT_SMEM_LIMIT) {
+        if launch.skip || !launch.shared_opt_in || bytes <= (*attribute).max(DEFAULT_SMEM_LIMIT) {
             return Ok(());
         }
         if bytes > gpu.max_smem_optin {
@@ -168,8 +168,13 @@ pub fn launch(module: &Module, launch: &ResolvedLaunch, arena: &DeviceArena, ima
 }
 
 /// [`launch`] of entry point `at` of the module (0 the kernel's, then a sequence's later
-/// launches): on the same null stream, so a sequence runs in order.
+/// launches): on the same null stream, so a sequence runs in order. A launch whose host guard
+/// holds ([`ResolvedLaunch::skip`]) launches nothing, as that host does; one with an empty grid
+/// or block is made, and the driver refuses it as it would the host's.
 pub fn launch_at(module: &Module, at: usize, launch: &ResolvedLaunch, arena: &DeviceArena, image: &HostImage) -> Result<(), LaunchRejection> {
+    if launch.skip {
+        return Ok(());
+    }
     let mut slots: Vec<ArgSlot> = launch
         .args
         .iter()

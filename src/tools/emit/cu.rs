@@ -35,7 +35,7 @@ use super::{
 };
 use crate::core::case::Case;
 use crate::core::manifest::expr::is_identifier;
-use crate::core::manifest::Manifest;
+use crate::core::manifest::{Manifest, ResolvedLaunch};
 
 /// Writes the `.cu` repro of `case` against `manifest` (see the module docs).
 pub fn emit_cu(case: &Case, manifest: &Manifest, seed: &SeedInfo) -> Result<String, EmitError> {
@@ -186,9 +186,10 @@ fn kernel_sections(o: &mut String, p: &Prepared, file_name: &str) {
         let scope = if wrapped { format!("{KERNEL_NAMESPACE}::") } else { String::new() };
         let _ = writeln!(o, "#define {STANDIN_MACRO} {scope}{}", k.entry);
     }
+    let kernel_entries: Vec<&str> = std::iter::once(k.entry.as_str()).chain(k.steps.iter().map(|s| s.entry.as_str())).collect();
     for g in &p.programs[1..] {
         line_here(o, file_name);
-        reference_section(o, g, &k.entry);
+        reference_section(o, g, &kernel_entries);
     }
     o.push_str("#else  // stand-ins for host-only compiler checks\n");
     if !is_identifier(&k.entry) {
@@ -201,14 +202,20 @@ fn kernel_sections(o: &mut String, p: &Prepared, file_name: &str) {
     for g in &p.programs[1..] {
         let _ = writeln!(o, "namespace {} {{ extern \"C\" void {}(void); }}", namespace(g.role), renamed_entry(g));
     }
+    for s in &k.steps {
+        match p.programs.len() > 1 {
+            true => drop(writeln!(o, "namespace {KERNEL_NAMESPACE} {{ extern \"C\" void {}(void); }}", s.entry)),
+            false => drop(writeln!(o, "extern \"C\" void {}(void);", s.entry)),
+        }
+    }
     o.push_str("#endif\n");
 }
 
 /// One run of the user's reference kernel: its source under its own defines, inside its own
-/// namespace, its entry (and the kernel's, should the source define that too) renamed. The CUDA
+/// namespace, its entry (and the kernel's entries, should the source define them too) renamed. The CUDA
 /// and system headers it includes are included first at global scope, so that their include
 /// guards make the copies inside the namespace empty.
-fn reference_section(o: &mut String, g: &Program, kernel_entry: &str) {
+fn reference_section(o: &mut String, g: &Program, kernel_entries: &[&str]) {
     let what = match g.role {
         ProgramRole::Gold => "gold run (every floating tensor f64)",
         _ => "baseline run (the case's precision)",
@@ -222,7 +229,7 @@ fn reference_section(o: &mut String, g: &Program, kernel_entry: &str) {
     }
     let renamed: Vec<(&str, String)> = std::iter::once((g.entry.as_str(), renamed_entry(g)))
         // Only `extern "C"` names collide across namespaces; a C++ kernel entry needs no renaming.
-        .chain((kernel_entry != g.entry && is_identifier(kernel_entry)).then(|| (kernel_entry, format!("cfr_{}_{kernel_entry}", g.role.name()))))
+        .chain(kernel_entries.iter().filter(|&&e| e != g.entry && is_identifier(e)).map(|&e| (e, format!("cfr_{}_{e}", g.role.name()))))
         .collect();
     for (from, to) in &renamed {
         let _ = writeln!(o, "#define {from} {to}");
@@ -286,7 +293,7 @@ struct cfr_alloc {\n\
 \x20   const char* dims[8];               // the dim each logical dimension is, or null\n\
 \x20   int order_dependent;               // its bits may differ between two runs (atomics): no bitwise check\n\
 };\n\
-struct cfr_launch { const char* what; unsigned grid[3], block[3], shared_bytes; int first_arg, n_args, shared_opt_in; };\n\
+struct cfr_launch { const char* what; unsigned grid[3], block[3], shared_bytes; int first_arg, n_args, shared_opt_in, skip; };  // skip: the host launches nothing\n\
 struct cfr_arg { int kind; unsigned long long value; };  // kind: 0 pointer (value: allocation), 1 i32, 2 u32, 3 i64, 4 u64, 5 f32, 6 f64 (bits)\n\
 struct cfr_expect {\n\
 \x20   int alloc;                         // the judged output (one of the kernel's allocations)\n\
@@ -391,21 +398,24 @@ fn runs_and_blob(o: &mut String, p: &Prepared) {
         }
     }
     hex_bytes(o, &p.gold_bytes());
-    o.push_str("  0x00,\n};\n");
+    // Eight bytes of padding: never read, they keep the blob at least one double long, so a
+    // compiler sees no read past it on paths an empty case never takes.
+    o.push_str("  0, 0, 0, 0, 0, 0, 0, 0,\n};\n");
 }
 
-/// `cfr_entries`, `cfr_launches` and `cfr_args`: each program's entry, geometry and arguments.
+/// `cfr_entries`, `cfr_launches` and `cfr_args`: each program's entry, geometry and arguments;
+/// then `cfr_step_entries` and `cfr_steps`, a launch sequence's later launches of the kernel
+/// (a last entry that launches nothing keeps the arrays non-empty).
 fn launches(o: &mut String, p: &Prepared) {
-    let entries: Vec<String> = p.programs.iter().map(|g| format!("(const void*){}", entry_expr(g, p.programs.len() > 1))).collect();
+    let wrapped = p.programs.len() > 1;
+    let entries: Vec<String> = p.programs.iter().map(|g| format!("(const void*){}", entry_expr(g, wrapped))).collect();
     let _ = writeln!(o, "static const void* const cfr_entries[CFR_N_PROGRAMS] = {{{}}};", entries.join(", "));
     o.push_str("static const cfr_launch cfr_launches[CFR_N_PROGRAMS] = {\n");
     let mut first = 0usize;
-    for g in &p.programs {
-        let l = &g.launch;
+    let mut launch_line = |o: &mut String, what: &str, l: &ResolvedLaunch| {
         let _ = writeln!(
             o,
-            "  {{\"{}\", {{{}u, {}u, {}u}}, {{{}u, {}u, {}u}}, {}u, {first}, {}, {}}},",
-            g.role.name(),
+            "  {{\"{what}\", {{{}u, {}u, {}u}}, {{{}u, {}u, {}u}}, {}u, {first}, {}, {}, {}}},",
             l.grid[0],
             l.grid[1],
             l.grid[2],
@@ -414,23 +424,42 @@ fn launches(o: &mut String, p: &Prepared) {
             l.block[2],
             l.shared_bytes,
             l.args.len(),
-            i32::from(l.shared_opt_in)
+            i32::from(l.shared_opt_in),
+            i32::from(l.skip)
         );
         first += l.args.len();
+    };
+    for g in &p.programs {
+        launch_line(o, g.role.name(), &g.launch);
     }
-    o.push_str("};\nstatic const cfr_arg cfr_args[] = {\n");
-    for (pi, g) in p.programs.iter().enumerate() {
-        let base = p.alloc_base(pi);
-        for (i, a) in g.launch.args.iter().enumerate() {
+    o.push_str("};\n");
+    let steps = &p.kernel().steps;
+    let scope = if wrapped { format!("{KERNEL_NAMESPACE}::") } else { String::new() };
+    let step_entries: Vec<String> = steps.iter().map(|s| format!("(const void*){scope}{}", s.entry)).chain(["nullptr".to_string()]).collect();
+    let _ = writeln!(o, "#define CFR_N_STEPS {}", steps.len());
+    let _ = writeln!(o, "static const void* const cfr_step_entries[CFR_N_STEPS + 1] = {{{}}};", step_entries.join(", "));
+    o.push_str("static const cfr_launch cfr_steps[CFR_N_STEPS + 1] = {\n");
+    for (i, s) in steps.iter().enumerate() {
+        launch_line(o, &format!("launch {}: {}", i + 1, s.entry), &s.launch);
+    }
+    o.push_str("  {\"none\", {0u, 0u, 0u}, {0u, 0u, 0u}, 0u, 0, 0, 0, 1},\n};\n");
+    o.push_str("static const cfr_arg cfr_args[] = {\n");
+    let mut any = false;
+    let kernel_base = p.alloc_base(0);
+    let step_args = steps.iter().map(|s| (p.kernel(), kernel_base, &s.launch, &s.arg_specs, format!("{} launch", s.entry)));
+    let program_args = p.programs.iter().enumerate().map(|(pi, g)| (g, p.alloc_base(pi), &g.launch, &g.arg_specs, g.role.name().to_string()));
+    for (g, base, launch, specs, what) in program_args.chain(step_args) {
+        for (i, a) in launch.args.iter().enumerate() {
             let (kind, value) = arg_code(a, base);
             let shown = match kind {
                 0 => format!("-> {}", g.alloc_name(value as usize - base)),
                 _ => arg_value_text(a),
             };
-            let _ = writeln!(o, "  {{{kind}, 0x{value:x}ull}},  // {} {i}: {} {}", g.role.name(), one_line(&arg_text(&g.arg_specs, i)), shown);
+            let _ = writeln!(o, "  {{{kind}, 0x{value:x}ull}},  // {what} {i}: {} {}", one_line(&arg_text(specs, i)), shown);
+            any = true;
         }
     }
-    if first == 0 {
+    if !any {
         o.push_str("  {0, 0ull},\n");
     }
     o.push_str("};\n");

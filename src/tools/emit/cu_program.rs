@@ -234,10 +234,10 @@ static unsigned char* cfr_download(int i, const char* what) {
 
 union cfr_slot { void* ptr; int i32; unsigned u32; long long i64; unsigned long long u64; float f32; double f64; };
 
-static cudaError_t cfr_start(int program) {
+static cudaError_t cfr_start_launch(const void* entry, const cfr_launch& l) {
     static cfr_slot slots[sizeof cfr_args / sizeof cfr_args[0]];
     static void* params[sizeof cfr_args / sizeof cfr_args[0]];
-    const cfr_launch& l = cfr_launches[program];
+    if (l.skip) return cudaSuccess;  // the host's guard holds: it launches nothing
     for (int i = 0; i < l.n_args; i++) {
         const cfr_arg& a = cfr_args[l.first_arg + i];
         cfr_slot& s = slots[i];
@@ -252,7 +252,23 @@ static cudaError_t cfr_start(int program) {
         }
         params[i] = &s;
     }
-    return cudaLaunchKernel(cfr_entries[program], dim3(l.grid[0], l.grid[1], l.grid[2]), dim3(l.block[0], l.block[1], l.block[2]), params, l.shared_bytes, 0);
+    return cudaLaunchKernel(entry, dim3(l.grid[0], l.grid[1], l.grid[2]), dim3(l.block[0], l.block[1], l.block[2]), params, l.shared_bytes, 0);
+}
+
+static cudaError_t cfr_start(int program) { return cfr_start_launch(cfr_entries[program], cfr_launches[program]); }
+
+// The kernel under test: its launch, then a launch sequence's later launches in order on the
+// same stream (launch::launch_at), with no synchronisation between them.
+static cudaError_t cfr_start_kernel() {
+    cudaError_t e = cfr_start(0);
+    for (int s = 0; e == cudaSuccess && s < CFR_N_STEPS; s++) {
+        if (!cfr_steps[s].skip && cfr_steps[s].shared_bytes > 48 * 1024 && cfr_steps[s].shared_opt_in) {
+            e = cudaFuncSetAttribute(cfr_step_entries[s], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cfr_steps[s].shared_bytes);
+            if (e != cudaSuccess) break;
+        }
+        e = cfr_start_launch(cfr_step_entries[s], cfr_steps[s]);
+    }
+    return e;
 }
 
 // Sets the opt-in attribute a launch with more than 48 KiB of dynamic shared memory needs
@@ -492,7 +508,7 @@ static void cfr_check_output(const cfr_judgement& j, const unsigned char* bytes)
 static void cfr_check_determinism(unsigned char* const* after, unsigned long long timeout_ms) {
     for (int i = 0; i < CFR_N_ALLOCS; i++)
         if (cfr_allocs[i].program == 0 && cfr_allocs[i].role != 0) cfr_upload(i);
-    cudaError_t e = cfr_start(0);
+    cudaError_t e = cfr_start_kernel();
     if (e != cudaSuccess) cfr_cuda_failed("cudaLaunchKernel (second run)", e, true);
     e = cfr_wait(timeout_ms, 0);
     if (e != cudaSuccess) cfr_cuda_failed("cudaDeviceSynchronize after the second run", e, false);
@@ -540,9 +556,19 @@ static int cfr_run_kernel(int device, unsigned long long timeout_ms, bool determ
         return cfr_finish();
     }
     if (e != cudaSuccess) cfr_cuda_failed("cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", e, true);
-    printf("launch: grid (%u, %u, %u), block (%u, %u, %u), %u bytes of dynamic shared memory\n", l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared_bytes);
+    if (l.skip)
+        printf("launch: none (the host's guard, `skip`, holds for this case: it launches nothing)\n");
+    else
+        printf("launch: grid (%u, %u, %u), block (%u, %u, %u), %u bytes of dynamic shared memory\n", l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared_bytes);
+    for (int s = 0; s < CFR_N_STEPS; s++) {
+        const cfr_launch& t = cfr_steps[s];
+        if (t.skip)
+            printf("then %s: none (its guard holds)\n", t.what);
+        else
+            printf("then %s: grid (%u, %u, %u), block (%u, %u, %u), %u bytes of dynamic shared memory\n", t.what, t.grid[0], t.grid[1], t.grid[2], t.block[0], t.block[1], t.block[2], t.shared_bytes);
+    }
     fflush(stdout);
-    e = cfr_start(0);
+    e = cfr_start_kernel();
     if (e != cudaSuccess) cfr_cuda_failed("cudaLaunchKernel", e, true);
     e = cfr_wait(timeout_ms, 0);
     if (e != cudaSuccess) cfr_cuda_failed("cudaDeviceSynchronize after the launch", e, false);

@@ -88,15 +88,6 @@ pub enum EmitError {
         /// The manifest.
         manifest: PathBuf,
     },
-    /// The manifest is a launch sequence (`[[launch]]`), which the standalone repros do not
-    /// reproduce yet.
-    #[error("{} is a launch sequence ({} launches); standalone repros reproduce one launch: replay the seed with `cudafuzz repro SEED` instead", manifest.display(), launches)]
-    LaunchSequence {
-        /// The manifest.
-        manifest: PathBuf,
-        /// Its launches.
-        launches: usize,
-    },
     /// No prebuilt module file of the manifest exists for any architecture.
     #[error("{}: {problem}", manifest.display())]
     NoModule {
@@ -204,9 +195,6 @@ pub fn emit(kind: EmitKind, case: &Case, manifest: &Manifest, seed: &SeedInfo) -
     }
     if kind == EmitKind::Cu && matches!(manifest.build, crate::core::target::Build::Prebuilt(_)) {
         return Err(EmitError::PrebuiltModule { manifest: manifest.path.clone() });
-    }
-    if !manifest.steps.is_empty() {
-        return Err(EmitError::LaunchSequence { manifest: manifest.path.clone(), launches: 1 + manifest.steps.len() });
     }
     let p = prepare(case, manifest, seed.tool())?;
     let file_name = if seed.file_name.is_empty() { format!("repro.{}", kind.extension()) } else { seed.file_name.clone() };

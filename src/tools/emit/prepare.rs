@@ -78,6 +78,20 @@ pub struct Program {
     pub launch: ResolvedLaunch,
     /// The argument list as declared (for the expressions shown next to each value).
     pub arg_specs: Vec<ArgSpec>,
+    /// A launch sequence's later launches (`[[launch]]`), in order, on this program's
+    /// allocations; empty for one launch and for the reference runs.
+    pub steps: Vec<Step>,
+}
+
+/// A later launch of the kernel's launch sequence: another entry of the same module.
+#[derive(Clone, Debug)]
+pub struct Step {
+    /// Its `extern "C"` entry.
+    pub entry: String,
+    /// Its launch for the case.
+    pub launch: ResolvedLaunch,
+    /// Its argument list as declared.
+    pub arg_specs: Vec<ArgSpec>,
 }
 
 impl Program {
@@ -103,10 +117,13 @@ impl Program {
                 image,
                 encoded,
                 launch,
+                steps: Vec::new(),
             });
         }
         // The arch is irrelevant here: only the defines and options are used.
         let req = request_for(m, &plan.vars.params, case.dtype, Arch::new(9, 0), &BTreeMap::new());
+        let resolved = m.resolve_steps(&plan.vars).map_err(|source| EmitError::Manifest { manifest: m.path.clone(), source: Box::new(source) })?;
+        let steps = m.steps.iter().zip(resolved).map(|(s, launch)| Step { entry: s.entry.clone(), launch, arg_specs: s.launch.args.clone() }).collect();
         let prebuilt = match (&m.build, role) {
             (crate::core::target::Build::Prebuilt(paths), ProgramRole::Kernel) => Some(prebuilt_module(m, paths, &req.entry)?),
             _ => None,
@@ -124,6 +141,7 @@ impl Program {
             image,
             encoded,
             launch,
+            steps,
         })
     }
 

@@ -203,19 +203,36 @@ fn programs(o: &mut String, p: &Prepared) {
         let l = &g.launch;
         let _ = writeln!(
             o,
-            "    dict(what={}, entry={}, source={source}, grid={:?}, block={:?}, shared_bytes={}, shared_opt_in={},\n         options=[{}]{}),",
+            "    dict(what={}, entry={}, source={source}, grid={:?}, block={:?}, shared_bytes={}, shared_opt_in={}, skip={},\n         options=[{}]{}),",
             py_str(g.role.name()),
             py_str(&g.entry),
             l.grid,
             l.block,
             l.shared_bytes,
             if l.shared_opt_in { "True" } else { "False" },
+            if l.skip { "True" } else { "False" },
             opts.iter().map(|s| py_str(s)).collect::<Vec<_>>().join(", "),
             match &g.prebuilt {
                 Some((files, symbol)) =>
                     format!(",\n         module=[{}], symbol={}", files.iter().map(|f| py_str(f)).collect::<Vec<_>>().join(", "), py_str(symbol)),
                 None => String::new(),
             }
+        );
+    }
+    o.push_str("]\n");
+    o.push_str("STEPS = [  # a launch sequence's later launches of the kernel, in order, on its allocations (launch index len(PROGRAMS) + i)\n");
+    for s in &p.kernel().steps {
+        let l = &s.launch;
+        let _ = writeln!(
+            o,
+            "    dict(what={}, entry={}, grid={:?}, block={:?}, shared_bytes={}, shared_opt_in={}, skip={}),",
+            py_str(&format!("launch {}", s.entry)),
+            py_str(&s.entry),
+            l.grid,
+            l.block,
+            l.shared_bytes,
+            if l.shared_opt_in { "True" } else { "False" },
+            if l.skip { "True" } else { "False" }
         );
     }
     o.push_str("]\n");
@@ -273,9 +290,11 @@ fn blob(o: &mut String, p: &Prepared) {
 fn args(o: &mut String, p: &Prepared) {
     const KINDS: [&str; 7] = ["ptr", "i32", "u32", "i64", "u64", "f32", "f64"];
     o.push_str("ARGS = [  # (program, kind, allocation or value; floats as their bits): each launch's arguments in the manifest's order\n");
-    for (pi, g) in p.programs.iter().enumerate() {
-        let base = p.alloc_base(pi);
-        for (i, a) in g.launch.args.iter().enumerate() {
+    let steps =
+        p.kernel().steps.iter().enumerate().map(|(si, s)| (p.programs.len() + si, p.alloc_base(0), &s.launch, &s.arg_specs, format!("{} launch", s.entry)));
+    let launches = p.programs.iter().enumerate().map(|(pi, g)| (pi, p.alloc_base(pi), &g.launch, &g.arg_specs, g.role.name().to_string()));
+    for (pi, base, launch, specs, what) in launches.chain(steps) {
+        for (i, a) in launch.args.iter().enumerate() {
             let (kind, value) = arg_code(a, base);
             let v = match kind {
                 1 => (value as i64 as i32).to_string(),
@@ -283,14 +302,7 @@ fn args(o: &mut String, p: &Prepared) {
                 5 | 6 => format!("0x{value:x}"),
                 _ => value.to_string(),
             };
-            let _ = writeln!(
-                o,
-                "    ({pi}, \"{}\", {v}),  # {} {i}: {} {}",
-                KINDS[kind as usize],
-                g.role.name(),
-                one_line(&arg_text(&g.arg_specs, i)),
-                arg_value_text(a)
-            );
+            let _ = writeln!(o, "    ({pi}, \"{}\", {v}),  # {what} {i}: {} {}", KINDS[kind as usize], one_line(&arg_text(specs, i)), arg_value_text(a));
         }
     }
     o.push_str("]\n");

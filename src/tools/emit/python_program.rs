@@ -355,6 +355,10 @@ class DriverArena:
         self.cuda.lib.cuMemFree_v2(ctypes.c_uint64(handle))
 
 
+def launch_spec(program):
+    return PROGRAMS[program] if program < len(PROGRAMS) else STEPS[program - len(PROGRAMS)]
+
+
 class Runner:
     """The device side: one allocation per tensor of a program, its launch and its watchdog."""
 
@@ -394,6 +398,14 @@ class Runner:
         return got
 
     def launch(self, program):
+        """Launch `program` (0 the kernel, then the reference runs; len(PROGRAMS) + i a sequence's later launch i)."""
+        spec = launch_spec(program)
+        if spec["skip"]:
+            return 0  # the host's guard holds: it launches nothing
+        if program >= len(PROGRAMS) and spec["shared_opt_in"] and spec["shared_bytes"] > 48 * 1024:
+            code = self.cuda.lib.cuFuncSetAttribute(self.funcs[program], 8, ctypes.c_int(spec["shared_bytes"]))
+            if code:
+                return code
         vals = []
         for p, kind, v in ARGS:
             if p != program:
@@ -407,9 +419,9 @@ class Runner:
             else:
                 vals.append({"i32": ctypes.c_int32, "u32": ctypes.c_uint32, "i64": ctypes.c_int64, "u64": ctypes.c_uint64}[kind](v))
         params = (ctypes.c_void_p * max(1, len(vals)))(*[ctypes.addressof(x) for x in vals])
-        g, b, u = PROGRAMS[program]["grid"], PROGRAMS[program]["block"], ctypes.c_uint
+        g, b, u = spec["grid"], spec["block"], ctypes.c_uint
         return self.cuda.lib.cuLaunchKernel(self.funcs[program], u(g[0]), u(g[1]), u(g[2]), u(b[0]), u(b[1]), u(b[2]),
-                                            u(PROGRAMS[program]["shared_bytes"]), None, params, None)
+                                            u(spec["shared_bytes"]), None, params, None)
 
     def reserve_shared(self, program, dev):
         """The opt-in attribute for more than 48 KiB of dynamic shared memory (launch::Module::reserve_shared): (ok, limit, code)."""
@@ -612,16 +624,22 @@ def run_kernel(runner, dev, judged, images, determinism, target_path=None):
         return finish()
     if code:
         cuda_failed(runner.cuda, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", code, True)
-    print(f"launch: grid {tuple(p['grid'])}, block {tuple(p['block'])}, {p['shared_bytes']} bytes of dynamic shared memory", flush=True)
+    if p["skip"]:
+        print("launch: none (the host's guard, `skip`, holds for this case: it launches nothing)", flush=True)
+    else:
+        print(f"launch: grid {tuple(p['grid'])}, block {tuple(p['block'])}, {p['shared_bytes']} bytes of dynamic shared memory", flush=True)
+    for t in STEPS:
+        print(f"then {t['what']}: " + ("none (its guard holds)" if t["skip"] else f"grid {tuple(t['grid'])}, block {tuple(t['block'])}, {t['shared_bytes']} bytes of dynamic shared memory"), flush=True)
     launch_and_wait(runner, "", "the launch")
     return judge_kernel(runner, judged, images, determinism)
 
 
 def launch_and_wait(runner, launch_note, after):
     """The kernel launched and waited for; a CUDA error on either ends the script as a finding."""
-    code = runner.launch(0)
-    if code:
-        cuda_failed(runner.cuda, f"cuLaunchKernel{launch_note}", code, True)
+    for program in [0] + [len(PROGRAMS) + i for i in range(len(STEPS))]:
+        code = runner.launch(program)
+        if code:
+            cuda_failed(runner.cuda, f"cuLaunchKernel{launch_note}" + (f" ({launch_spec(program)['what']})" if program else ""), code, True)
     code = runner.wait(0)
     if code:
         cuda_failed(runner.cuda, f"cuCtxSynchronize after {after}", code, False)
@@ -696,6 +714,12 @@ def main():
         cubin, symbol = load_prebuilt(p, args.arch or arch) if p.get("module") else compile_program(p, args.arch or arch)
         cuda.setup("cuModuleLoadData", cuda.lib.cuModuleLoadData(ctypes.byref(module), cubin))
         cuda.setup("cuModuleGetFunction", cuda.lib.cuModuleGetFunction(ctypes.byref(func), module, symbol))
+        funcs.append(func)
+        if k == 0:
+            kernel_module = module
+    for s in STEPS:  # a sequence's later kernels: plain entries of the kernel's module
+        func = ctypes.c_void_p()
+        cuda.setup(f"cuModuleGetFunction({s['entry']})", cuda.lib.cuModuleGetFunction(ctypes.byref(func), kernel_module, s["entry"].encode()))
         funcs.append(func)
     runner = Runner(cuda, arena, images, funcs, args.timeout_ms)
     judged = judgements(runner, dev, blob)
