@@ -5,7 +5,7 @@
 #   bash ci/gpu-check.sh            # logs go to $OUT (if set) or ./gpu-check-logs
 #   GPU_CHECK_TESTS=0 bash ci/gpu-check.sh   # smoke campaigns only, no test suite
 #   GPU_CHECK_BENCH=0 bash ci/gpu-check.sh   # no bench row (it takes up to 4 minutes)
-#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke latency wraps counts vocab shipping varlen modules away python pyext triton clean pytools bench)
+#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke latency wraps counts vocab shipping varlen datagen modules away python pyext triton clean pytools bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=gpu-check-logs
@@ -19,8 +19,8 @@ export CUDAFUZZ_BIN="$PWD/$bin"
 export CUDAFUZZ_KERNELS="$PWD/kernels"
 rows=()
 # GPU_CHECK_STAGES picks stages (default all but clean, latency, wraps and counts, which take
-# minutes): tests smoke latency wraps counts vocab shipping varlen modules away python pyext triton clean pytools bench.
-want() { [[ " ${GPU_CHECK_STAGES:-tests smoke vocab shipping varlen modules away python pyext triton pytools bench} " == *" $1 "* ]]; }
+# minutes): tests smoke latency wraps counts vocab shipping varlen datagen modules away python pyext triton clean pytools bench.
+want() { [[ " ${GPU_CHECK_STAGES:-tests smoke vocab shipping varlen datagen modules away python pyext triton pytools bench} " == *" $1 "* ]]; }
 # Each row is also printed as it is made: a call cut short by a time limit still shows them.
 row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); echo "row: ${rows[-1]}"; }
 
@@ -222,6 +222,15 @@ if want varlen; then
     s=$(date +%s.%N); $bin fuzz --kernel kernels/mutants/$k.toml --jobs 3 --seed 1 --stop-after 1 --time 60s --out "$logs/out-$k" > "$logs/vocab3-$k.log" 2>&1; st=$?; e=$(date +%s.%N)
     row "  $k: found" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(echo "$s $e" | awk '{printf "%.1f s; ", $2-$1}')$(grep -m1 -A1 -E '^NEW' "$logs/vocab3-$k.log" | tail -n1 | sed 's/^ *//' | cut -c1-70)"
   done
+fi
+
+# 2e'. Data scheme v2 (stage `datagen`, issue 30): the host's and the GPU's builds of
+#      kernels/harness/datagen.h agree bit for bit, about a million values per class and type.
+if want datagen; then
+  t=$(ls .gpu/tests/gpu_datagen-* 2>/dev/null | head -n1)
+  if [ -n "$t" ]; then CUDAFUZZ_REQUIRE_GPU=1 "$t" --nocapture gpu_and_host > "$logs/datagen.log" 2>&1; st=$?
+  else CUDAFUZZ_REQUIRE_GPU=1 cargo test --release --test gpu_datagen -- --nocapture gpu_and_host > "$logs/datagen.log" 2>&1; st=$?; fi
+  row "datagen: host and GPU generators agree" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -m1 -E '^datagen:|panicked|SKIP' "$logs/datagen.log" | cut -c1-100)"
 fi
 
 # 2f. Module kinds, launch sequences and empty dims (stage `modules`, issue 28): the template

@@ -134,6 +134,8 @@ pub fn migrate(v1: CaseV1) -> Case {
             .map(|(t, lay, input)| (t.to_string(), layout(t, lay, input)))
             .collect(),
         placement: v1.placement,
+        // Drawn before schemes were recorded: the v1 stream.
+        data: super::DataScheme::V1,
     }
 }
 

@@ -443,6 +443,51 @@ pub enum Placement {
     Exact,
 }
 
+/// How a case's input values are drawn from its seed (`engine::data`). A seed records the scheme
+/// it was drawn with, so it replays the same bits whatever a later build draws new cases with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "u32", into = "u32")]
+pub enum DataScheme {
+    /// A ChaCha8 stream per tensor, host only: every seed written before schemes were recorded
+    /// (they carry no `data` key).
+    #[default]
+    V1,
+    /// Counter-based (Philox4x32-10) per element, from one source the host and the GPU both
+    /// build: `"data": 2`.
+    V2,
+}
+
+impl DataScheme {
+    /// The scheme new cases are drawn with.
+    pub const CURRENT: DataScheme = DataScheme::V2;
+
+    /// Whether this is v1, which seeds leave unwritten.
+    pub fn is_v1(&self) -> bool {
+        *self == DataScheme::V1
+    }
+}
+
+impl TryFrom<u32> for DataScheme {
+    type Error = String;
+
+    fn try_from(v: u32) -> Result<Self, String> {
+        match v {
+            1 => Ok(DataScheme::V1),
+            2 => Ok(DataScheme::V2),
+            other => Err(format!("data scheme {other} is not one this build knows (1 or 2); a newer cudafuzz wrote it")),
+        }
+    }
+}
+
+impl From<DataScheme> for u32 {
+    fn from(s: DataScheme) -> u32 {
+        match s {
+            DataScheme::V1 => 1,
+            DataScheme::V2 => 2,
+        }
+    }
+}
+
 /// One fully specified launch of a kernel over named tensors.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -474,6 +519,9 @@ pub struct Case {
     /// Allocation placement.
     #[serde(default)]
     pub placement: Placement,
+    /// How the input values are drawn from `seed` (no key: v1, as every older seed).
+    #[serde(default, skip_serializing_if = "DataScheme::is_v1")]
+    pub data: DataScheme,
 }
 
 impl Case {
@@ -491,6 +539,7 @@ impl Case {
             seed: 1,
             tensors: BTreeMap::new(),
             placement: Placement::Guarded,
+            data: DataScheme::CURRENT,
         }
     }
 

@@ -33,7 +33,10 @@ use std::collections::BTreeMap;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
-use crate::core::case::{Case, Dtype, ValueClass};
+pub mod device;
+pub mod scheme2;
+
+use crate::core::case::{Case, DataScheme, Dtype, ValueClass};
 use crate::core::manifest::expr::Env;
 use crate::core::manifest::{Derive, Init, Manifest};
 use crate::core::plan::{for_each_offset, Plan, TensorPlan};
@@ -90,12 +93,16 @@ pub fn generate(case: &Case, plan: &Plan, m: &Manifest) -> Inputs {
                 let spec = m.tensors.get(tp.index).and_then(|t| t.range.as_ref());
                 if tp.dtype.is_float() {
                     let range = spec.and_then(|[lo, hi]| Some((env().float(lo).ok()?, env().float(hi).ok()?))).filter(|(lo, hi)| lo <= hi);
-                    return generate_float(case.seed, tp, &tp.layout.values, range);
+                    return match case.data {
+                        DataScheme::V1 => generate_float(case.seed, tp, &tp.layout.values, range),
+                        DataScheme::V2 => generate_counter_based(case.seed, tp, range, None),
+                    };
                 }
                 let range = spec.and_then(|[lo, hi]| Some((env().int(lo).ok()?, env().int(hi).ok()?)));
                 match m.tensors.get(tp.index).and_then(|t| t.derive.as_ref()) {
                     Some(d) => derived_values(case.seed, tp, d, &plan.vars.lengths, range, env()),
-                    None => generate_int(case.seed, tp, &tp.layout.values, range),
+                    None if case.data == DataScheme::V1 || tp.distinct => generate_int(case.seed, tp, &tp.layout.values, range),
+                    None => generate_counter_based(case.seed, tp, None, Some(range.unwrap_or(tp.dtype.default_int_range()))),
                 }
             })
         })
@@ -267,6 +274,15 @@ fn generate_float(seed: u64, tp: &TensorPlan, classes: &[ValueClass], range: Opt
         }
     }
     expand(out, &stored, tp)
+}
+
+/// The values of one drawn tensor under data scheme v2 ([`scheme2`]), in logical order: each
+/// stored element a function of (seed, tensor, its index among the stored elements), then
+/// repeated along broadcast dimensions. Integer tensors have `int_range`.
+fn generate_counter_based(seed: u64, tp: &TensorPlan, range: Option<(f64, f64)>, int_range: Option<(i64, i64)>) -> Vec<f64> {
+    let (stored, n) = stored_extents(tp);
+    let t = scheme2::tensor_params(seed, tp, &tp.layout.values, range, int_range);
+    expand(scheme2::fill(&t, 0, n, int_range.is_some()), &stored, tp)
 }
 
 /// The values of a tensor derived from a list of lengths ([`Derive`]), logical order: the
@@ -567,9 +583,21 @@ mod tests {
         let bits = |v: &[f64], dt| v[..4].iter().map(|&x| to_bits(x, dt) as u32).collect::<Vec<_>>();
         let golden = [(Dtype::F16, [N, N, N], GOLDEN_F16_NORMAL), (Dtype::Bf16, [L, L, N], GOLDEN_BF16_LARGE), (Dtype::F32, [U, U, U], GOLDEN_F32_UNIFORM)];
         for (dt, classes, want) in golden {
-            let g = gen(&case(dt, &classes, 42));
+            let mut c = case(dt, &classes, 42);
+            c.data = DataScheme::V1;
+            let g = gen(&c);
             let got = [bits(&g[0], dt), bits(&g[1], dt), bits(&g[2], dt)];
-            assert_eq!(got, want.map(|r| r.to_vec()), "{dt} {classes:?}");
+            assert_eq!(got, want.map(|r| r.to_vec()), "v1 {dt} {classes:?}");
+        }
+        // And data scheme v2's (Philox, datagen.h), so that its seeds replay as well.
+        let golden =
+            [(Dtype::F16, [N, N, N], GOLDEN_V2_F16_NORMAL), (Dtype::Bf16, [L, L, N], GOLDEN_V2_BF16_LARGE), (Dtype::F32, [U, U, U], GOLDEN_V2_F32_UNIFORM)];
+        for (dt, classes, want) in golden {
+            let mut c = case(dt, &classes, 42);
+            c.data = DataScheme::V2;
+            let g = gen(&c);
+            let got = [bits(&g[0], dt), bits(&g[1], dt), bits(&g[2], dt)];
+            assert_eq!(got, want.map(|r| r.to_vec()), "v2 {dt} {classes:?}");
         }
     }
 
@@ -579,6 +607,12 @@ mod tests {
     const GOLDEN_BF16_LARGE: [[u32; 4]; 3] = [[0xbf18, 0xc0c6, 0x3f05, 0x4102], [0xc0ee, 0x4083, 0xbf22, 0xbffb], [0xbd7a, 0xbfdd, 0xba2c, 0xbfc6]];
     const GOLDEN_F32_UNIFORM: [[u32; 4]; 3] =
         [[0xbef4e30a, 0x3ef07474, 0xbe463eb7, 0xbf053678], [0xbe0e106c, 0xbe236c9b, 0xbf6f4aba, 0x3ecd2983], [0x3f0d01b8, 0x3efa3f11, 0x3ec923c4, 0x3effee4b]];
+
+    /// Data scheme v2's first four values of q, k, v for seed 42.
+    const GOLDEN_V2_F16_NORMAL: [[u32; 4]; 3] = [[0xad0b, 0xb72b, 0x3687, 0x3711], [0xbc94, 0x40c6, 0xbca5, 0x3782], [0x2a7f, 0x3cc5, 0xb5ea, 0x3e41]];
+    const GOLDEN_V2_BF16_LARGE: [[u32; 4]; 3] = [[0xbf21, 0xc065, 0x4051, 0x4062], [0xc112, 0x4199, 0xc115, 0x4070], [0x3d50, 0x3f99, 0xbebd, 0x3fc8]];
+    const GOLDEN_V2_F32_UNIFORM: [[u32; 4]; 3] =
+        [[0xbd80ab6c, 0xbeb1164c, 0x3ea21d77, 0x3eaebc37], [0xbf3f5c2e, 0x3f7ba43b, 0xbf411eaa, 0x3eb8e96b], [0x3d25cb0d, 0x3f445959, 0xbe93a663, 0x3f61ceee]];
 
     #[test]
     fn classes_mix_and_stay_in_their_type() {
