@@ -76,6 +76,12 @@ proptest! {
                 count += 1;
             });
             prop_assert_eq!(count, tp.numel);
+            if tp.numel == 0 {
+                // A dim that may be 0 (a range from 0): no element, no span, still gapless.
+                prop_assert_eq!(tp.span_bytes, 0, "{}", tp.name);
+                prop_assert!(tp.is_gapless() && element_bytes_mask(tp).is_empty(), "{}", tp.name);
+                continue;
+            }
             prop_assert_eq!(tp.span_bytes, last + eb, "{}", tp.name);
             let stored_elements: u64 = tp.shape.iter().zip(&tp.strides).map(|(&n, &s)| if s == 0 { 1 } else { n }).product();
             prop_assert_eq!(seen.len() as u64, stored_elements, "{}: elements overlap", tp.name);

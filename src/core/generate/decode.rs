@@ -629,8 +629,13 @@ pub fn offsets_past_int32(case: &mut Case, m: &Manifest, t: &str, form: PastInt3
 }
 
 /// A copy of `case` with [`offsets_past_int32`] in `form` applied to `t`, if that copy is a valid case
-/// (it may not be: a tensor already near the span limit would pass it).
+/// (it may not be: a tensor already near the span limit would pass it; an empty tensor has
+/// nothing to push).
 pub fn past_int32_variant(case: &Case, m: &Manifest, t: &str, form: PastInt32) -> Option<Case> {
+    // An empty tensor (a dim that may be 0) has no element a wrapped index could reach.
+    if Plan::new(case, m).ok().and_then(|p| p.tensor(t).map(|tp| tp.numel == 0)).unwrap_or(false) {
+        return None;
+    }
     let mut pushed = case.clone();
     if !offsets_past_int32(&mut pushed, m, t, form) || Plan::new(&pushed, m).is_err() {
         return None;
