@@ -9,8 +9,13 @@
 //! must give the same answer, and the references never see a stride. `f64` holds every f16,
 //! bf16, f32 and 32-bit integer value exactly, so nothing is lost by storing them that way.
 //!
+//! A case names its data scheme ([`DataScheme`]): new cases draw v2 ([`scheme2`]: each element
+//! a pure function of (seed, tensor, index), from one C source that the GPU builds too, the
+//! device-side data path's start), seeds written before schemes were recorded replay v1, the
+//! stream described here.
+//!
 //! A seed must give the same bits on every machine, every day, or a saved case stops replaying.
-//! So nothing platform-dependent is on the path from seed to bits: each tensor's generator is
+//! So nothing platform-dependent is on the path from seed to bits: each tensor's v1 generator is
 //! ChaCha8 keyed explicitly by (seed, roster position) with a versioned domain tag (no
 //! `seed_from_u64` expansion whose scheme a crate update could change), transcendental functions
 //! come from `libm` (a pure-Rust port of musl) rather than the host's C library, and rounding
