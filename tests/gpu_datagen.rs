@@ -12,27 +12,16 @@ use cudafuzz::core::plan::Plan;
 use cudafuzz::engine::data::scheme2::{self, DgTensor};
 use cudafuzz::engine::data::{self, device::DeviceGenerator};
 
-const CLASSES: [ValueClass; 9] = [
-    ValueClass::Normal,
-    ValueClass::Uniform,
-    ValueClass::Large,
-    ValueClass::Tiny,
-    ValueClass::Huge,
-    ValueClass::Zero,
-    ValueClass::ConstantRows,
-    ValueClass::Nan,
-    ValueClass::Inf,
-];
-
 /// The tensors the cross-check draws: every class alone in every floating type, with rows of
 /// 1, 7 and 4096 elements; mixed classes; a value range of one sign; integers in three ranges.
 fn tensors() -> Vec<(String, DgTensor, bool)> {
     let mut out = Vec::new();
     let base = DgTensor { seed: 0x5eed_0000_0000_0001, row: 4096, ..Default::default() };
-    for (ci, _) in CLASSES.iter().enumerate() {
+    // Bit k of the mask is the k-th class of ValueClass::ALL (scheme2's order).
+    for (ci, class) in ValueClass::ALL.iter().enumerate() {
         for (dtype, name) in [(0, "f16"), (1, "bf16"), (2, "f32"), (3, "f64")] {
             let row = [1, 7, 4096][(ci + dtype as usize) % 3];
-            out.push((format!("{:?} {name} row {row}", CLASSES[ci]), DgTensor { tensor: ci as u32, dtype, classes: 1 << ci, row, ..base }, false));
+            out.push((format!("{class:?} {name} row {row}"), DgTensor { tensor: ci as u32, dtype, classes: 1 << ci, row, ..base }, false));
         }
     }
     out.push(("mixed f16".into(), DgTensor { tensor: 20, dtype: 0, classes: 0x1ff, ..base }, false));

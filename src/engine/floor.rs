@@ -63,20 +63,9 @@ pub enum FloorError {
 /// Runs cases on GPU `gpu` for `time`, each as `spec` says.
 pub fn measure(gpu: usize, spec: FloorSpec, time: Duration) -> Result<FloorCount, FloorError> {
     let gpu = Gpu::open(gpu)?;
-    let source = crate::core::registry::kernels_dir().join("harness/floor.cu");
-    let entry = "cudafuzz_floor".to_string();
-    let compiled = Compiler::new(None)
-        .and_then(|c| {
-            c.compile(&CompileRequest {
-                source: source.clone(),
-                entry: entry.clone(),
-                defines: Default::default(),
-                options: vec![],
-                arch: gpu.info.arch,
-                build: Default::default(),
-            })
-        })
-        .map_err(|e| FloorError::Compile { path: source, source: e })?;
+    let req = CompileRequest::harness("floor.cu", "cudafuzz_floor", vec![], gpu.info.arch);
+    let (entry, source) = (req.entry.clone(), req.source.clone());
+    let compiled = Compiler::new(None).and_then(|c| c.compile(&req)).map_err(|e| FloorError::Compile { path: source, source: e })?;
     let cuda = |what: &'static str| move |e| FloorError::Cuda { what, status: CudaStatus::from_driver(e) };
     let module = Module::load(&compiled.cubin, &entry).map_err(|status| FloorError::Cuda { what: "loading the floor kernel", status })?;
     let input = vec![7u8; spec.upload_bytes.max(8)];

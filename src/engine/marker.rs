@@ -83,11 +83,9 @@ impl Marker {
         if matches!(tool, Tool::Memcheck | Tool::Synccheck) {
             return Ok(marker);
         }
-        let source = crate::core::registry::kernels_dir().join("harness/sanitizer_markers.cu");
         let entry = format!("{MARKER_KERNEL_PREFIX}{}", tool.name());
-        let req =
-            CompileRequest { source: source.clone(), entry: entry.clone(), defines: Default::default(), options: vec![], arch, build: Default::default() };
-        let compiled = compiler.compile(&req).map_err(|e| MarkerError::Compile { path: source.clone(), source: e })?;
+        let req = CompileRequest::harness("sanitizer_markers.cu", &entry, vec![], arch);
+        let compiled = compiler.compile(&req).map_err(|e| MarkerError::Compile { path: req.source.clone(), source: e })?;
         marker.kernel = Some(Module::load(&compiled.cubin, &entry).map_err(|status| MarkerError::Load { entry: entry.clone(), status })?);
         // SAFETY: plain allocations; `never_written` is deliberately left uninitialised.
         unsafe {

@@ -268,6 +268,15 @@ pub struct CompileRequest {
     pub build: Build,
 }
 
+impl CompileRequest {
+    /// An NVRTC build of one of the harness's own kernels, `harness/<file>` of the kernels
+    /// directory (the floor, the sanitizer markers, the data generator).
+    pub fn harness(file: &str, entry: &str, options: Vec<String>, arch: Arch) -> CompileRequest {
+        let source = crate::core::registry::kernels_dir().join("harness").join(file);
+        CompileRequest { source, entry: entry.to_string(), defines: BTreeMap::new(), options, arch, build: Build::default() }
+    }
+}
+
 /// A compiled kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Compiled {

@@ -43,22 +43,10 @@ pub struct DeviceGenerator {
 impl DeviceGenerator {
     /// Compiles and loads `harness/datagen.cu` of the kernels directory for `gpu`.
     pub fn load(gpu: &Gpu) -> Result<DeviceGenerator, DeviceGenError> {
-        let source = crate::core::registry::kernels_dir().join("harness/datagen.cu");
-        let entry = "cf_dg_fill".to_string();
-        let compiled = Compiler::new(None)
-            .and_then(|c| {
-                c.compile(&CompileRequest {
-                    source: source.clone(),
-                    entry: entry.clone(),
-                    defines: Default::default(),
-                    // The host build never contracts into fused multiply-adds; nor may this one.
-                    options: vec!["--fmad=false".into()],
-                    arch: gpu.info.arch,
-                    build: Default::default(),
-                })
-            })
-            .map_err(|e| DeviceGenError::Compile { path: source, source: e })?;
-        let module = Module::load(&compiled.cubin, &entry).map_err(|status| DeviceGenError::Cuda { what: "loading the generator", status })?;
+        // The host build never contracts into fused multiply-adds; nor may this one.
+        let req = CompileRequest::harness("datagen.cu", "cf_dg_fill", vec!["--fmad=false".into()], gpu.info.arch);
+        let compiled = Compiler::new(None).and_then(|c| c.compile(&req)).map_err(|e| DeviceGenError::Compile { path: req.source.clone(), source: e })?;
+        let module = Module::load(&compiled.cubin, &req.entry).map_err(|status| DeviceGenError::Cuda { what: "loading the generator", status })?;
         Ok(DeviceGenerator { module })
     }
 

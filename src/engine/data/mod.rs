@@ -586,23 +586,19 @@ mod tests {
         // Golden bits, unchanged since the attention-only generator: a change here means saved
         // seeds no longer replay the same inputs (ChaCha, libm, Box–Muller or rounding changed).
         let bits = |v: &[f64], dt| v[..4].iter().map(|&x| to_bits(x, dt) as u32).collect::<Vec<_>>();
-        let golden = [(Dtype::F16, [N, N, N], GOLDEN_F16_NORMAL), (Dtype::Bf16, [L, L, N], GOLDEN_BF16_LARGE), (Dtype::F32, [U, U, U], GOLDEN_F32_UNIFORM)];
-        for (dt, classes, want) in golden {
-            let mut c = case(dt, &classes, 42);
-            c.data = DataScheme::V1;
-            let g = gen(&c);
-            let got = [bits(&g[0], dt), bits(&g[1], dt), bits(&g[2], dt)];
-            assert_eq!(got, want.map(|r| r.to_vec()), "v1 {dt} {classes:?}");
-        }
         // And data scheme v2's (Philox, datagen.h), so that its seeds replay as well.
-        let golden =
-            [(Dtype::F16, [N, N, N], GOLDEN_V2_F16_NORMAL), (Dtype::Bf16, [L, L, N], GOLDEN_V2_BF16_LARGE), (Dtype::F32, [U, U, U], GOLDEN_V2_F32_UNIFORM)];
-        for (dt, classes, want) in golden {
-            let mut c = case(dt, &classes, 42);
-            c.data = DataScheme::V2;
-            let g = gen(&c);
-            let got = [bits(&g[0], dt), bits(&g[1], dt), bits(&g[2], dt)];
-            assert_eq!(got, want.map(|r| r.to_vec()), "v2 {dt} {classes:?}");
+        let golden = [
+            (DataScheme::V1, [GOLDEN_F16_NORMAL, GOLDEN_BF16_LARGE, GOLDEN_F32_UNIFORM]),
+            (DataScheme::V2, [GOLDEN_V2_F16_NORMAL, GOLDEN_V2_BF16_LARGE, GOLDEN_V2_F32_UNIFORM]),
+        ];
+        for (scheme, wants) in golden {
+            for ((dt, classes), want) in [(Dtype::F16, [N, N, N]), (Dtype::Bf16, [L, L, N]), (Dtype::F32, [U, U, U])].into_iter().zip(wants) {
+                let mut c = case(dt, &classes, 42);
+                c.data = scheme;
+                let g = gen(&c);
+                let got = [bits(&g[0], dt), bits(&g[1], dt), bits(&g[2], dt)];
+                assert_eq!(got, want.map(|r| r.to_vec()), "{scheme:?} {dt} {classes:?}");
+            }
         }
     }
 

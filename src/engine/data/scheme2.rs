@@ -141,6 +141,14 @@ mod tests {
         assert_eq!(philox([0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344], 0xa4093822, 0x299f31d0), [0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1]);
     }
 
+    /// The class bits are datagen.h's enum, which follows `ValueClass::ALL`.
+    #[test]
+    fn class_bits_follow_the_class_order() {
+        for (k, &c) in ValueClass::ALL.iter().enumerate() {
+            assert_eq!(class_bit(c), 1 << k, "{c:?}");
+        }
+    }
+
     /// The portable logarithm and quantile agree with libm to a few units in the last place
     /// (they need not be correctly rounded, only the same on every machine).
     #[test]
