@@ -12,16 +12,23 @@ use cudafuzz::core::exit;
 mod common;
 use common::{cudafuzz_in, output_text};
 
-/// Runs the binary in `dir`; asserts exit 2, promptly, and that every `needle` is in the output;
-/// returns the output's text. "Promptly" is a generous bound (5 s on a loaded CI machine; these
-/// take milliseconds): it catches a runaway read or an enumeration, which took 24 s and more.
+/// Runs the binary in `dir`; asserts exit 2 within a second, and that every `needle` is in the
+/// output; returns the output's text. These take milliseconds; a runaway read or an enumeration
+/// took 24 s and more. A run over the second (a CI machine busy with other tests) is tried once
+/// more, and that try must be within it.
 fn refused_fast(dir: &Path, args: &[&str], env: &[(&str, &Path)], needles: &[&str]) -> String {
-    let t0 = Instant::now();
-    let o = cudafuzz_in(dir, args, env);
-    let took = t0.elapsed();
+    let timed = || {
+        let t0 = Instant::now();
+        let o = cudafuzz_in(dir, args, env);
+        (o, t0.elapsed())
+    };
+    let (mut o, mut took) = timed();
+    if took >= Duration::from_secs(1) {
+        (o, took) = timed();
+    }
     let text = output_text(&o);
     assert_eq!(o.status.code(), Some(exit::USAGE), "{args:?}: {text}");
-    assert!(took < Duration::from_secs(5), "{args:?} took {took:?}");
+    assert!(took < Duration::from_secs(1), "{args:?} took {took:?}, twice");
     for n in needles {
         assert!(text.contains(n), "{args:?}: `{n}` missing from: {text}");
     }
@@ -237,4 +244,89 @@ fn lenient_values_are_refused() {
     let end = at + report[at..].find('"').unwrap();
     std::fs::write(d.join("when.json"), format!("{}yesterday{}", &report[..at], &report[end..])).unwrap();
     refused_fast(d, &["report", "render", "when.json"], &[], &["when.json", "started", "yesterday"]);
+}
+
+#[test]
+fn a_huge_kernel_source_is_refused_at_load_not_read_into_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let m = manifest(d, "big.toml", &|t| t);
+    // A sparse 3 GB source: reading it whole aborted `build` and `fuzz` on memory.
+    std::fs::File::create(d.join("silu_and_mul.cu")).unwrap().set_len(3 << 30).unwrap();
+    let before = std::fs::read(&m).unwrap();
+    for args in [vec!["build", "--arch", "sm_90", "--kernel"], vec!["fuzz", "--cases", "1", "--kernel"], vec!["case", "example", "--kernel"]] {
+        let mut args = args;
+        args.push(m.to_str().unwrap());
+        refused_fast(d, &args, &[], &["big.toml", "silu_and_mul.cu", "MiB", "limit for kernel sources"]);
+    }
+    assert_eq!(std::fs::read(&m).unwrap(), before);
+}
+
+#[test]
+fn scalars_outside_their_type_and_failing_choices_name_their_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let eps = "eps = { type = \"f32\", choices = [1e-5, 1e-6, 0.01], weights = [4, 2, 1], range = [1e-12, 1.0] }";
+    type Edit = (&'static str, &'static str, Vec<&'static str>);
+    let cases: Vec<Edit> = vec![
+        // Past f32's largest value: a case would hold an infinity (a seed `null`).
+        ("range.toml", "eps = { type = \"f32\", range = [0.0, 1e39] }", vec!["scalars.eps.range", "f32's largest value"]),
+        ("literal.toml", "eps = { type = \"f32\", choices = [1e39] }", vec!["scalars.eps.choices[0]", "not a finite"]),
+        ("nan.toml", "eps = { type = \"f32\", choices = [0.01, nan] }", vec!["scalars.eps.choices[1]", "not a finite"]),
+        // A choice that divides by zero, alone or among good ones, is named with the case's dims.
+        ("div.toml", "eps = { type = \"f32\", choices = [\"1 / (rows - rows)\"] }", vec!["scalars.eps.choices[0]", "1 / (rows - rows)", "rows="]),
+        ("mixed.toml", "eps = { type = \"f32\", choices = [0.01, \"1.0 / (rows - rows)\"] }", vec!["scalars.eps.choices[1]", "no finite"]),
+    ];
+    for (name, line, needles) in cases {
+        let m = rmsnorm(d, name, &|t| t.replace(eps, line));
+        let mut all = vec![name];
+        all.extend(needles);
+        refused_fast(d, &["case", "example", "--kernel", m.to_str().unwrap()], &[], &all);
+    }
+}
+
+#[test]
+fn outputs_and_environment_are_checked_before_the_gpu_round_three() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let m = manifest(d, "m.toml", &|t| t);
+    let m = m.to_str().unwrap();
+    let before = snapshot(d);
+    // --json into a folder that does not exist, or naming a folder: refused before the GPU.
+    for cmd in ["contract", "sweep", "bench"] {
+        refused_fast(d, &[cmd, "--kernel", m, "--json", "no/such/folder/x.json"], &[], &["--json", "no/such/folder", "does not exist"]);
+    }
+    refused_fast(d, &["bench", "--kernel", m, "--json", "."], &[], &["--json", "directory"]);
+    refused_fast(d, &["fuzz", "--kernel", m], &[("CUDAFUZZ_TRACE", Path::new("no/such/folder/t.log"))], &["CUDAFUZZ_TRACE", "does not exist"]);
+    // `kernels` reads CUDAFUZZ_KERNELS too.
+    refused_fast(d, &["kernels"], &[("CUDAFUZZ_KERNELS", Path::new(m))], &["CUDAFUZZ_KERNELS", "not a directory"]);
+    assert_eq!(snapshot(d), before, "no input changed");
+    // The gate appends its trace: never onto its configuration (nor its seeds).
+    let root = common::root();
+    let config = root.join("ci/gate.toml");
+    let text = std::fs::read(&config).unwrap();
+    refused_fast(&root, &["gate", "--config", "ci/gate.toml", "--check"], &[("CUDAFUZZ_TRACE", &config)], &["CUDAFUZZ_TRACE", "gate.toml"]);
+    assert_eq!(std::fs::read(&config).unwrap(), text);
+}
+
+#[test]
+fn wrong_facts_are_not_told() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // A report's version as the file holds it, not "version 0".
+    let report = cudafuzz::RunReport::new().to_json();
+    let at = report.find("\"version\": ").unwrap();
+    let end = at + report[at..].find(',').unwrap();
+    std::fs::write(d.join("v.json"), format!("{}\"version\": \"1\"{}", &report[..at], &report[end..])).unwrap();
+    let text = refused_fast(d, &["report", "render", "v.json"], &[], &["v.json", "\"1\" (not a number)"]);
+    assert!(!text.contains("version 0"), "{text}");
+    // An order with a repeated axis on a rank-4 tensor is not "rank 5".
+    let s = seed(d, "order.json", &|t| t.replacen("\"tensors\": {}", "\"tensors\": { \"q\": { \"order\": [0, 1, 2, 3, 3] } }", 1));
+    assert!(std::fs::read_to_string(&s).unwrap().contains("[0, 1, 2, 3, 3]"), "the edit applied");
+    let text = refused_fast(d, &["case", "check", s.to_str().unwrap()], &[], &["order.json", "order", "not a permutation"]);
+    assert!(!text.contains("rank 5"), "{text}");
+    // A flag holding 2.5.
+    let s = seed(d, "flag.json", &|t| t.replacen("\"causal\": false", "\"causal\": 2.5", 1));
+    assert!(std::fs::read_to_string(&s).unwrap().contains("2.5"), "the edit applied");
+    refused_fast(d, &["case", "check", s.to_str().unwrap()], &[], &["flag.json", "scalars.causal", "not a flag"]);
 }

@@ -36,6 +36,7 @@ pub(super) fn bench(b: BenchArgs) -> Result<i32> {
     let alignment = b.align.map_or(bench::Alignment::Any, bench::Alignment::Aligned);
     if let Some(json) = &b.json {
         refuse_clobber(json, manifest_inputs(&m))?;
+        super::refuse_directory("--json", json)?;
     }
     let sizes = b.sizes.clone();
     let cfg = b.engine.config()?;

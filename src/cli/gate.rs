@@ -54,6 +54,7 @@ pub(super) fn gate_command(a: GateArgs) -> Result<i32> {
     for name in crate::tools::report::export::REPORT_FILES {
         refuse_clobber(&cfg.out.join(name), inputs.iter().copied())?;
     }
+    super::refuse_trace_onto(inputs.iter().copied())?;
     let sh = shard.unwrap_or(Shard::ALL);
     outln!(
         "cudafuzz gate: {} · budget {} · shard {}{}",

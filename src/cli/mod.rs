@@ -415,17 +415,26 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 /// The environment variables a run reads, checked before anything starts: `CUDAFUZZ_KERNELS`
 /// must name a directory, `CUDAFUZZ_TRACE` a file to append to (not a directory).
 fn check_environment() -> Result<()> {
+    check_kernels_env()?;
+    if let Some(trace) = std::env::var_os("CUDAFUZZ_TRACE").map(PathBuf::from) {
+        if trace.is_dir() {
+            return Err(fail(exit::USAGE, format!("CUDAFUZZ_TRACE={}: is a directory; name a file the trace is appended to", trace.display())));
+        }
+        if let Some(parent) = trace.parent().filter(|p| !p.as_os_str().is_empty() && !p.is_dir()) {
+            return Err(fail(exit::USAGE, format!("CUDAFUZZ_TRACE={}: the folder {} does not exist; create it first", trace.display(), parent.display())));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses `CUDAFUZZ_KERNELS` naming anything but a directory.
+fn check_kernels_env() -> Result<()> {
     if let Some(dir) = std::env::var_os("CUDAFUZZ_KERNELS").map(PathBuf::from) {
         if !dir.is_dir() {
             return Err(fail(
                 exit::USAGE,
                 format!("CUDAFUZZ_KERNELS={}: not a directory; point it at a folder of kernel manifests (like kernels/), or unset it", dir.display()),
             ));
-        }
-    }
-    if let Some(trace) = std::env::var_os("CUDAFUZZ_TRACE").map(PathBuf::from) {
-        if trace.is_dir() {
-            return Err(fail(exit::USAGE, format!("CUDAFUZZ_TRACE={}: is a directory; name a file the trace is appended to", trace.display())));
         }
     }
     Ok(())
@@ -492,6 +501,8 @@ pub fn main_with(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
 }
 
 fn run(args: RawArgs) -> Result<i32> {
+    // Every command that finds shipped kernels reads it: checked once, before any of them.
+    check_kernels_env()?;
     match args.command {
         Command::Case(c) => case::case_command(c),
         Command::Manifest(c) => case::manifest_command(c),
@@ -646,10 +657,16 @@ fn refuse_clobber<'a>(output: &Path, inputs: impl IntoIterator<Item = &'a Path>)
     }
 }
 
-/// Refuses an output file `option` names that is a directory, before anything runs.
+/// Refuses an output file `option` names that is a directory, or whose folder does not exist,
+/// before anything runs (a GPU campaign must not end unable to write its result).
 fn refuse_directory(option: &str, path: &Path) -> Result<()> {
     if path.is_dir() {
         return Err(fail(exit::USAGE, format!("{option} {}: is a directory; name the file to write", path.display())));
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if !parent.is_dir() {
+            return Err(fail(exit::USAGE, format!("{option} {}: the folder {} does not exist; create it first", path.display(), parent.display())));
+        }
     }
     Ok(())
 }

@@ -17,8 +17,8 @@ pub(super) const NVRTC_INSTALL: &str = "python3 -m pip install nvidia-cuda-nvrtc
 /// Arguments of `cudafuzz doctor`.
 #[derive(Debug, Args)]
 pub(super) struct DoctorArgs {
-    /// Check NVRTC and the CUDA headers only (what compiling needs): exit 0 when found, 4 when
-    /// not. Scripts use it to decide whether to install them.
+    /// Check NVRTC, the CUDA headers and CUB only (what compiling the shipped kernels needs):
+    /// exit 0 when found, 4 when not. Scripts use it to decide whether to install them.
     #[arg(long)]
     nvrtc: bool,
 }
@@ -45,7 +45,14 @@ pub(super) fn doctor(a: DoctorArgs) -> Result<i32> {
                 Some(d) => outln!("headers    {}", d.display())?,
                 None => outln!("headers    none found beside NVRTC: kernels that include cuda_fp16.h will not compile; install them with: {NVRTC_INSTALL}")?,
             }
-            c.cuda_include().is_some()
+            // CUB: in the headers' cccl/ folder (CUDA 13, the nvidia-cuda-cccl wheel), or beside
+            // them (a CUDA 12 toolkit).
+            let cub = c.cccl_include().or_else(|| c.cuda_include().filter(|d| d.join("cub").is_dir()).map(std::path::Path::to_path_buf));
+            match &cub {
+                Some(d) => outln!("cub        {}", d.join("cub").display())?,
+                None => outln!("cub        MISSING: shipped kernels that include <cub/...> will not compile; install it with: {NVRTC_INSTALL}")?,
+            }
+            c.cuda_include().is_some() && cub.is_some()
         }
         Err(e) => {
             outln!("nvrtc      MISSING: {}", chain(anyhow::anyhow!(e.to_string())))?;

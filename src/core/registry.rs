@@ -234,7 +234,7 @@ pub enum SeedKernelError {
 /// Lowercase hex SHA-256 of a file's bytes (`None` when it cannot be read).
 pub fn file_sha256(path: &Path) -> Option<String> {
     use sha2::{Digest, Sha256};
-    let bytes = std::fs::read(path).ok()?;
+    let bytes = crate::core::userfile::read(path).ok()?;
     Some(Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect())
 }
 

@@ -22,6 +22,13 @@ pub const MAX_INPUT_BYTES: u64 = 16 << 20;
 /// The largest compute-sanitizer XML file cudafuzz reads: 256 MiB.
 pub const MAX_SANITIZER_XML_BYTES: u64 = 256 << 20;
 
+/// The largest kernel source or header cudafuzz reads: 64 MiB (generated headers run to a few).
+pub const MAX_SOURCE_BYTES: u64 = 64 << 20;
+
+/// The largest prebuilt module (`.cubin`, `.fatbin`, `.ptx`) cudafuzz reads: 1 GiB (a fatbin for
+/// many architectures runs to hundreds of MiB).
+pub const MAX_MODULE_BYTES: u64 = 1 << 30;
+
 /// A file larger than the limit of its kind (carried inside an [`io::Error`] so every caller's
 /// `cannot read` error names the file and says why).
 #[derive(Debug, thiserror::Error)]
@@ -70,7 +77,26 @@ pub fn read_limited(path: &Path, limit: u64, what: &'static str) -> io::Result<V
 
 /// [`read`] for a text file: UTF-8 is required, and the error says so.
 pub fn read_text(path: &Path) -> io::Result<String> {
-    String::from_utf8(read(path)?)
+    utf8(read(path)?)
+}
+
+/// A kernel source or header, up to [`MAX_SOURCE_BYTES`].
+pub fn read_source(path: &Path) -> io::Result<Vec<u8>> {
+    read_limited(path, MAX_SOURCE_BYTES, "kernel sources and headers")
+}
+
+/// [`read_source`] for text: UTF-8 is required, and the error says so.
+pub fn read_source_text(path: &Path) -> io::Result<String> {
+    utf8(read_source(path)?)
+}
+
+/// A prebuilt module, up to [`MAX_MODULE_BYTES`].
+pub fn read_module(path: &Path) -> io::Result<Vec<u8>> {
+    read_limited(path, MAX_MODULE_BYTES, "prebuilt modules")
+}
+
+fn utf8(bytes: Vec<u8>) -> io::Result<String> {
+    String::from_utf8(bytes)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to())))
 }
 

@@ -401,8 +401,11 @@ impl TensorLayout {
         let bad = |name: &str, problem: String| Err(CaseError::Invalid { field: format!("{field}.{name}"), problem });
         if !self.order.is_empty() {
             let mut seen = vec![false; rank];
-            if self.order.len() != rank || self.order.iter().any(|&d| d >= rank || std::mem::replace(&mut seen[d], true)) {
-                return bad("order", format!("{:?} is not a permutation of 0..{rank} (the tensor has rank {rank})", self.order));
+            if self.order.len() != rank {
+                return bad("order", format!("{:?} has {} entries for a tensor of rank {rank}; give each of 0..{rank} once", self.order, self.order.len()));
+            }
+            if self.order.iter().any(|&d| d >= rank || std::mem::replace(&mut seen[d], true)) {
+                return bad("order", format!("{:?} is not a permutation: give each of 0..{rank} once", self.order));
             }
         }
         if self.pad.len() > rank {

@@ -226,12 +226,7 @@ fn parse_json(path: &Path, bytes: &[u8]) -> Result<(Seed, SeedEncoding), SeedErr
         let number = value.get("version").and_then(|v| v.as_u64()).map(|v| u32::try_from(v).unwrap_or(u32::MAX));
         let version = number.unwrap_or(0);
         if format != SEED_FORMAT || !(1..=SEED_VERSION).contains(&version) {
-            // Say what the file holds, not a number it does not hold.
-            let found = match (number, value.get("version")) {
-                (Some(v), _) => v.to_string(),
-                (None, None) => "(none)".to_string(),
-                (None, Some(other)) => format!("{other} (not a number)"),
-            };
+            let found = version_as_held(&value);
             return Err(SeedError::UnknownFormat { path: path.into(), format, version: found, expected: SEED_FORMAT, supported: SEED_VERSION });
         }
         if version == 1 {
@@ -326,5 +321,15 @@ pub struct SavedSeed {
 }
 
 mod strict;
+/// A file's `version` as the file holds it (`9`, `"2" (not a number)`, `(none)`), for errors:
+/// never a number it does not hold.
+pub fn version_as_held(value: &serde_json::Value) -> String {
+    match value.get("version") {
+        Some(v) if v.as_u64().is_some() => v.to_string(),
+        None => "(none)".to_string(),
+        Some(other) => format!("{other} (not a number)"),
+    }
+}
+
 #[cfg(test)]
 mod tests;

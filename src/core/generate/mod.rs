@@ -163,12 +163,15 @@ pub fn check_satisfiable(m: &Manifest) -> Result<(), crate::core::manifest::Mani
                 Err(_) => continue,
             }
         };
+        if let Some((field, problem)) = failing_choice(m, &case) {
+            return Err(invalid(&field, problem));
+        }
         let problem = match m.scalars.iter().find(|s| !case.scalars.contains_key(&s.name)) {
             Some(s) => {
                 Some((format!("scalars.{}", s.name), "no choice gives it a value (an expression that divides by zero or fails for every case?)".to_string()))
             }
             None => match Plan::new(&case, m) {
-                Err(e) => Some(("requires".to_string(), crate::core::error::chain(&e))),
+                Err(e) => Some(plan_problem(&e)),
                 Ok(plan) => match crate::core::plan::check_contract(m, &case, &plan) {
                     crate::core::plan::ContractVerdict::Inside => None,
                     crate::core::plan::ContractVerdict::Outside { reasons } => Some(("contract".to_string(), reasons.join("; "))),
@@ -186,6 +189,41 @@ pub fn check_satisfiable(m: &Manifest) -> Result<(), crate::core::manifest::Mani
         &field,
         format!("none of {} cases drawn inside the contract is valid (the first: {why}); the manifest's requires, [contract] and scalar choices contradict each other", SATISFIABILITY_SAMPLES + 1),
     ))
+}
+
+/// The first scalar choice expression that gives no finite value of its type for `case`'s dims
+/// (it divides by zero, or leaves the type): a case drawing it would get another value than the
+/// one the manifest names, so it is a load error naming the choice.
+fn failing_choice(m: &Manifest, case: &Case) -> Option<(String, String)> {
+    let vars = relations::dim_vars(case, m);
+    m.scalars.iter().find_map(|s| {
+        s.choices.iter().enumerate().find_map(|(i, c)| {
+            let crate::core::manifest::ScalarChoice::Expr(e) = c else { return None };
+            m.choice_value(s, c, &vars).is_none().then(|| {
+                let dims: Vec<String> = case.dims.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                (
+                    format!("scalars.{}.choices[{i}]", s.name),
+                    format!("`{e}` gives no finite {:?} value for {} (a division by zero?); guard it, e.g. with max(1, ...)", s.ty, dims.join(", ")),
+                )
+            })
+        })
+    })
+}
+
+/// The manifest key a case's planning error is about: a tensor's size or layout problem is its
+/// shape's (the dims' ranges make it), a dim's is that dim's, a relation's is `requires`.
+fn plan_problem(e: &crate::core::error::CaseError) -> (String, String) {
+    let why = crate::core::error::chain(e);
+    let crate::core::error::CaseError::Invalid { field, .. } = e else { return ("requires".into(), why) };
+    let mut parts = field.split('.');
+    let key = match (parts.next(), parts.next()) {
+        (Some("tensors" | "layouts"), Some(t)) => format!("tensors.{t}.shape"),
+        (Some("dims"), Some(d)) => format!("dims.{d}"),
+        (Some("dims"), None) => "requires".into(),
+        (Some(other), _) if !other.is_empty() && other != "requires" => other.to_string(),
+        _ => "requires".into(),
+    };
+    (key, why)
 }
 
 #[cfg(test)]

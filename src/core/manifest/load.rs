@@ -380,6 +380,19 @@ impl Loader<'_> {
             };
             return Err(self.invalid(field, format!("{} {problem}; give the .cu file's path relative to the manifest's directory", source.display())));
         }
+        let limit = crate::core::userfile::MAX_SOURCE_BYTES;
+        let size = std::fs::metadata(&source).map(|m| m.len()).unwrap_or(0);
+        if size > limit {
+            return Err(self.invalid(
+                field,
+                format!(
+                    "{} is {} MiB, larger than {} MiB, the limit for kernel sources: is this the file you meant?",
+                    source.display(),
+                    size >> 20,
+                    limit >> 20
+                ),
+            ));
+        }
         Ok(source)
     }
 
@@ -529,6 +542,18 @@ impl Loader<'_> {
                     }
                 });
             }
+            // An f32 scalar holds what an f32 holds: a literal past its largest value (or `inf`,
+            // `nan`) would reach the kernel as an infinity or NaN, and a seed as `null`.
+            for (i, c) in choices.iter().enumerate() {
+                if let ScalarChoice::Value(Scalar::Float(x)) = c {
+                    if !x.is_finite() {
+                        return Err(self.invalid(
+                            &format!("{field}.choices[{i}]"),
+                            format!("{x} is not a finite {ty:?} value (f32 holds up to {:e})", f32::MAX, ty = r.ty),
+                        ));
+                    }
+                }
+            }
             if !r.weights.is_empty() && r.weights.len() != choices.len() {
                 return Err(
                     self.invalid(&format!("{field}.weights"), format!("{} weights for {} choices; give one per choice", r.weights.len(), choices.len()))
@@ -544,6 +569,15 @@ impl Loader<'_> {
                 }
                 if !lo.is_finite() || !hi.is_finite() {
                     return Err(self.invalid(&format!("{field}.range"), format!("[{lo}, {hi}] is not finite; give both ends as numbers")));
+                }
+                if r.ty == ScalarType::F32 && (lo.abs() > f32::MAX as f64 || hi.abs() > f32::MAX as f64) {
+                    return Err(self.invalid(
+                        &format!("{field}.range"),
+                        format!("[{lo}, {hi}] reaches past f32's largest value, {:e}; keep both ends within it", f32::MAX),
+                    ));
+                }
+                if r.ty == ScalarType::Int && (lo.abs() > i64::MAX as f64 || hi.abs() > i64::MAX as f64) {
+                    return Err(self.invalid(&format!("{field}.range"), format!("[{lo}, {hi}] reaches past a 64-bit integer; keep both ends within it")));
                 }
                 if r.ty == ScalarType::Int && (lo.fract() != 0.0 || hi.fract() != 0.0) {
                     return Err(self.invalid(&format!("{field}.range"), format!("[{lo}, {hi}]: an int scalar's range has integer ends")));

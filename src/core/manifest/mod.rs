@@ -653,8 +653,15 @@ impl Manifest {
         match c {
             ScalarChoice::Value(v) => Some(coerce(s.ty, *v)),
             ScalarChoice::Expr(e) => {
+                // An expression that divides by zero, or leaves the scalar's type, gives no value:
+                // never an infinity or NaN handed to the kernel as if chosen.
                 let x = expr::Env::without_tensors(vars).float(e).ok()?;
-                Some(coerce(s.ty, Scalar::Float(x)))
+                let v = coerce(s.ty, Scalar::Float(x));
+                let fits = match s.ty {
+                    ScalarType::Int => x.is_finite() && x.abs() <= i64::MAX as f64,
+                    _ => v.as_f64().is_finite(),
+                };
+                fits.then_some(v)
             }
         }
     }

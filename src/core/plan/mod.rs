@@ -234,7 +234,10 @@ impl Plan {
         }
         for s in &m.scalars {
             let v = match case.scalars.get(&s.name) {
-                Some(v) => coerce(s.ty, *v),
+                Some(v) => {
+                    check_scalar_type(s, *v).map_err(|problem| bad(format!("scalars.{}", s.name), problem))?;
+                    coerce(s.ty, *v)
+                }
                 None => m.default_scalar(s, &vars),
             };
             if let Scalar::Float(x) = v {
@@ -495,5 +498,17 @@ pub fn for_each_offset(tp: &TensorPlan, mut f: impl FnMut(usize, usize)) {
             row -= bytes[d] * idx[d];
             idx[d] = 0;
         }
+    }
+}
+
+/// Refuses a case's scalar value its declared type cannot hold as written (a seed edited by
+/// hand): a flag that is not `true`, `false`, 0 or 1, an integer with a fraction.
+fn check_scalar_type(s: &crate::core::manifest::ScalarSpec, v: Scalar) -> Result<(), String> {
+    use crate::core::manifest::ScalarType;
+    match (s.ty, v) {
+        (ScalarType::Bool, Scalar::Bool(_)) | (ScalarType::Bool, Scalar::Int(0 | 1)) => Ok(()),
+        (ScalarType::Bool, other) => Err(format!("{other} is not a flag; use true or false")),
+        (ScalarType::Int, Scalar::Float(x)) if x.fract() != 0.0 || !x.is_finite() => Err(format!("{x} is not an integer")),
+        _ => Ok(()),
     }
 }

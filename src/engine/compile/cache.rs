@@ -134,7 +134,7 @@ pub(crate) fn add_dependencies(key: &mut Key, source: &Path, text: &str, dirs: &
             match resolve(&name, quoted, &here, dirs) {
                 Some(p) => {
                     if seen.insert(p.clone()) {
-                        if let Ok(bytes) = std::fs::read(&p) {
+                        if let Ok(bytes) = crate::core::userfile::read_source(&p) {
                             stack.push((p.clone(), String::from_utf8_lossy(&bytes).into_owned()));
                             files.push((p, bytes));
                         }
@@ -174,7 +174,7 @@ pub(crate) fn add_dependencies(key: &mut Key, source: &Path, text: &str, dirs: &
         }
         all.sort();
         for p in all {
-            if let Ok(bytes) = std::fs::read(&p) {
+            if let Ok(bytes) = crate::core::userfile::read_source(&p) {
                 key.add(&format!("unfollowed {}", p.display()), &bytes);
             }
         }

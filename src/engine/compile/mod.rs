@@ -45,7 +45,7 @@ pub use crate::core::target::Build;
 #[non_exhaustive]
 pub enum CompileError {
     /// No libnvrtc could be found.
-    #[error("libnvrtc not found (searched the loader path and {} places: CUDA toolkits, .cuda-wheels, Python site-packages); install it with: python3 -m pip install nvidia-cuda-nvrtc nvidia-cuda-runtime", .searched.len())]
+    #[error("libnvrtc not found (searched the loader path and {} places: CUDA toolkits, .cuda-wheels, Python site-packages); install it with: python3 -m pip install nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cccl", .searched.len())]
     NvrtcMissing {
         /// Directories searched after the loader path.
         searched: Vec<PathBuf>,
@@ -411,7 +411,7 @@ impl Compiler {
             return module::prebuilt(req, paths);
         }
         let source_path = req.source.canonicalize().map_err(|source| CompileError::Source { path: req.source.clone(), source })?;
-        let text = std::fs::read_to_string(&source_path).map_err(|source| CompileError::Source { path: req.source.clone(), source })?;
+        let text = crate::core::userfile::read_source_text(&source_path).map_err(|source| CompileError::Source { path: req.source.clone(), source })?;
         let dirs = Compiler::include_dirs(&source_path);
         let options = self.options(req, &dirs);
         let searched = with_option_dirs(&dirs, &req.options);
@@ -507,7 +507,7 @@ impl Compiler {
     /// entry's symbol in it.
     pub fn ptx(&self, req: &CompileRequest) -> Result<(String, String), CompileError> {
         let source_path = req.source.canonicalize().map_err(|source| CompileError::Source { path: req.source.clone(), source })?;
-        let text = std::fs::read_to_string(&source_path).map_err(|source| CompileError::Source { path: req.source.clone(), source })?;
+        let text = crate::core::userfile::read_source_text(&source_path).map_err(|source| CompileError::Source { path: req.source.clone(), source })?;
         let dirs = Compiler::include_dirs(&source_path);
         let mut options = self.options(req, &dirs);
         options[0] = format!("--gpu-architecture=compute_{}", req.arch.number());

@@ -83,7 +83,7 @@ pub(super) fn nvcc_build(
 /// key names the file and the symbol, so each instantiation is its own loaded module).
 pub(super) fn prebuilt(req: &CompileRequest, paths: &[PathBuf]) -> Result<Compiled, CompileError> {
     let path = prebuilt_path(paths, req.arch).map_err(|problem| CompileError::Module { path: req.source.clone(), arch: req.arch, problem })?;
-    let mut bytes = std::fs::read(&path).map_err(|source| CompileError::Source { path: path.clone(), source })?;
+    let mut bytes = crate::core::userfile::read_module(&path).map_err(|source| CompileError::Source { path: path.clone(), source })?;
     let binary = bytes.starts_with(b"\x7fELF") || bytes.starts_with(&[0x50, 0xed, 0x55, 0xba]);
     if !binary && bytes.last() != Some(&0) {
         bytes.push(0); // PTX text: the driver reads it up to a NUL.
@@ -158,7 +158,7 @@ pub fn find_symbol(module: &[u8], entry: &str) -> Result<String, String> {
 pub fn line_info_note(m: &crate::core::manifest::Manifest, arch: Arch) -> Option<String> {
     let crate::core::target::Build::Prebuilt(paths) = &m.build else { return None };
     let path = prebuilt_path(paths, arch).ok()?;
-    let bytes = std::fs::read(&path).ok()?;
+    let bytes = crate::core::userfile::read_module(&path).ok()?;
     (!has_line_info(&bytes)).then(|| {
         format!("note: {}: {} carries no line information (built without -lineinfo): sanitizer findings will name no source line", m.name, path.display())
     })

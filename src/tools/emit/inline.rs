@@ -70,7 +70,7 @@ impl Inliner {
         if let Some(text) = path.strip_prefix(BUILTIN_DIR).ok().and_then(|n| n.to_str()).and_then(builtin::header) {
             return Ok(text.to_string());
         }
-        std::fs::read_to_string(path).map_err(|e| EmitError::Source { path: path.to_path_buf(), source: e })
+        crate::core::userfile::read_source_text(path).map_err(|e| EmitError::Source { path: path.to_path_buf(), source: e })
     }
 
     /// The header an include names: a project file, else a built-in header, else `None` (a

@@ -432,7 +432,7 @@ fn prebuilt_module(m: &Manifest, paths: &[std::path::PathBuf], entry: &str) -> R
             paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         ))
     })?;
-    let bytes = std::fs::read(&file).map_err(|_| no_module(format!("{}: cannot read", file.display())))?;
+    let bytes = crate::core::userfile::read_module(&file).map_err(|e| no_module(format!("{}: cannot read: {e}", file.display())))?;
     let symbol = crate::engine::compile::module::find_symbol(&bytes, entry).map_err(|p| no_module(format!("{}: {p}", file.display())))?;
     let shown = paths
         .iter()

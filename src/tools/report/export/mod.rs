@@ -88,8 +88,8 @@ pub enum ReportError {
         path: PathBuf,
         /// Format tag found.
         format: String,
-        /// Version found.
-        version: u32,
+        /// Version found, as the file holds it (`9`, `"2" (not a number)`, `(none)`).
+        version: String,
     },
 }
 
@@ -111,8 +111,8 @@ impl RunReport {
         let json_err = |e: serde_json::Error| ReportError::Json { path: path.into(), line: e.line(), column: e.column(), message: e.to_string() };
         let value: serde_json::Value = serde_json::from_str(text).map_err(json_err)?;
         let format = value.get("format").and_then(|v| v.as_str()).unwrap_or("?").to_string();
-        let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
-        if format != REPORT_FORMAT || version != REPORT_VERSION {
+        if format != REPORT_FORMAT || value.get("version").and_then(|v| v.as_u64()) != Some(REPORT_VERSION as u64) {
+            let version = crate::core::corpus::version_as_held(&value);
             return Err(ReportError::UnknownFormat { path: path.into(), format, version });
         }
         let report: RunReport = serde_json::from_str(text).map_err(json_err)?;
@@ -304,7 +304,7 @@ pub(crate) mod tests {
         let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
         v["version"] = 99.into();
         let e = RunReport::from_json(Path::new("r.json"), &v.to_string()).unwrap_err();
-        assert!(matches!(e, ReportError::UnknownFormat { version: 99, .. }), "{e}");
+        assert!(matches!(e, ReportError::UnknownFormat { ref version, .. } if version == "99"), "{e}");
         let e = RunReport::from_json(Path::new("bad.json"), "{\"format\": \"cudafuzz-report\", \"version\": 1}").unwrap_err();
         assert!(e.to_string().contains("bad.json") && e.to_string().contains("tool"), "{e}");
     }
