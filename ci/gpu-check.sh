@@ -322,6 +322,10 @@ fi
 if [ -n "$shipped" ]; then
   (cd "$away/elsewhere" && "$OLDPWD/$bin" repro "$OLDPWD/$shipped" --out out2) > "$logs/away-shipped.log" 2>&1; st=$?
   row "shipped kernel's seed replays from another dir" "$([ $st = 1 ] && grep -q 'reproduced' "$logs/away-shipped.log" && echo ok || echo FAIL)" "$(grep -h '"kernel"' "$shipped" | head -n1 | tr -s ' ')"
+  (cd "$away/elsewhere" && "$OLDPWD/$bin" repro "$OLDPWD/$shipped" --emit cu --out out3) > "$logs/away-shipped-emit.log" 2>&1; st=$?
+  row "  and emits a .cu there" "$([ $st = 0 ] && ls "$away"/elsewhere/out3/repro/*.cu >/dev/null 2>&1 && echo ok || echo FAIL)" "$(grep -m1 '^wrote' "$logs/away-shipped-emit.log" | cut -c1-80)"
+  (cd "$away/elsewhere" && "$OLDPWD/$bin" minimize "$OLDPWD/$shipped" --out out3) > "$logs/away-shipped-minimize.log" 2>&1; st=$?
+  row "  and minimizes from there (exit 1)" "$([ $st = 1 ] && echo ok || echo FAIL)" "$(grep -m1 -E '^(saved|nothing)' "$logs/away-shipped-minimize.log" | cut -c1-80)"
 fi
 cp -r "$away/out-bug" "$logs/away-out-bug" 2>/dev/null; rm -rf "$away"
 fi
@@ -331,6 +335,13 @@ fi
 #    the CuPy RawKernel clean natively and under memcheck, its planted bug found; torch.softmax
 #    returning its output, clean.
 if want python || want pyext || want triton || want pytools || want clean; then
+# replays SEED TAG: `repro SEED --python` REPLAYS (20) times, each a fresh process; a row with
+# how many reproduced (exit 1 and "reproduced").
+replays() {
+  local n=0 k=${REPLAYS:-20}
+  for i in $(seq 1 "$k"); do $bin repro "$1" --python "$py" --out "$logs/out-$2-repro" > "$logs/$2-repro-$i.log" 2>&1; [ $? = 1 ] && grep -q reproduced "$logs/$2-repro-$i.log" && n=$((n+1)); done
+  row "  its seed replays" "$([ $n = "$k" ] && echo ok || echo FAIL)" "$n/$k reproduced ($(basename "$1"))"
+}
 wheel=$(ls .gpu/wheels/cudafuzz-*.whl target/wheels/cudafuzz-*.whl 2>/dev/null | head -n1)
 pyroot=$(mktemp -d); venv="$pyroot/venv"; py="$venv/bin/python"
 if [ -z "$wheel" ]; then
@@ -364,8 +375,7 @@ else
   row "  contract cupy_softmax: rejection = precondition" "$(grep -q 'rejected by the target' "$logs/py-contract.log" && echo ok || echo FAIL)" "exit $st: $(grep -m1 'rejected by the target' "$logs/py-contract.log" | sed 's/^ *//' | cut -c1-100)"
   seed=$(ls "$logs"/out-cupy-bug/seeds/*.json 2>/dev/null | head -n1)
   if [ -n "$seed" ]; then
-    n=0; for i in 1 2 3 4 5; do $bin repro "$seed" --python "$py" --out "$logs/out-cupy-repro" > "$logs/py-repro-$i.log" 2>&1; [ $? = 1 ] && grep -q reproduced "$logs/py-repro-$i.log" && n=$((n+1)); done
-    row "  its seed replays" "$([ $n = 5 ] && echo ok || echo FAIL)" "$n/5 reproduced ($(basename "$seed"))"
+    replays "$seed" cupy
     $bin repro "$seed" --emit python -o "$logs/py-repro-cupy.py" > "$logs/py-emit.log" 2>&1
     "$py" "$logs/py-repro-cupy.py" > "$logs/py-emitted-run.log" 2>&1; st=$?
     row "  repro --emit python: the script reproduces" "$([ $st = 1 ] && echo ok || echo FAIL)" "exit $st: $(grep -m1 -iE 'FAIL|finding' "$logs/py-emitted-run.log" | cut -c1-90)"
@@ -385,12 +395,15 @@ else
   done
   seed=$(ls "$logs"/out-fa/seeds/*.json 2>/dev/null | head -n1)
   if [ -n "$seed" ]; then
+    replays "$seed" fa
     $bin repro "$seed" --emit python -o "$logs/py-repro-fa.py" > "$logs/py-emit-fa.log" 2>&1
     "$py" "$logs/py-repro-fa.py" > "$logs/py-emitted-fa.log" 2>&1; st=$?
     row "  fa_s512_torch --emit python reproduces" "$([ $st = 1 ] && echo ok || echo FAIL)" "exit $st: $(grep -m1 -iE 'FAIL|finding' "$logs/py-emitted-fa.log" | cut -c1-90)"
   fi
   $bin fuzz --python "$py" --kernel kernels/python/fa_s512_torch_smem_from_seq.toml --jobs 4 --seed 1 --stop-after 1 --cases 300 --escalate none --out "$logs/out-fa-smem" > "$logs/py-fa-smem.log" 2>&1; st=$?
   row "  host-code bug (smem from seq_k): finding" "$([ $st = 1 ] && grep -q 'launch_rejected' "$logs/py-fa-smem.log" && echo ok || echo FAIL)" "$(grep -m1 -A1 -E '^NEW' "$logs/py-fa-smem.log" | tail -n1 | sed 's/^ *//' | cut -c1-100)"
+  seed=$(ls "$logs"/out-fa-smem/seeds/*.json 2>/dev/null | head -n1)
+  [ -n "$seed" ] && replays "$seed" fa-smem
   $bin fuzz --python "$py" --kernel kernels/python/simple_attn_sdpa.toml --cases 2000 --jobs 4 --seed 1 --out "$logs/out-sdpa" > "$logs/py-sdpa.log" 2>&1; st=$?
   row "  simple_attn judged by SDPA (Python ref)" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E '^simple_attn_sdpa:' "$logs/py-sdpa.log" | tail -n1 | cut -c1-110)"
   # The same cases through the extension and through the native manifest, one worker each way.
@@ -417,8 +430,7 @@ else
   row "  pytest example: 1 passes, 1 fails with table" "$([ $st = 1 ] && grep -q '1 failed, 1 passed' "$logs/pytest-example.log" && grep -q 'BugsFound' "$logs/pytest-example.log" && echo ok || echo FAIL)" "$(tail -n1 "$logs/pytest-example.log" | cut -c1-100)"
   seed=$(ls "$logs"/out-triton-unmasked_store/seeds/*.json 2>/dev/null | head -n1)
   if [ -n "$seed" ]; then
-    n=0; for i in $(seq 1 20); do $bin repro "$seed" --python "$py" --out "$logs/out-triton-repro" > "$logs/triton-repro-$i.log" 2>&1; [ $? = 1 ] && grep -q reproduced "$logs/triton-repro-$i.log" && n=$((n+1)); done
-    row "  its seed replays" "$([ $n = 20 ] && echo ok || echo FAIL)" "$n/20 reproduced ($(basename "$seed"))"
+    replays "$seed" triton
     $bin repro "$seed" --emit python -o "$logs/triton-repro.py" > "$logs/triton-emit.log" 2>&1
     "$py" "$logs/triton-repro.py" > "$logs/triton-emitted-run.log" 2>&1; st=$?
     row "  repro --emit python: the script reproduces" "$([ $st = 1 ] && echo ok || echo FAIL)" "exit $st: $(grep -m1 -iE 'FAIL|finding' "$logs/triton-emitted-run.log" | cut -c1-90)"

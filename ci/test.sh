@@ -11,14 +11,14 @@ source ci/env.sh
 started=$(date +%s)
 step() { echo; echo "== [$(( $(date +%s) - started )) s] $*"; }
 
-step "1/5 lints: cargo fmt --check, clippy -D warnings, rustdoc -D warnings, rust-version"
+step "1/6 lints: cargo fmt --check, clippy -D warnings, rustdoc -D warnings, rust-version"
 bash ci/lint.sh
 
-step "2/5 the Python wheel (maturin) into target/pyenv, for the Python-target tests"
+step "2/6 the Python wheel (maturin) into target/pyenv, for the Python-target tests"
 CUDAFUZZ_TEST_PYTHON=$(bash ci/python-env.sh | tail -n1)
 export CUDAFUZZ_TEST_PYTHON
 
-step "2/5 unit, integration and property tests (nextest)"
+step "3/6 unit, integration and property tests (nextest)"
 # Where this script installed NVRTC, the wheel and python3 is here, tests that need them must
 # run, not skip.
 export CUDAFUZZ_REQUIRE="${CUDAFUZZ_REQUIRE:-nvrtc,python3,g++,cudafuzz-python}"
@@ -30,10 +30,10 @@ else
   cargo test --no-fail-fast
 fi
 
-step "3/5 NVRTC build of every kernel x parameters x dtype x {sm_80, sm_89, sm_90} (no GPU needed)"
+step "4/6 NVRTC build of every kernel x parameters x dtype x {sm_80, sm_89, sm_90} (no GPU needed)"
 cargo run --quiet --release -- build
 
-step "4/5 host fuzz targets (stable Rust, -s none): build"
+step "5/6 host fuzz targets (stable Rust, -s none): build"
 if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked
 fi
@@ -45,7 +45,7 @@ mkdir -p fuzz/corpus/manifest_parse fuzz/corpus/gate_config target/fuzz-logs
 find kernels -name '*.toml' -exec cp {} fuzz/corpus/manifest_parse/ \;
 cp ci/gate.toml fuzz/corpus/gate_config/
 seconds=${CUDAFUZZ_FUZZ_SECONDS:-20}
-step "4/5 host fuzz targets: ${seconds} s each"
+step "5/6 host fuzz targets: ${seconds} s each"
 for target in case_decode seed_parse sanitizer_xml manifest_parse gate_config; do
   mkdir -p "fuzz/corpus/$target" "fuzz/artifacts/$target"
   log="target/fuzz-logs/$target.log"
@@ -78,7 +78,7 @@ else
   echo "fuzz kernel: FAILED: expected exit 3 with a 'no GPU' message and no artifact, got $st:"; ls target/kernel-nogpu; tail -n 20 target/kernel-nogpu.log; exit 1
 fi
 
-step "5/5 tests skipped on this machine, with their reasons"
+step "6/6 tests skipped on this machine, with their reasons"
 if [ -s "$CUDAFUZZ_SKIP_LOG" ]; then
   sort "$CUDAFUZZ_SKIP_LOG" | uniq
   echo "($(sort -u "$CUDAFUZZ_SKIP_LOG" | wc -l) skipped; a GPU host runs them with ci/gpu-check.sh)"

@@ -23,9 +23,9 @@
 //!   and the case is judged like any other.
 //!
 //! How an NVRTC-style target's module is made is a [`Build`]: NVRTC, nvcc, or a prebuilt
-//! module; its entry may be a C++ name expression (`ns::kernel<{VEC}, {T}>`). Still to come:
-//! a sequence of launches, another variant here and another arm of the launch stage; it
-//! changes neither the arena, the oracles nor the seeds.
+//! module; its entry may be a C++ name expression (`ns::kernel<{VEC}, {T}>`). A launch sequence
+//! (`[[launch]]` steps, later kernels of the same module on the same allocations) is the launch
+//! stage's too: it changes neither the arena, the oracles nor the seeds.
 //!
 //! This module holds the plain data (what the manifest declares, and the call resolved for one
 //! case); the manifest resolves a call for a case (`Manifest::resolve_call`, beside its

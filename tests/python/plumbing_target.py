@@ -68,8 +68,8 @@ def read(view):
     return seen
 
 
-def record(x, bias, index, rows, cols_depth, y, *, bytes, wide, acc, flag, scale, count, stride):
-    views = {"x": x, "bias": bias, "index": index, "y": y, "bytes": bytes, "wide": wide, "acc": acc}
+def record(x, bias, index, rows, cols_depth, y, *, bytes, wide, small, unsigned, acc, flag, scale, count, stride):
+    views = {"x": x, "bias": bias, "index": index, "y": y, "bytes": bytes, "wide": wide, "small": small, "unsigned": unsigned, "acc": acc}
     SEEN.append(
         {
             "tensors": {name: read(v) for name, v in views.items()},

@@ -80,7 +80,7 @@ def test_the_cases_cover_offsets_strides_broadcast_and_types(report):
             positive = [s for s, n in zip(v["strides"], v["shape"]) if n > 1]
             padded |= len(positive) > 1 and v["strides"] != dense and positive == sorted(positive, reverse=True)
             permuted |= positive != sorted(positive, reverse=True)
-    assert dtypes == {"f16", "bf16", "f32", "f64", "i32", "u8", "i64"}, dtypes
+    assert dtypes == {"f16", "bf16", "f32", "f64", "i8", "i32", "u8", "u32", "i64"}, dtypes
     assert len([r for r in residues if r != "misaligned"]) >= 4, residues
     assert broadcast and padded and permuted
 
