@@ -225,12 +225,15 @@ if want varlen; then
 fi
 
 # 2e'. Data scheme v2 (stage `datagen`, issue 30): the host's and the GPU's builds of
-#      kernels/harness/datagen.h agree bit for bit, about a million values per class and type.
+#      kernels/harness/datagen.h agree bit for bit, about a million values per class and type;
+#      a case's arena filled on the device holds the host image's bytes.
 if want datagen; then
   t=$(ls .gpu/tests/gpu_datagen-* 2>/dev/null | head -n1)
-  if [ -n "$t" ]; then CUDAFUZZ_REQUIRE_GPU=1 "$t" --nocapture gpu_and_host > "$logs/datagen.log" 2>&1; st=$?
-  else CUDAFUZZ_REQUIRE_GPU=1 cargo test --release --test gpu_datagen -- --nocapture gpu_and_host > "$logs/datagen.log" 2>&1; st=$?; fi
-  row "datagen: host and GPU generators agree" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -m1 -E '^datagen:|panicked|SKIP' "$logs/datagen.log" | cut -c1-100)"
+  for test in gpu_and_host the_device_fill; do
+    if [ -n "$t" ]; then CUDAFUZZ_REQUIRE_GPU=1 "$t" --nocapture "$test" > "$logs/datagen-$test.log" 2>&1; st=$?
+    else CUDAFUZZ_REQUIRE_GPU=1 cargo test --release --test gpu_datagen -- --nocapture "$test" > "$logs/datagen-$test.log" 2>&1; st=$?; fi
+    row "datagen: $test" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -m1 -E '^datagen:|^device fill:|panicked|SKIP' "$logs/datagen-$test.log" | cut -c1-100)"
+  done
 fi
 
 # 2f. Module kinds, launch sequences and empty dims (stage `modules`, issue 28): the template

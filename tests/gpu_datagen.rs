@@ -130,3 +130,75 @@ fn gpu_and_host_generators_agree_bit_for_bit() {
     }
     eprintln!("datagen: {total} values, {} tensors, host and GPU bit-identical", summary.len());
 }
+
+/// On a GPU: a case's arena filled on the device ([`DeviceArena::fill`]: canaries, gaps,
+/// inputs, sentinels and constants) holds, byte for byte, what the host image uploads. Cases of
+/// every shipped NVRTC kernel, and cases pushed past 2^31 elements, whose fill must stay cheap
+/// (the bound: 50 ms each).
+#[test]
+fn the_device_fill_writes_the_host_image() {
+    use cudafuzz::core::generate::{decode_case, past_int32_variant, DecodeContext, PastInt32};
+    use cudafuzz::engine::arena::{device::DeviceArena, HostImage};
+    use rand_chacha::rand_core::{RngCore, SeedableRng};
+    if common::lacks_gpu(false) {
+        return;
+    }
+    let gpu = cudafuzz::engine::gpu::Gpu::open(0).expect("open the GPU");
+    let g = DeviceGenerator::load(&gpu).unwrap_or_else(|e| panic!("{e}"));
+    cudafuzz::engine::arena::device::pooled(true);
+    let (mut cases, mut bytes, mut pushed, mut slowest) = (0usize, 0u64, 0usize, std::time::Duration::ZERO);
+    for m in common::shipped() {
+        let ctx = DecodeContext::new(&m);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0xf111);
+        for k in 0..24 {
+            let mut raw = [0u8; 256];
+            rng.fill_bytes(&mut raw);
+            let Ok(mut case) = decode_case(&mut arbitrary::Unstructured::new(&raw), &ctx) else { continue };
+            case.data = DataScheme::V2;
+            // Every sixth case pushed past 2^31 elements where the kernel has such a tensor.
+            let is_pushed = k % 6 == 5;
+            if is_pushed {
+                let Some(t) = ctx.past_int32_tensors(PastInt32::WideStride).into_iter().next() else { continue };
+                let Some(p) = past_int32_variant(&case, &m, &t, PastInt32::WideStride) else { continue };
+                case = p;
+            }
+            let Ok(plan) = Plan::new(&case, &m) else { continue };
+            let image = HostImage::build(&case, &plan, &data::generate(&case, &plan, &m));
+            let recipes = data::recipes(&case, &plan, &m);
+            let t0 = std::time::Instant::now();
+            let arena = DeviceArena::fill(&image.layout, &plan, &recipes, &g).unwrap_or_else(|e| panic!("{}: {}: {e}", m.name, case.summary()));
+            cudafuzz::engine::gpu::synchronize().unwrap_or_else(|e| panic!("{}: {}: {e}", m.name, case.summary()));
+            let took = t0.elapsed();
+            let after = arena.download(&image).unwrap();
+            for tp in &plan.tensors {
+                let i = tp.index;
+                let a = &image.layout.allocs[i];
+                let (ds, de) = (a.data_offset as usize, (a.data_offset + a.span_bytes) as usize);
+                for r in &image.held[i] {
+                    for b in r.start as usize..r.end as usize {
+                        if image.data_uninit[i] && (ds..de).contains(&b) {
+                            continue;
+                        }
+                        assert_eq!(
+                            after[i][b],
+                            image.bytes[i][b],
+                            "{}: {}: tensor {}, byte {b} (data at {ds}..{de}): device fill differs",
+                            m.name,
+                            case.summary(),
+                            tp.name
+                        );
+                    }
+                    bytes += r.end - r.start;
+                }
+            }
+            cases += 1;
+            if plan.reaches_past_int32() {
+                pushed += 1;
+                slowest = slowest.max(took);
+            }
+        }
+    }
+    eprintln!("device fill: {cases} cases ({pushed} past 2^31 elements), {bytes} bytes, identical to the host image; slowest pushed fill {slowest:?}");
+    assert!(cases > 100 && pushed > 0, "{cases} cases, {pushed} pushed");
+    assert!(slowest < std::time::Duration::from_millis(50), "a pushed case's fill took {slowest:?}");
+}

@@ -30,9 +30,26 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys};
 
-use super::{AllocationTable, HostImage};
+use super::{held_ranges, AllocationTable, ArenaLayout, HostImage};
 use crate::core::plan::Plan;
+use crate::engine::data::device::{DeviceGenError, DeviceGenerator};
+use crate::engine::data::Recipe;
 use crate::engine::gpu::CudaStatus;
+
+/// Why [`DeviceArena::fill`] could not make a case's arena on the device.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceFillError {
+    /// An allocation or copy failed.
+    #[error("filling the arena on the device: {0}")]
+    Cuda(CudaStatus),
+    /// The generator could not run.
+    #[error(transparent)]
+    Generator(#[from] DeviceGenError),
+    /// A tensor drawn on the host lies in a sparse allocation (pushed past 2^31 elements): the
+    /// host image's upload handles it.
+    #[error("{0}: values drawn on the host in an allocation held in ranges; upload the host image instead")]
+    HostValuesInRanges(String),
+}
 
 /// Device allocations of one case, freed on drop.
 #[derive(Debug)]
@@ -168,27 +185,89 @@ impl DeviceArena {
     /// held in ranges is sparse ([`super::sparse`]); where the driver cannot map one, it is
     /// allocated whole as under a sanitizer (the same bytes, seconds slower).
     pub fn upload(image: &HostImage) -> Result<DeviceArena, CudaStatus> {
+        let sizes: Vec<u64> = image.bytes.iter().map(|b| b.len() as u64).collect();
+        let arena = DeviceArena::allocate(&sizes, &image.held)?;
+        (0..sizes.len()).filter(|&i| sizes[i] > 0).try_for_each(|i| arena.write(image, i))?;
+        Ok(arena)
+    }
+
+    /// Allocates `sizes[i]` bytes per allocation (0: left out, it stands for another arena's
+    /// allocation); one held in more than one range ([`HostImage::held`]) is sparse outside a
+    /// sanitizer. Nothing is written.
+    fn allocate(sizes: &[u64], held: &[Vec<std::ops::Range<u64>>]) -> Result<DeviceArena, CudaStatus> {
         sweep_quarantine();
         let pool = POOL.load(Ordering::Relaxed);
-        let mut arena = DeviceArena { allocs: Vec::with_capacity(image.bytes.len()), backing: Vec::with_capacity(image.bytes.len()), leases: Arc::new(()) };
-        for (i, bytes) in image.bytes.iter().enumerate() {
-            if bytes.is_empty() {
-                // Left out of the image (it stands for another arena's allocation).
+        let mut arena = DeviceArena { allocs: Vec::with_capacity(sizes.len()), backing: Vec::with_capacity(sizes.len()), leases: Arc::new(()) };
+        for (i, &len) in sizes.iter().enumerate() {
+            if len == 0 {
                 arena.allocs.push((0, 0));
                 arena.backing.push(Backing::Plain);
                 continue;
             }
-            let sparse = (pool != 0 && !image.holds_whole(i)).then(|| super::sparse::allocate(bytes.len(), &image.held[i]).ok()).flatten();
+            let sparse = (pool != 0 && held[i].len() > 1).then(|| super::sparse::allocate(len as usize, &held[i]).ok()).flatten();
             let (ptr, backing) = match sparse {
                 Some(sparse) => (sparse.base, Backing::Sparse(sparse)),
-                None => match allocate(bytes.len(), pool)? {
+                None => match allocate(len as usize, pool)? {
                     (ptr, true) => (ptr, Backing::Pool),
                     (ptr, false) => (ptr, Backing::Plain),
                 },
             };
             arena.backing.push(backing);
-            arena.allocs.push((ptr, bytes.len() as u64));
-            arena.write(image, i)?;
+            arena.allocs.push((ptr, len));
+        }
+        Ok(arena)
+    }
+
+    /// Allocates a case's arena and writes its initial contents on the device, byte for byte
+    /// what [`DeviceArena::upload`] of its [`HostImage`] writes: the canary over every
+    /// allocation (the mapped chunks of a sparse one), then each tensor's elements per its
+    /// [`Recipe`] (drawn by the GPU's data scheme v2, a constant, or, for the few tensors drawn
+    /// on the host, the host's values); an uninitialised tensor's span is left unwritten. Only
+    /// the host's values cross the bus, nothing the GPU can make itself. Queued on the null
+    /// stream; a fault shows at the next synchronisation.
+    pub fn fill(layout: &ArenaLayout, plan: &Plan, recipes: &[Recipe], generator: &DeviceGenerator) -> Result<DeviceArena, DeviceFillError> {
+        let held: Vec<Vec<std::ops::Range<u64>>> = plan.tensors.iter().map(|tp| held_ranges(&layout.allocs[tp.index], tp)).collect();
+        let sizes: Vec<u64> = layout.allocs.iter().map(|a| a.total_bytes()).collect();
+        let arena = DeviceArena::allocate(&sizes, &held).map_err(DeviceFillError::Cuda)?;
+        for tp in &plan.tensors {
+            let (i, a) = (tp.index, &layout.allocs[tp.index]);
+            let (ptr, len) = arena.allocs[i];
+            let memset = |start: u64, bytes: u64| {
+                if bytes == 0 {
+                    return Ok(());
+                }
+                // SAFETY: a range of the live allocation with memory behind it.
+                unsafe { result::memset_d8_async(ptr + start, a.canary, bytes as usize, std::ptr::null_mut()) }
+                    .map_err(|e| DeviceFillError::Cuda(CudaStatus::from_driver(e)))
+            };
+            let data = ptr + a.data_offset;
+            let mapped: Vec<(u64, u64)> = match arena.backing.get(i) {
+                Some(Backing::Sparse(sparse)) => sparse.mapped().map(|r| (r.start, r.end - r.start)).collect(),
+                _ => Vec::from([(0, len)]),
+            };
+            match &recipes[i] {
+                Recipe::Uninit => {
+                    memset(0, a.data_offset)?;
+                    memset(a.data_offset + a.span_bytes, len - a.data_offset - a.span_bytes)?;
+                }
+                Recipe::Counter { params, integer } => {
+                    mapped.iter().try_for_each(|&(s, b)| memset(s, b))?;
+                    generator.store(data, tp, params, *integer)?;
+                }
+                Recipe::Constant(bits) => {
+                    mapped.iter().try_for_each(|&(s, b)| memset(s, b))?;
+                    generator.constant(data, tp, *bits)?;
+                }
+                Recipe::Host(values) => {
+                    if held[i].len() > 1 {
+                        return Err(DeviceFillError::HostValuesInRanges(tp.name.clone()));
+                    }
+                    let mut bytes = vec![a.canary; len as usize];
+                    crate::engine::data::write_strided(values, tp, &mut bytes[a.data_offset as usize..]);
+                    // SAFETY: `bytes` is the allocation's length; the copy is synchronous.
+                    unsafe { result::memcpy_htod_sync(ptr, &bytes) }.map_err(|e| DeviceFillError::Cuda(CudaStatus::from_driver(e)))?;
+                }
+            }
         }
         Ok(arena)
     }

@@ -19,7 +19,6 @@ pub use layout::{
 use std::ops::Range;
 
 use crate::core::case::Case;
-use crate::core::manifest::{Init, Role};
 use crate::core::plan::{Plan, TensorPlan};
 use crate::engine::data::{self, Inputs};
 
@@ -129,31 +128,17 @@ impl HostImage {
 /// Writes one tensor's initial contents into its data span; returns whether the span is left
 /// uninitialised on the device.
 fn fill_data(tp: &TensorPlan, inputs: &Inputs, data: &mut [u8]) -> bool {
-    let constant = |x: f64| data::to_bits(x, tp.dtype);
-    match (tp.role, tp.init) {
-        (Role::Input, _) | (_, Init::Drawn) => {
-            if let Some(values) = inputs.get(tp.index) {
-                data::write_strided(values, tp, data);
-            }
-            false
+    if data::is_drawn(tp) {
+        if let Some(values) = inputs.get(tp.index) {
+            data::write_strided(values, tp, data);
         }
-        (_, Init::Sentinel) => {
-            data::fill_strided(sentinel_bits(tp.dtype), tp, data);
-            false
-        }
-        (_, Init::Zero) => {
-            data::fill_strided(constant(0.0), tp, data);
-            false
-        }
-        (_, Init::NegInf) => {
-            let bits = if tp.dtype.is_float() { constant(f64::NEG_INFINITY) } else { constant(i64::MIN as f64) };
+        return false;
+    }
+    match data::initial_bits(tp) {
+        Some(bits) => {
             data::fill_strided(bits, tp, data);
             false
         }
-        (_, Init::Const(x)) => {
-            data::fill_strided(constant(x), tp, data);
-            false
-        }
-        (_, Init::Uninit) => true,
+        None => true,
     }
 }

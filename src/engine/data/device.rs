@@ -1,14 +1,20 @@
 //! The GPU build of data scheme v2 ([`super::scheme2`]): `kernels/harness/datagen.cu`, compiled
-//! by NVRTC with `--fmad=false` from the same header the host links, fills a device buffer with
-//! a tensor's stored elements. Today it is the cross-check that both builds make the same bits
-//! (`tests/gpu_datagen.rs`, `ci/gpu-check.sh`'s `datagen` stage); writing the case's arena in
-//! place is the device-side data path's next step (issue 30).
+//! by NVRTC with `--fmad=false` from the same header the host links.
+//!
+//! [`DeviceGenerator::fill`] makes a tensor's stored elements as f64 (the cross-check that both
+//! builds make the same bits: `tests/gpu_datagen.rs`, `ci/gpu-check.sh`'s `datagen` stage).
+//! [`DeviceGenerator::store`] and [`DeviceGenerator::constant`] write a tensor's initial contents
+//! in place, into its allocation of the case's arena, as the host image holds them
+//! ([`crate::engine::arena::device::DeviceArena::fill`] builds a whole case that way:
+//! canaries, gaps, inputs, sentinels; issue 30's device-side data path).
 
 use std::ffi::c_void;
 
 use cudarc::driver::result;
 
 use super::scheme2::DgTensor;
+use crate::core::case::Dtype;
+use crate::core::plan::TensorPlan;
 use crate::engine::compile::{CompileError, CompileRequest, Compiler};
 use crate::engine::gpu::{CudaStatus, Gpu};
 use crate::engine::launch::Module;
@@ -40,13 +46,57 @@ pub struct DeviceGenerator {
     module: Module,
 }
 
+/// The module's entries, in the order [`DeviceGenerator::load`] looks them up.
+const FILL: usize = 0;
+const STORE: usize = 1;
+const CONST: usize = 2;
+
+/// `cf_dg_layout` of datagen.cu: where a tensor's stored elements sit in its data span.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct DgLayout {
+    extent: [u64; MAX_RANK],
+    stride: [u64; MAX_RANK],
+    n: u64,
+    rank: u32,
+    elem: u32,
+    elem_bytes: u32,
+    unused: u32,
+}
+
+/// The highest rank datagen.cu's layouts hold.
+pub const MAX_RANK: usize = 8;
+
+impl DgLayout {
+    /// The layout of `tp`'s stored elements (a broadcast dimension counts once), byte strides.
+    fn of(tp: &TensorPlan) -> DgLayout {
+        assert!(tp.rank() <= MAX_RANK, "{}: rank {} is past the device fill's {MAX_RANK}", tp.name, tp.rank());
+        let (stored, n) = super::stored_extents(tp);
+        let mut l = DgLayout {
+            n: n as u64,
+            rank: tp.rank() as u32,
+            elem: Dtype::EVERY.iter().position(|&d| d == tp.dtype).expect("every dtype is listed") as u32,
+            elem_bytes: tp.elem_bytes,
+            ..DgLayout::default()
+        };
+        for (d, (&e, &s)) in stored.iter().zip(&tp.strides).enumerate() {
+            l.extent[d] = e;
+            l.stride[d] = s * tp.elem_bytes as u64;
+        }
+        l
+    }
+}
+
 impl DeviceGenerator {
     /// Compiles and loads `harness/datagen.cu` of the kernels directory for `gpu`.
     pub fn load(gpu: &Gpu) -> Result<DeviceGenerator, DeviceGenError> {
         // The host build never contracts into fused multiply-adds; nor may this one.
         let req = CompileRequest::harness("datagen.cu", "cf_dg_fill", vec!["--fmad=false".into()], gpu.info.arch);
         let compiled = Compiler::new(None).and_then(|c| c.compile(&req)).map_err(|e| DeviceGenError::Compile { path: req.source.clone(), source: e })?;
-        let module = Module::load(&compiled.cubin, &req.entry).map_err(|status| DeviceGenError::Cuda { what: "loading the generator", status })?;
+        let loading = |status| DeviceGenError::Cuda { what: "loading the generator", status };
+        let mut module = Module::load(&compiled.cubin, &req.entry).map_err(loading)?;
+        module.add_step("cf_dg_store").map_err(loading)?;
+        module.add_step("cf_dg_const").map_err(loading)?;
         Ok(DeviceGenerator { module })
     }
 
@@ -71,7 +121,7 @@ impl DeviceGenerator {
                 (&mut ptr as *mut u64).cast(),
             ];
             let blocks = (n as u64).div_ceil(256).min(65535) as u32;
-            let launched = result::launch_kernel(self.module.function(), (blocks, 1, 1), (256, 1, 1), 0, std::ptr::null_mut(), &mut params)
+            let launched = result::launch_kernel(self.module.function_at(FILL), (blocks, 1, 1), (256, 1, 1), 0, std::ptr::null_mut(), &mut params)
                 .map_err(cuda("launching the generator"));
             let done =
                 launched.and_then(|()| crate::engine::gpu::synchronize().map_err(|status| DeviceGenError::Cuda { what: "running the generator", status }));
@@ -80,5 +130,41 @@ impl DeviceGenerator {
             copied?;
         }
         Ok(out)
+    }
+}
+
+impl DeviceGenerator {
+    /// Writes the drawn elements of `tp` (generator parameters `t`, integers when `integer`)
+    /// into its data span at device address `data`, encoded in its element type, as the host
+    /// image writes them. Queued on the null stream: ordered before the copies and launches that
+    /// follow; synchronise to see a fault.
+    pub fn store(&self, data: u64, tp: &TensorPlan, t: &DgTensor, integer: bool) -> Result<(), DeviceGenError> {
+        let (mut tv, mut layout, mut int, mut ptr) = (*t, DgLayout::of(tp), i32::from(integer), data);
+        let n = layout.n;
+        let params: Vec<*mut c_void> =
+            vec![(&mut tv as *mut DgTensor).cast(), (&mut layout as *mut DgLayout).cast(), (&mut int as *mut i32).cast(), (&mut ptr as *mut u64).cast()];
+        self.launch(STORE, n, params)
+    }
+
+    /// Writes the bit pattern `bits` into every element of `tp` in its data span at `data`.
+    /// Queued like [`DeviceGenerator::store`].
+    pub fn constant(&self, data: u64, tp: &TensorPlan, bits: u64) -> Result<(), DeviceGenError> {
+        let (mut b, mut layout, mut ptr) = (bits, DgLayout::of(tp), data);
+        let n = layout.n;
+        let params: Vec<*mut c_void> = vec![(&mut b as *mut u64).cast(), (&mut layout as *mut DgLayout).cast(), (&mut ptr as *mut u64).cast()];
+        self.launch(CONST, n, params)
+    }
+
+    /// Launches entry `at` over `n` elements (a grid-stride loop), parameters as given.
+    fn launch(&self, at: usize, n: u64, mut params: Vec<*mut c_void>) -> Result<(), DeviceGenError> {
+        if n == 0 {
+            return Ok(());
+        }
+        let blocks = n.div_ceil(256).min(65535) as u32;
+        // SAFETY: the parameters match the entry's signature in datagen.cu (structs by value, as
+        // C lays them out) and point at locals of the caller that outlive this call, which
+        // copies them; the data pointer is the caller's live allocation.
+        unsafe { result::launch_kernel(self.module.function_at(at), (blocks, 1, 1), (256, 1, 1), 0, std::ptr::null_mut(), &mut params) }
+            .map_err(|e| DeviceGenError::Cuda { what: "launching the device fill", status: CudaStatus::from_driver(e) })
     }
 }

@@ -86,33 +86,93 @@ impl Inputs {
 /// per innermost row, `nan`, `inf`. A tensor with several classes picks one per element.
 /// Integer tensors draw uniformly from their manifest range (default: a small symmetric range).
 pub fn generate(case: &Case, plan: &Plan, m: &Manifest) -> Inputs {
-    // Only tensors with a value range or derived values need expressions evaluated.
-    let env = std::cell::OnceCell::new();
-    let env = || env.get_or_init(|| Env::new(&plan.vars));
-    let values = plan
-        .tensors
-        .iter()
-        .map(|tp| {
-            let drawn = tp.role == crate::core::manifest::Role::Input || tp.init == Init::Drawn;
-            drawn.then(|| {
-                let spec = m.tensors.get(tp.index).and_then(|t| t.range.as_ref());
-                if tp.dtype.is_float() {
-                    let range = spec.and_then(|[lo, hi]| Some((env().float(lo).ok()?, env().float(hi).ok()?))).filter(|(lo, hi)| lo <= hi);
-                    return match case.data {
-                        DataScheme::V1 => generate_float(case.seed, tp, &tp.layout.values, range),
-                        DataScheme::V2 => generate_counter_based(case.seed, tp, range, None),
-                    };
-                }
-                let range = spec.and_then(|[lo, hi]| Some((env().int(lo).ok()?, env().int(hi).ok()?)));
-                match m.tensors.get(tp.index).and_then(|t| t.derive.as_ref()) {
-                    Some(d) => derived_values(case.seed, tp, d, &plan.vars.lengths, range, env()),
-                    None if case.data == DataScheme::V1 || tp.distinct => generate_int(case.seed, tp, &tp.layout.values, range),
-                    None => generate_counter_based(case.seed, tp, None, Some(range.unwrap_or(tp.dtype.default_int_range()))),
-                }
-            })
+    let values = recipes(case, plan, m)
+        .into_iter()
+        .zip(&plan.tensors)
+        .map(|(r, tp)| match r {
+            Recipe::Counter { params, integer } => {
+                let (stored, n) = stored_extents(tp);
+                Some(expand(scheme2::fill(&params, 0, n, integer), &stored, tp))
+            }
+            Recipe::Host(values) => Some(values),
+            Recipe::Constant(_) | Recipe::Uninit => None,
         })
         .collect();
     Inputs { values }
+}
+
+/// How one tensor's initial contents are made: what the host image writes into its data span,
+/// and what the device-side fill ([`crate::engine::arena::device::DeviceArena::fill`]) writes
+/// there in place.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Recipe {
+    /// Drawn by data scheme v2, per stored element: the generator's parameters, and whether the
+    /// tensor holds integers.
+    Counter {
+        /// The generator's parameters ([`scheme2::tensor_params`]).
+        params: scheme2::DgTensor,
+        /// Whether the tensor holds integers.
+        integer: bool,
+    },
+    /// Drawn on the host (data scheme v1; `distinct` and length-derived index tensors in both
+    /// schemes): the values, in logical order.
+    Host(Vec<f64>),
+    /// Every element the same bit pattern: the sentinel, zero, -inf, a constant.
+    Constant(u64),
+    /// Left uninitialised on the device (only the redzones are written).
+    Uninit,
+}
+
+/// Whether a tensor's initial contents are drawn: an input, or a written tensor whose manifest
+/// says `init = "drawn"`.
+pub fn is_drawn(tp: &TensorPlan) -> bool {
+    tp.role == crate::core::manifest::Role::Input || tp.init == Init::Drawn
+}
+
+/// The bit pattern every element of a tensor that is not drawn starts with (the sentinel, zero,
+/// -inf, a constant); `None` for a drawn or uninitialised one.
+pub fn initial_bits(tp: &TensorPlan) -> Option<u64> {
+    let constant = |x: f64| Some(to_bits(x, tp.dtype));
+    match tp.init {
+        _ if is_drawn(tp) => None,
+        Init::Sentinel => Some(crate::core::layout::sentinel_bits(tp.dtype)),
+        Init::Zero => constant(0.0),
+        Init::NegInf => constant(if tp.dtype.is_float() { f64::NEG_INFINITY } else { i64::MIN as f64 }),
+        Init::Const(x) => constant(x),
+        Init::Uninit | Init::Drawn => None,
+    }
+}
+
+/// Every tensor's [`Recipe`], in roster order.
+pub fn recipes(case: &Case, plan: &Plan, m: &Manifest) -> Vec<Recipe> {
+    // Only tensors with a value range or derived values need expressions evaluated.
+    let env = std::cell::OnceCell::new();
+    let env = || env.get_or_init(|| Env::new(&plan.vars));
+    plan.tensors
+        .iter()
+        .map(|tp| {
+            if !is_drawn(tp) {
+                return initial_bits(tp).map_or(Recipe::Uninit, Recipe::Constant);
+            }
+            let spec = m.tensors.get(tp.index).and_then(|t| t.range.as_ref());
+            if tp.dtype.is_float() {
+                let range = spec.and_then(|[lo, hi]| Some((env().float(lo).ok()?, env().float(hi).ok()?))).filter(|(lo, hi)| lo <= hi);
+                return match case.data {
+                    DataScheme::V1 => Recipe::Host(generate_float(case.seed, tp, &tp.layout.values, range)),
+                    DataScheme::V2 => Recipe::Counter { params: scheme2::tensor_params(case.seed, tp, &tp.layout.values, range, None), integer: false },
+                };
+            }
+            let range = spec.and_then(|[lo, hi]| Some((env().int(lo).ok()?, env().int(hi).ok()?)));
+            match m.tensors.get(tp.index).and_then(|t| t.derive.as_ref()) {
+                Some(d) => Recipe::Host(derived_values(case.seed, tp, d, &plan.vars.lengths, range, env())),
+                None if case.data == DataScheme::V1 || tp.distinct => Recipe::Host(generate_int(case.seed, tp, &tp.layout.values, range)),
+                None => {
+                    let int_range = Some(range.unwrap_or(tp.dtype.default_int_range()));
+                    Recipe::Counter { params: scheme2::tensor_params(case.seed, tp, &tp.layout.values, None, int_range), integer: true }
+                }
+            }
+        })
+        .collect()
 }
 
 fn tensor_rng(seed: u64, tag: u64) -> ChaCha8Rng {
@@ -202,7 +262,7 @@ fn float_value(class: ValueClass, rng: &mut ChaCha8Rng, normal: &mut Normal, dty
 
 /// The extent of each dimension as stored (a broadcast dimension counts once) and their product:
 /// how many values a drawn tensor holds before [`expand`].
-fn stored_extents(tp: &TensorPlan) -> (Vec<u64>, usize) {
+pub fn stored_extents(tp: &TensorPlan) -> (Vec<u64>, usize) {
     let stored: Vec<u64> = tp.shape.iter().zip(&tp.strides).map(|(&n, &s)| if s == 0 { 1 } else { n }).collect();
     let n = stored.iter().product::<u64>() as usize;
     (stored, n)
@@ -284,12 +344,6 @@ fn generate_float(seed: u64, tp: &TensorPlan, classes: &[ValueClass], range: Opt
 /// The values of one drawn tensor under data scheme v2 ([`scheme2`]), in logical order: each
 /// stored element a function of (seed, tensor, its index among the stored elements), then
 /// repeated along broadcast dimensions. Integer tensors have `int_range`.
-fn generate_counter_based(seed: u64, tp: &TensorPlan, range: Option<(f64, f64)>, int_range: Option<(i64, i64)>) -> Vec<f64> {
-    let (stored, n) = stored_extents(tp);
-    let t = scheme2::tensor_params(seed, tp, &tp.layout.values, range, int_range);
-    expand(scheme2::fill(&t, 0, n, int_range.is_some()), &stored, tp)
-}
-
 /// The values of a tensor derived from a list of lengths ([`Derive`]), logical order: the
 /// lengths, their prefix sums, or a page table whose pages are a random injection into `range`
 /// (keyed by the case's seed and the tensor, counter-based: page `k` of the batch is

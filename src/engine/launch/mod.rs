@@ -58,6 +58,11 @@ impl Module {
         self.functions[0].0
     }
 
+    /// The function handle of entry `i` (0 the kernel's, then [`Module::add_step`]'s in order).
+    pub fn function_at(&self, i: usize) -> sys::CUfunction {
+        self.functions[i].0
+    }
+
     /// Raises the dynamic shared memory limit when `launch` needs more than 48 KB, as
     /// FlashAttention's launcher does; says so clearly when the GPU cannot give that much. A
     /// launch whose host never opts in ([`ResolvedLaunch::shared_opt_in`] false) is left as that
