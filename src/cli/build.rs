@@ -17,7 +17,7 @@ pub(super) fn kernels(paths: &[std::path::PathBuf]) -> Result<i32> {
     let (mut bad, mut fuzzed, mut all) = (0, 0, 0);
     let loaded: Vec<Result<Manifest, String>> = if paths.is_empty() {
         outln!("shipped kernels in {} (* = fuzzed by a plain `cudafuzz fuzz`):", registry::kernels_dir().display())?;
-        registry::shipped().into_iter().map(|m| m.map_err(|e| e.to_string())).collect()
+        registry::shipped().into_iter().map(|m| m.map_err(|e| crate::core::error::chain(&e))).collect()
     } else {
         registry::manifests_at(paths)
     };

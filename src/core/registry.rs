@@ -112,9 +112,10 @@ pub fn manifests_at(paths: &[PathBuf]) -> Vec<Result<Manifest, String>> {
             if found.is_empty() {
                 out.push(Err(format!("{}: a folder with no manifest (*.toml) in it", p.display())));
             }
-            out.extend(found.iter().map(|f| load(f).map_err(|e| e.to_string())));
+            out.extend(found.iter().map(|f| load(f).map_err(|e| crate::core::error::chain(&e))));
         } else if p.exists() {
-            out.push(load(p).map_err(|e| e.to_string()));
+            // The whole chain: "cannot read manifest" alone does not say that it is a device.
+            out.push(load(p).map_err(|e| crate::core::error::chain(&e)));
         } else {
             out.push(Err(format!("{}: no such file or folder", p.display())));
         }

@@ -4,7 +4,12 @@
 //! [`HostImage`] builds the exact bytes each allocation starts with — canaries in redzones and
 //! stride gaps, generated inputs, sentinel-filled outputs — so that after a launch the oracles
 //! compare the downloaded bytes against this image and nothing else. The device half
-//! ([`device`]) only copies these images up and the results down.
+//! ([`device`]) copies these images up and the results down, or makes the same bytes on the GPU
+//! ([`device::DeviceArena::fill`], from each tensor's [`crate::engine::data::Recipe`]): checked
+//! byte for byte against the host image (`tests/gpu_datagen.rs`), the start of issue 30's
+//! device-side data path. The engine still builds and uploads the host image: its oracles and
+//! references read the host's values (inputs unchanged, the rules' input statistics, the CPU
+//! reference), and moving those to the device is that path's next step.
 
 pub mod device;
 pub mod sparse;

@@ -261,7 +261,7 @@ fn float_value(class: ValueClass, rng: &mut ChaCha8Rng, normal: &mut Normal, dty
 }
 
 /// The extent of each dimension as stored (a broadcast dimension counts once) and their product:
-/// how many values a drawn tensor holds before [`expand`].
+/// how many values a drawn tensor holds before they are repeated along its broadcast dimensions.
 pub fn stored_extents(tp: &TensorPlan) -> (Vec<u64>, usize) {
     let stored: Vec<u64> = tp.shape.iter().zip(&tp.strides).map(|(&n, &s)| if s == 0 { 1 } else { n }).collect();
     let n = stored.iter().product::<u64>() as usize;
