@@ -17,7 +17,7 @@ use crate::core::case::Dtype;
 use crate::core::plan::TensorPlan;
 use crate::engine::compile::{CompileError, CompileRequest, Compiler};
 use crate::engine::gpu::{CudaStatus, Gpu};
-use crate::engine::launch::Module;
+use crate::engine::launch::module::Module;
 
 /// Why the GPU generator could not run.
 #[derive(Debug, thiserror::Error)]
