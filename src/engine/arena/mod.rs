@@ -7,9 +7,10 @@
 //! ([`device`]) copies these images up and the results down, or makes the same bytes on the GPU
 //! ([`device::DeviceArena::fill`], from each tensor's [`crate::engine::data::Recipe`]): checked
 //! byte for byte against the host image (`tests/gpu_datagen.rs`), the start of issue 30's
-//! device-side data path. The engine still builds and uploads the host image: its oracles and
-//! references read the host's values (inputs unchanged, the rules' input statistics, the CPU
-//! reference), and moving those to the device is that path's next step.
+//! device-side data path: the engine fills eligible cases' arenas that way and downloads the
+//! image its oracles read (`engine/worker/device_data.rs`). The oracles and references still
+//! read the host's copy (inputs unchanged, the rules' input statistics, the CPU reference);
+//! moving those to the device is that path's next step.
 
 pub mod device;
 pub mod sparse;

@@ -86,14 +86,22 @@ impl Inputs {
 /// per innermost row, `nan`, `inf`. A tensor with several classes picks one per element.
 /// Integer tensors draw uniformly from their manifest range (default: a small symmetric range).
 pub fn generate(case: &Case, plan: &Plan, m: &Manifest) -> Inputs {
-    let values = recipes(case, plan, m)
+    values_of(recipes(case, plan, m), plan, |tp, t, integer| {
+        let (stored, n) = stored_extents(tp);
+        expand(scheme2::fill(t, 0, n, integer), &stored, tp)
+    })
+}
+
+/// The drawn values of every tensor from its [`Recipe`], in logical order, as [`generate`]
+/// gives them; a v2 tensor's come from `counter(tensor, params, integer)`: the host's build of
+/// the generator, or the tensor's elements read back from an arena the GPU filled (each exact in
+/// its type, so the same values).
+pub fn values_of(recipes: Vec<Recipe>, plan: &Plan, mut counter: impl FnMut(&TensorPlan, &scheme2::DgTensor, bool) -> Vec<f64>) -> Inputs {
+    let values = recipes
         .into_iter()
         .zip(&plan.tensors)
         .map(|(r, tp)| match r {
-            Recipe::Counter { params, integer } => {
-                let (stored, n) = stored_extents(tp);
-                Some(expand(scheme2::fill(&params, 0, n, integer), &stored, tp))
-            }
+            Recipe::Counter { params, integer } => Some(counter(tp, &params, integer)),
             Recipe::Host(values) => Some(values),
             Recipe::Constant(_) | Recipe::Uninit => None,
         })

@@ -89,6 +89,12 @@ pub enum EngineError {
     /// The case does not fit in the GPU's memory.
     #[error("{0}")]
     OutOfMemory(String),
+    /// The case's arena could not be made on the device.
+    #[error(transparent)]
+    DeviceData(#[from] crate::engine::arena::device::DeviceFillError),
+    /// The GPU's data generator failed.
+    #[error(transparent)]
+    Generator(#[from] crate::engine::data::device::DeviceGenError),
     /// A Python target's setup (import, setup callable) failed, or this worker cannot call
     /// Python.
     #[error("setting up the Python target of {manifest} failed:\n{log}")]
@@ -124,6 +130,9 @@ pub struct Engine {
     /// The last case's allocations, kept when running under a sanitizer.
     allocations: Option<AllocationTable>,
     modules: HashMap<String, Module>,
+    /// The GPU's build of the data generator, loaded by the first case that fills its arena on
+    /// the device (`device_data`).
+    pub(super) generator: Option<crate::engine::data::device::DeviceGenerator>,
     pub(super) gpu: Gpu,
     compiler: Compiler,
     manifests: HashMap<PathBuf, Manifest>,
@@ -189,6 +198,9 @@ pub(super) struct Prepared<'a> {
     pub(super) inputs: data::Inputs,
     pub(super) image: HostImage,
     pub(super) case: &'a Case,
+    /// The arena, when it was filled on the device (`device_data`); else it is uploaded from
+    /// the image.
+    arena: Option<DeviceArena>,
 }
 
 impl Prepared<'_> {
@@ -216,6 +228,7 @@ impl Engine {
         Ok(Engine {
             marker: None,
             allocations: None,
+            generator: None,
             gpu,
             compiler,
             manifests: HashMap::new(),
@@ -327,9 +340,13 @@ impl Engine {
         if let Some(tool) = opts.sanitizer {
             self.mark(tool).map_err(|e| p.error(e, false))?;
         }
+        // Before the arena is made (prepare may fill it on the device): the pool is the arena's
+        // outside a sanitizer only.
+        crate::engine::arena::device::pooled(opts.sanitizer.is_none());
         let t = Instant::now();
-        let prep = self.prepare(case, manifest_path, p)?;
+        let mut prep = self.prepare(case, manifest_path, opts.sanitizer.is_some(), p)?;
         p.times.prepare_us = micros(t);
+        let filled = prep.arena.take();
         let judged = prep.judged(p.contract.as_ref().is_some_and(ContractVerdict::is_inside));
 
         let t = Instant::now();
@@ -347,8 +364,10 @@ impl Engine {
         }
 
         let t = Instant::now();
-        crate::engine::arena::device::pooled(opts.sanitizer.is_none());
-        let arena = DeviceArena::upload(&prep.image).map_err(|s| p.error(upload_failure(&s, &prep.image, &prep.plan), launch::is_sticky(&s)))?;
+        let arena = match filled {
+            Some(arena) => arena,
+            None => DeviceArena::upload(&prep.image).map_err(|s| p.error(upload_failure(&s, &prep.image, &prep.plan), launch::is_sticky(&s)))?,
+        };
         p.times.upload_us = micros(t);
         if opts.sanitizer.is_some() {
             self.allocations = Some(arena.table(&prep.image, &prep.plan));
@@ -408,7 +427,7 @@ impl Engine {
 
     /// The host side of a case: manifest, params, plan, contract verdict, launch, inputs and
     /// the arena image.
-    fn prepare<'c>(&mut self, case: &'c Case, manifest_path: &Path, p: &mut Progress) -> Result<Prepared<'c>, Verdict> {
+    fn prepare<'c>(&mut self, case: &'c Case, manifest_path: &Path, sanitized: bool, p: &mut Progress) -> Result<Prepared<'c>, Verdict> {
         let manifest = self.manifest(manifest_path).map_err(|e| p.error(e, false))?;
         manifest.check_params(&case.params).map_err(|e| p.error(e, false))?;
         let plan = Plan::new(case, &manifest).map_err(|source| p.error(EngineError::Case { kernel: manifest.name.clone(), source }, false))?;
@@ -417,9 +436,25 @@ impl Engine {
         let resolved = manifest.resolve(&plan.vars).map_err(|e| p.error(e, false))?;
         let steps = manifest.resolve_steps(&plan.vars).map_err(|e| p.error(e, false))?;
         let call = manifest.resolve_call(&plan.vars).map_err(|e| p.error(e, false))?;
+        let recipes = data::recipes(case, &plan, &manifest);
+        if Self::fills_on_device(case, &manifest, &recipes, sanitized) {
+            use crate::engine::arena::device::DeviceFillError;
+            match self.prepare_on_device(case, &plan, recipes) {
+                Ok((inputs, image, arena)) => return Ok(Prepared { manifest, plan, label, resolved, steps, call, inputs, image, case, arena: Some(arena) }),
+                // Out of memory, or host-drawn values in a sparse allocation: the host path's
+                // upload takes the case, and says what it needs when it cannot either.
+                Err(EngineError::DeviceData(DeviceFillError::Cuda(s))) if s.code == 2 => {}
+                Err(EngineError::DeviceData(DeviceFillError::HostValuesInRanges(_))) => {}
+                Err(EngineError::DeviceData(DeviceFillError::Cuda(s))) => {
+                    let sticky = launch::is_sticky(&s);
+                    return Err(p.error(EngineError::DeviceData(DeviceFillError::Cuda(s)), sticky));
+                }
+                Err(e) => return Err(p.error(e, false)),
+            }
+        }
         let inputs = data::generate(case, &plan, &manifest);
         let image = HostImage::build(case, &plan, &inputs);
-        Ok(Prepared { manifest, plan, label, resolved, steps, call, inputs, image, case })
+        Ok(Prepared { manifest, plan, label, resolved, steps, call, inputs, image, case, arena: None })
     }
 
     /// The determinism run: every written tensor rewritten with its initial contents, the

@@ -6,6 +6,7 @@
 //! line in each direction: [`WorkerRequest`] in, [`WorkerEvent`] out. After a verdict with
 //! `sticky: true` the worker exits with [`EXIT_STICKY`] so the next case gets a fresh context.
 
+mod device_data;
 pub mod engine;
 mod reference;
 
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::case::Case;
 use crate::core::verdict::{RunOptions, Verdict};
 use crate::engine::gpu::GpuInfo;
+pub use device_data::DATA_PATH_ENV;
 pub use engine::{Engine, EngineError};
 
 /// Exit status of a worker that stopped because its CUDA context is poisoned.
