@@ -135,11 +135,27 @@ fn gpu_and_host_generators_agree_bit_for_bit() {
 /// inputs, sentinels and constants) holds, byte for byte, what the host image uploads. Cases of
 /// every shipped NVRTC kernel, and cases pushed past 2^31 elements, whose fill must stay cheap
 /// (the bound: 50 ms each).
+/// `n` draws of cases of `m` from the generator seed `seed`, as data scheme v2 cases, each with
+/// its draw's number (draws that decode to no case are left out).
+fn v2_cases(m: &cudafuzz::Manifest, seed: u64, n: usize) -> Vec<(usize, Case)> {
+    use rand_chacha::rand_core::{RngCore, SeedableRng};
+    let ctx = cudafuzz::core::generate::DecodeContext::new(m);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    (0..n)
+        .filter_map(|k| {
+            let mut raw = [0u8; 256];
+            rng.fill_bytes(&mut raw);
+            let mut case = cudafuzz::core::generate::decode_case(&mut arbitrary::Unstructured::new(&raw), &ctx).ok()?;
+            case.data = DataScheme::V2;
+            Some((k, case))
+        })
+        .collect()
+}
+
 #[test]
 fn the_device_fill_writes_the_host_image() {
-    use cudafuzz::core::generate::{decode_case, past_int32_variant, DecodeContext, PastInt32};
+    use cudafuzz::core::generate::{past_int32_variant, DecodeContext, PastInt32};
     use cudafuzz::engine::arena::{device::DeviceArena, HostImage};
-    use rand_chacha::rand_core::{RngCore, SeedableRng};
     if common::lacks_gpu(false) {
         return;
     }
@@ -149,12 +165,7 @@ fn the_device_fill_writes_the_host_image() {
     let (mut cases, mut bytes, mut pushed, mut slowest) = (0usize, 0u64, 0usize, std::time::Duration::ZERO);
     for m in common::shipped() {
         let ctx = DecodeContext::new(&m);
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0xf111);
-        for k in 0..24 {
-            let mut raw = [0u8; 256];
-            rng.fill_bytes(&mut raw);
-            let Ok(mut case) = decode_case(&mut arbitrary::Unstructured::new(&raw), &ctx) else { continue };
-            case.data = DataScheme::V2;
+        for (k, mut case) in v2_cases(&m, 0xf111, 24) {
             // Every sixth case pushed past 2^31 elements where the kernel has such a tensor.
             let is_pushed = k % 6 == 5;
             if is_pushed {
@@ -203,18 +214,10 @@ fn the_device_fill_writes_the_host_image() {
 /// is the device fill's bytes (the test above).
 #[test]
 fn values_read_back_from_the_image_are_the_values_drawn() {
-    use cudafuzz::core::generate::{decode_case, DecodeContext};
     use cudafuzz::engine::arena::HostImage;
-    use rand_chacha::rand_core::{RngCore, SeedableRng};
     let mut checked = 0usize;
     for m in common::shipped() {
-        let ctx = DecodeContext::new(&m);
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0xbac4);
-        for _ in 0..8 {
-            let mut raw = [0u8; 256];
-            rng.fill_bytes(&mut raw);
-            let Ok(mut case) = decode_case(&mut arbitrary::Unstructured::new(&raw), &ctx) else { continue };
-            case.data = DataScheme::V2;
+        for (_, case) in v2_cases(&m, 0xbac4, 8) {
             // Small cases only: the debug build of CI draws every value on one core.
             let Some(plan) = Plan::new(&case, &m).ok().filter(|p| p.tensors.iter().map(|t| t.numel).sum::<u64>() < 1 << 20 && !p.reaches_past_int32()) else {
                 continue;

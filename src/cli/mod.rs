@@ -412,10 +412,10 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// The environment variables a run reads, checked before anything starts: `CUDAFUZZ_KERNELS`
-/// must name a directory, `CUDAFUZZ_TRACE` a file to append to (not a directory).
+/// The environment a run reads besides `CUDAFUZZ_KERNELS` (which `run` checks for every
+/// command), checked before anything starts: `CUDAFUZZ_TRACE` names a file to append to, not a
+/// directory, in a folder that exists.
 fn check_environment() -> Result<()> {
-    check_kernels_env()?;
     if let Some(trace) = std::env::var_os("CUDAFUZZ_TRACE").map(PathBuf::from) {
         if trace.is_dir() {
             return Err(fail(exit::USAGE, format!("CUDAFUZZ_TRACE={}: is a directory; name a file the trace is appended to", trace.display())));

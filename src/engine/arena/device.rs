@@ -232,30 +232,19 @@ impl DeviceArena {
         for tp in &plan.tensors {
             let (i, a) = (tp.index, &layout.allocs[tp.index]);
             let (ptr, len) = arena.allocs[i];
-            let memset = |start: u64, bytes: u64| {
-                if bytes == 0 {
-                    return Ok(());
-                }
-                // SAFETY: a range of the live allocation with memory behind it.
-                unsafe { result::memset_d8_async(ptr + start, a.canary, bytes as usize, std::ptr::null_mut()) }
-                    .map_err(|e| DeviceFillError::Cuda(CudaStatus::from_driver(e)))
-            };
+            let memset = |start: u64, bytes: u64| arena.memset(i, start, bytes, a.canary).map_err(DeviceFillError::Cuda);
             let data = ptr + a.data_offset;
-            let mapped: Vec<(u64, u64)> = match arena.backing.get(i) {
-                Some(Backing::Sparse(sparse)) => sparse.mapped().map(|r| (r.start, r.end - r.start)).collect(),
-                _ => Vec::from([(0, len)]),
-            };
             match &recipes[i] {
                 Recipe::Uninit => {
                     memset(0, a.data_offset)?;
                     memset(a.data_offset + a.span_bytes, len - a.data_offset - a.span_bytes)?;
                 }
                 Recipe::Counter { params, integer } => {
-                    mapped.iter().try_for_each(|&(s, b)| memset(s, b))?;
+                    arena.canary_everywhere(i, a.canary).map_err(DeviceFillError::Cuda)?;
                     generator.store(data, tp, params, *integer)?;
                 }
                 Recipe::Constant(bits) => {
-                    mapped.iter().try_for_each(|&(s, b)| memset(s, b))?;
+                    arena.canary_everywhere(i, a.canary).map_err(DeviceFillError::Cuda)?;
                     generator.constant(data, tp, *bits)?;
                 }
                 Recipe::Host(values) => {
@@ -276,7 +265,7 @@ impl DeviceArena {
     /// uninitialised buffer gets only its redzones written; an allocation the image holds in
     /// ranges ([`HostImage::held`]) is set to its canary on the device, then gets its ranges.
     pub fn write(&self, image: &HostImage, i: usize) -> Result<(), CudaStatus> {
-        let (ptr, len) = self.allocs[i];
+        let ptr = self.allocs[i].0;
         let bytes = &image.bytes[i];
         let a = &image.layout.allocs[i];
         let copy = |from: usize, to: usize| {
@@ -288,16 +277,7 @@ impl DeviceArena {
             }
         };
         if !image.holds_whole(i) {
-            // The canary everywhere there is memory: the whole allocation, or a sparse one's
-            // mapped chunks.
-            let mapped: Vec<(u64, u64)> = match self.backing.get(i) {
-                Some(Backing::Sparse(sparse)) => sparse.mapped().map(|r| (r.start, r.end - r.start)).collect(),
-                _ => Vec::from([(0, len)]),
-            };
-            for (start, bytes) in mapped {
-                // SAFETY: a range of the live allocation with memory behind it.
-                unsafe { result::memset_d8_sync(ptr + start, a.canary, bytes as usize) }.map_err(CudaStatus::from_driver)?;
-            }
+            self.canary_everywhere(i, a.canary)?;
             return image.held[i].iter().try_for_each(|r| copy(r.start as usize, r.end as usize));
         }
         if image.data_uninit[i] {
@@ -305,6 +285,25 @@ impl DeviceArena {
             copy((a.data_offset + a.span_bytes) as usize, bytes.len())
         } else {
             copy(0, bytes.len())
+        }
+    }
+
+    /// Sets `bytes` bytes of allocation `i` from offset `start` to `byte`, queued on the null
+    /// stream (ordered before the copies and launches that follow).
+    fn memset(&self, i: usize, start: u64, bytes: u64, byte: u8) -> Result<(), CudaStatus> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        // SAFETY: a range of the live allocation with memory behind it (the caller's promise).
+        unsafe { result::memset_d8_async(self.allocs[i].0 + start, byte, bytes as usize, std::ptr::null_mut()) }.map_err(CudaStatus::from_driver)
+    }
+
+    /// The canary everywhere allocation `i` has memory: the whole allocation, or a sparse one's
+    /// mapped chunks.
+    fn canary_everywhere(&self, i: usize, canary: u8) -> Result<(), CudaStatus> {
+        match self.backing.get(i) {
+            Some(Backing::Sparse(sparse)) => sparse.mapped().try_for_each(|r| self.memset(i, r.start, r.end - r.start, canary)),
+            _ => self.memset(i, 0, self.allocs[i].1, canary),
         }
     }
 

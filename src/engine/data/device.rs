@@ -64,8 +64,9 @@ struct DgLayout {
     unused: u32,
 }
 
-/// The highest rank datagen.cu's layouts hold.
+/// The highest rank datagen.cu's layouts hold (`CF_DG_MAX_RANK`): every rank a case may have.
 pub const MAX_RANK: usize = 8;
+const _: () = assert!(MAX_RANK >= crate::core::case::MAX_RANK);
 
 impl DgLayout {
     /// The layout of `tp`'s stored elements (a broadcast dimension counts once), byte strides.
@@ -107,33 +108,28 @@ impl DeviceGenerator {
         if n == 0 {
             return Ok(out);
         }
-        // SAFETY: one allocation of n doubles, written by the kernel and copied back whole; the
-        // parameters match cf_dg_fill's signature (the struct by value, as C lays it out) and
-        // outlive the launch call.
+        // SAFETY: one allocation of n doubles, written by the kernel and copied back whole, freed
+        // once; the parameters match cf_dg_fill's signature and outlive the launch call.
         unsafe {
             let buf = result::malloc_sync(n * 8).map_err(cuda("cuMemAlloc"))?;
             let (mut tv, mut f, mut count, mut int, mut ptr) = (*t, first, n as u64, i32::from(integer), buf);
-            let mut params: Vec<*mut c_void> = vec![
+            let params: Vec<*mut c_void> = vec![
                 (&mut tv as *mut DgTensor).cast(),
                 (&mut f as *mut u64).cast(),
                 (&mut count as *mut u64).cast(),
                 (&mut int as *mut i32).cast(),
                 (&mut ptr as *mut u64).cast(),
             ];
-            let blocks = (n as u64).div_ceil(256).min(65535) as u32;
-            let launched = result::launch_kernel(self.module.function_at(FILL), (blocks, 1, 1), (256, 1, 1), 0, std::ptr::null_mut(), &mut params)
-                .map_err(cuda("launching the generator"));
-            let done =
-                launched.and_then(|()| crate::engine::gpu::synchronize().map_err(|status| DeviceGenError::Cuda { what: "running the generator", status }));
+            let done = self
+                .launch(FILL, n as u64, params)
+                .and_then(|()| crate::engine::gpu::synchronize().map_err(|status| DeviceGenError::Cuda { what: "running the generator", status }));
             let copied = done.and_then(|()| result::memcpy_dtoh_sync(&mut out, buf).map_err(cuda("downloading")));
             let _ = result::free_sync(buf);
             copied?;
         }
         Ok(out)
     }
-}
 
-impl DeviceGenerator {
     /// Writes the drawn elements of `tp` (generator parameters `t`, integers when `integer`)
     /// into its data span at device address `data`, encoded in its element type, as the host
     /// image writes them. Queued on the null stream: ordered before the copies and launches that
@@ -165,6 +161,6 @@ impl DeviceGenerator {
         // C lays them out) and point at locals of the caller that outlive this call, which
         // copies them; the data pointer is the caller's live allocation.
         unsafe { result::launch_kernel(self.module.function_at(at), (blocks, 1, 1), (256, 1, 1), 0, std::ptr::null_mut(), &mut params) }
-            .map_err(|e| DeviceGenError::Cuda { what: "launching the device fill", status: CudaStatus::from_driver(e) })
+            .map_err(|e| DeviceGenError::Cuda { what: "launching the generator", status: CudaStatus::from_driver(e) })
     }
 }

@@ -86,7 +86,13 @@ impl Inputs {
 /// per innermost row, `nan`, `inf`. A tensor with several classes picks one per element.
 /// Integer tensors draw uniformly from their manifest range (default: a small symmetric range).
 pub fn generate(case: &Case, plan: &Plan, m: &Manifest) -> Inputs {
-    values_of(recipes(case, plan, m), plan, |tp, t, integer| {
+    drawn_on_host(recipes(case, plan, m), plan)
+}
+
+/// [`values_of`] with every v2 tensor drawn by the host's build of the generator: what
+/// [`generate`] gives, from recipes already made.
+pub fn drawn_on_host(recipes: Vec<Recipe>, plan: &Plan) -> Inputs {
+    values_of(recipes, plan, |tp, t, integer| {
         let (stored, n) = stored_extents(tp);
         expand(scheme2::fill(t, 0, n, integer), &stored, tp)
     })
@@ -349,9 +355,6 @@ fn generate_float(seed: u64, tp: &TensorPlan, classes: &[ValueClass], range: Opt
     expand(out, &stored, tp)
 }
 
-/// The values of one drawn tensor under data scheme v2 ([`scheme2`]), in logical order: each
-/// stored element a function of (seed, tensor, its index among the stored elements), then
-/// repeated along broadcast dimensions. Integer tensors have `int_range`.
 /// The values of a tensor derived from a list of lengths ([`Derive`]), logical order: the
 /// lengths, their prefix sums, or a page table whose pages are a random injection into `range`
 /// (keyed by the case's seed and the tensor, counter-based: page `k` of the batch is

@@ -38,18 +38,21 @@ impl Engine {
     }
 
     /// Fills the case's arena on the device and brings back its image and drawn values.
-    pub(super) fn prepare_on_device(&mut self, case: &Case, plan: &Plan, recipes: Vec<Recipe>) -> Result<(Inputs, HostImage, DeviceArena), EngineError> {
+    /// The recipes stay the caller's: a case the device cannot take (out of memory) goes on to
+    /// the host path with them.
+    pub(super) fn prepare_on_device(&mut self, case: &Case, plan: &Plan, recipes: &[Recipe]) -> Result<(Inputs, HostImage, DeviceArena), EngineError> {
         if self.generator.is_none() {
             self.generator = Some(DeviceGenerator::load(&self.gpu).map_err(DeviceFillError::from)?);
         }
         let generator = self.generator.as_ref().expect("loaded above");
         let layout = ArenaLayout::new(case, plan);
-        let arena = DeviceArena::fill(&layout, plan, &recipes, generator)?;
+        let arena = DeviceArena::fill(&layout, plan, recipes, generator)?;
         let held = plan.tensors.iter().map(|tp| held_ranges(&layout.allocs[tp.index], tp)).collect();
         let mut image = HostImage { data_uninit: vec![false; layout.allocs.len()], layout, bytes: Vec::new(), held };
         // The fill is queued on the null stream; the downloads wait for it.
         image.bytes = arena.download(&image).map_err(DeviceFillError::Cuda)?;
-        let inputs = data::values_of(recipes, plan, |tp, _, _| data::read_strided(image.data(tp.index, &image.bytes[tp.index]), tp));
+        // Only host-drawn index tensors carry values to copy; the rest are parameters.
+        let inputs = data::values_of(recipes.to_vec(), plan, |tp, _, _| data::read_strided(image.data(tp.index, &image.bytes[tp.index]), tp));
         Ok((inputs, image, arena))
     }
 }

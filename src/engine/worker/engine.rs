@@ -439,7 +439,7 @@ impl Engine {
         let recipes = data::recipes(case, &plan, &manifest);
         if Self::fills_on_device(case, &manifest, &recipes, sanitized) {
             use crate::engine::arena::device::DeviceFillError;
-            match self.prepare_on_device(case, &plan, recipes) {
+            match self.prepare_on_device(case, &plan, &recipes) {
                 Ok((inputs, image, arena)) => return Ok(Prepared { manifest, plan, label, resolved, steps, call, inputs, image, case, arena: Some(arena) }),
                 // Out of memory, or host-drawn values in a sparse allocation: the host path's
                 // upload takes the case, and says what it needs when it cannot either.
@@ -452,7 +452,7 @@ impl Engine {
                 Err(e) => return Err(p.error(e, false)),
             }
         }
-        let inputs = data::generate(case, &plan, &manifest);
+        let inputs = data::drawn_on_host(recipes, &plan);
         let image = HostImage::build(case, &plan, &inputs);
         Ok(Prepared { manifest, plan, label, resolved, steps, call, inputs, image, case, arena: None })
     }
