@@ -226,13 +226,16 @@ fi
 
 # 2e'. Data scheme v2 (stage `datagen`, issue 30): the host's and the GPU's builds of
 #      kernels/harness/datagen.h agree bit for bit, about a million values per class and type;
-#      a case's arena filled on the device holds the host image's bytes.
+#      a case's arena filled on the device holds the host image's bytes; the device's oracles
+#      agree with the host's.
 if want datagen; then
-  t=$(ls .gpu/tests/gpu_datagen-* 2>/dev/null | head -n1)
-  for test in gpu_and_host the_device_fill; do
+  # The oracles on the device (step 2): they send a run to the host exactly when the host
+  # oracles report it, and cases of the planted bugs end the same judged either way.
+  for pair in gpu_datagen:gpu_and_host gpu_datagen:the_device_fill gpu_judge:the_device_sends gpu_judge:runs_judged_on_the_device; do
+    exe=${pair%%:*}; test=${pair#*:}; t=$(ls .gpu/tests/$exe-* 2>/dev/null | head -n1)
     if [ -n "$t" ]; then CUDAFUZZ_REQUIRE_GPU=1 "$t" --nocapture "$test" > "$logs/datagen-$test.log" 2>&1; st=$?
-    else CUDAFUZZ_REQUIRE_GPU=1 cargo test --release --test gpu_datagen -- --nocapture "$test" > "$logs/datagen-$test.log" 2>&1; st=$?; fi
-    row "datagen: $test" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -m1 -E '^datagen:|^device fill:|panicked|SKIP' "$logs/datagen-$test.log" | cut -c1-100)"
+    else CUDAFUZZ_REQUIRE_GPU=1 cargo test --release --test "$exe" -- --nocapture "$test" > "$logs/datagen-$test.log" 2>&1; st=$?; fi
+    row "datagen: $test" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -m1 -E '^datagen:|^device fill:|^device oracles:|kernels end the same|panicked|SKIP' "$logs/datagen-$test.log" | cut -c1-100)"
   done
 fi
 

@@ -91,18 +91,7 @@ fn v2_classes_keep_their_promises() {
 /// NVRTC builds the GPU side (no GPU needed).
 #[test]
 fn the_gpu_generator_compiles() {
-    let tmp = tempfile::tempdir().unwrap();
-    let Some(c) = common::env::compiler(tmp.path()) else { return };
-    let req = cudafuzz::engine::compile::CompileRequest {
-        source: common::root().join("kernels/harness/datagen.cu"),
-        entry: "cf_dg_fill".into(),
-        defines: Default::default(),
-        options: vec!["--fmad=false".into()],
-        arch: cudafuzz::engine::compile::Arch::new(9, 0),
-        build: Default::default(),
-    };
-    let out = c.compile(&req).unwrap_or_else(|e| panic!("{e}"));
-    assert!(!out.cubin.is_empty());
+    common::harness_compiles("datagen.cu", "cf_dg_fill");
 }
 
 /// On a GPU: every value of every tensor above, host against device, bit for bit (about a
@@ -135,23 +124,6 @@ fn gpu_and_host_generators_agree_bit_for_bit() {
 /// inputs, sentinels and constants) holds, byte for byte, what the host image uploads. Cases of
 /// every shipped NVRTC kernel, and cases pushed past 2^31 elements, whose fill must stay cheap
 /// (the bound: 50 ms each).
-/// `n` draws of cases of `m` from the generator seed `seed`, as data scheme v2 cases, each with
-/// its draw's number (draws that decode to no case are left out).
-fn v2_cases(m: &cudafuzz::Manifest, seed: u64, n: usize) -> Vec<(usize, Case)> {
-    use rand_chacha::rand_core::{RngCore, SeedableRng};
-    let ctx = cudafuzz::core::generate::DecodeContext::new(m);
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    (0..n)
-        .filter_map(|k| {
-            let mut raw = [0u8; 256];
-            rng.fill_bytes(&mut raw);
-            let mut case = cudafuzz::core::generate::decode_case(&mut arbitrary::Unstructured::new(&raw), &ctx).ok()?;
-            case.data = DataScheme::V2;
-            Some((k, case))
-        })
-        .collect()
-}
-
 #[test]
 fn the_device_fill_writes_the_host_image() {
     use cudafuzz::core::generate::{past_int32_variant, DecodeContext, PastInt32};
@@ -165,7 +137,7 @@ fn the_device_fill_writes_the_host_image() {
     let (mut cases, mut bytes, mut pushed, mut slowest) = (0usize, 0u64, 0usize, std::time::Duration::ZERO);
     for m in common::shipped() {
         let ctx = DecodeContext::new(&m);
-        for (k, mut case) in v2_cases(&m, 0xf111, 24) {
+        for (k, mut case) in common::v2_cases(&m, 0xf111, 24) {
             // Every sixth case pushed past 2^31 elements where the kernel has such a tensor.
             let is_pushed = k % 6 == 5;
             if is_pushed {
@@ -217,7 +189,7 @@ fn values_read_back_from_the_image_are_the_values_drawn() {
     use cudafuzz::engine::arena::HostImage;
     let mut checked = 0usize;
     for m in common::shipped() {
-        for (_, case) in v2_cases(&m, 0xbac4, 8) {
+        for (_, case) in common::v2_cases(&m, 0xbac4, 8) {
             // Small cases only: the debug build of CI draws every value on one core.
             let Some(plan) = Plan::new(&case, &m).ok().filter(|p| p.tensors.iter().map(|t| t.numel).sum::<u64>() < 1 << 20 && !p.reaches_past_int32()) else {
                 continue;

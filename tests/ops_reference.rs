@@ -239,3 +239,38 @@ fn rmsnorm_baseline_is_never_flagged() {
 fn layernorm_baseline_is_never_flagged() {
     check_baseline_on_generated_cases("layernorm", 150);
 }
+
+/// An op whose rule says it does not read the inputs (`rule_reads_inputs`) judges every output
+/// the same without them: a case judged on the device never reads them back for it.
+#[test]
+fn a_rule_that_does_not_read_the_inputs_judges_the_same_without_them() {
+    let kernels = [
+        ("softmax", kernel_path("softmax")),
+        ("rmsnorm", kernel_path("rmsnorm")),
+        ("layernorm", kernel_path("layernorm")),
+        ("gemm", kernel_path("gemm")),
+        ("rotary", kernel_path("rotary")),
+        ("attention_fwd", root().join("kernels/testing/simple_attn.toml")),
+    ];
+    let mut reading = Vec::new();
+    for (op, path) in kernels {
+        let m = Manifest::load(&path).unwrap();
+        let ReferenceSpec::Op { op: bop, bind } = &m.reference else { panic!("{op} binds an op") };
+        let r = op_reference(*bop);
+        let (_, plan, inputs) = example(&m);
+        let b = Bound { bind, plan: &plan };
+        let c = r.case(&b).unwrap();
+        let ri = role_inputs(*bop, &b, &inputs).unwrap();
+        let values = r.cpu(&c, &ri);
+        for role in values.keys() {
+            let with = r.rule(role, &c, &values, &ri);
+            let without = r.rule(role, &c, &values, &Default::default());
+            if r.rule_reads_inputs() {
+                reading.push(op);
+            } else {
+                assert_eq!(with, without, "{op}: the rule of {role} reads the inputs; say so in rule_reads_inputs");
+            }
+        }
+    }
+    assert!(reading.contains(&"layernorm"), "layernorm's bound scales with its inputs: {reading:?}");
+}

@@ -210,3 +210,37 @@ pub fn decoder_bytes(seed: u64, n: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// `n` draws of cases of `m` from the generator seed `seed`, as data scheme v2 cases, each with
+/// its draw's number (draws that decode to no case are left out).
+pub fn v2_cases(m: &Manifest, seed: u64, n: usize) -> Vec<(usize, Case)> {
+    use rand_chacha::rand_core::{RngCore, SeedableRng};
+    let ctx = cudafuzz::core::generate::DecodeContext::new(m);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    (0..n)
+        .filter_map(|k| {
+            let mut raw = [0u8; 256];
+            rng.fill_bytes(&mut raw);
+            let mut case = cudafuzz::core::generate::decode_case(&mut arbitrary::Unstructured::new(&raw), &ctx).ok()?;
+            case.data = cudafuzz::core::case::DataScheme::V2;
+            Some((k, case))
+        })
+        .collect()
+}
+
+/// NVRTC builds `kernels/harness/<file>` (entry `entry`) for sm_90 as the engine does, with
+/// `--fmad=false`; skips with a printed reason where there is no NVRTC.
+pub fn harness_compiles(file: &str, entry: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(c) = env::compiler(tmp.path()) else { return };
+    let req = cudafuzz::engine::compile::CompileRequest {
+        source: root().join("kernels/harness").join(file),
+        entry: entry.into(),
+        defines: Default::default(),
+        options: vec!["--fmad=false".into()],
+        arch: cudafuzz::engine::compile::Arch::new(9, 0),
+        build: Default::default(),
+    };
+    let out = c.compile(&req).unwrap_or_else(|e| panic!("{file}: {e}"));
+    assert!(!out.cubin.is_empty(), "{file}: an empty cubin");
+}

@@ -74,6 +74,19 @@ pub struct TensorPlan {
 }
 
 impl TensorPlan {
+    /// Whether its elements lie dense in row-major order from its base: logical index `k` at
+    /// element offset `k` (a dimension of extent 1 may have any stride).
+    pub fn is_dense_row_major(&self) -> bool {
+        let mut next = 1u64;
+        for (&n, &s) in self.shape.iter().zip(&self.strides).rev() {
+            if n != 1 && s != next {
+                return false;
+            }
+            next *= n;
+        }
+        true
+    }
+
     /// Element offset of a logical index from the tensor's base.
     pub fn elem_offset(&self, idx: &[u64]) -> u64 {
         idx.iter().zip(&self.strides).map(|(i, s)| i * s).sum()

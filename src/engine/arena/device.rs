@@ -112,28 +112,31 @@ pub fn pooled(on: bool) {
     if POOL.load(Ordering::Relaxed) != 0 {
         return;
     }
-    let keep = || -> Result<sys::CUmemoryPool, sys::CUresult> {
-        let mut device = 0;
-        // SAFETY: writes one device handle; a context is current on this thread.
-        unsafe { sys::cuCtxGetDevice(&mut device) }.result().map_err(|e| e.0)?;
-        // SAFETY: zeroed properties are the documented defaults; the fields set below name a
-        // pinned allocation on this device.
-        let mut props: sys::CUmemPoolProps = unsafe { std::mem::zeroed() };
-        props.allocType = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
-        props.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
-        props.location.id = device;
-        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
-        // SAFETY: writes one pool handle from valid properties.
-        unsafe { sys::cuMemPoolCreate(&mut pool, &props) }.result().map_err(|e| e.0)?;
-        let mut threshold = u64::MAX;
-        // SAFETY: the release threshold attribute takes a u64.
-        unsafe { result::mem_pool::set_attribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, (&mut threshold as *mut u64).cast()) }
-            .map_err(|e| e.0)?;
-        Ok(pool)
-    };
-    if let Ok(pool) = keep() {
+    if let Ok(pool) = new_pool() {
         POOL.store(pool as usize, Ordering::Relaxed);
     }
+}
+
+/// A stream-ordered pool on the current device, its release threshold raised so freed memory
+/// stays with the process.
+fn new_pool() -> Result<sys::CUmemoryPool, sys::CUresult> {
+    let mut device = 0;
+    // SAFETY: writes one device handle; a context is current on this thread.
+    unsafe { sys::cuCtxGetDevice(&mut device) }.result().map_err(|e| e.0)?;
+    // SAFETY: zeroed properties are the documented defaults; the fields set below name a
+    // pinned allocation on this device.
+    let mut props: sys::CUmemPoolProps = unsafe { std::mem::zeroed() };
+    props.allocType = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = device;
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: writes one pool handle from valid properties.
+    unsafe { sys::cuMemPoolCreate(&mut pool, &props) }.result().map_err(|e| e.0)?;
+    let mut threshold = u64::MAX;
+    // SAFETY: the release threshold attribute takes a u64.
+    unsafe { result::mem_pool::set_attribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, (&mut threshold as *mut u64).cast()) }
+        .map_err(|e| e.0)?;
+    Ok(pool)
 }
 
 /// One allocation of `len` bytes: from `pool` (a handle, 0 for none), else `cuMemAlloc`; says
@@ -186,7 +189,7 @@ impl DeviceArena {
     /// allocated whole as under a sanitizer (the same bytes, seconds slower).
     pub fn upload(image: &HostImage) -> Result<DeviceArena, CudaStatus> {
         let sizes: Vec<u64> = image.bytes.iter().map(|b| b.len() as u64).collect();
-        let arena = DeviceArena::allocate(&sizes, &image.held)?;
+        let arena = DeviceArena::allocate(&sizes, &image.held, POOL.load(Ordering::Relaxed))?;
         (0..sizes.len()).filter(|&i| sizes[i] > 0).try_for_each(|i| arena.write(image, i))?;
         Ok(arena)
     }
@@ -194,9 +197,8 @@ impl DeviceArena {
     /// Allocates `sizes[i]` bytes per allocation (0: left out, it stands for another arena's
     /// allocation); one held in more than one range ([`HostImage::held`]) is sparse outside a
     /// sanitizer. Nothing is written.
-    fn allocate(sizes: &[u64], held: &[Vec<std::ops::Range<u64>>]) -> Result<DeviceArena, CudaStatus> {
+    fn allocate(sizes: &[u64], held: &[Vec<std::ops::Range<u64>>], pool: usize) -> Result<DeviceArena, CudaStatus> {
         sweep_quarantine();
-        let pool = POOL.load(Ordering::Relaxed);
         let mut arena = DeviceArena { allocs: Vec::with_capacity(sizes.len()), backing: Vec::with_capacity(sizes.len()), leases: Arc::new(()) };
         for (i, &len) in sizes.iter().enumerate() {
             if len == 0 {
@@ -228,8 +230,37 @@ impl DeviceArena {
     pub fn fill(layout: &ArenaLayout, plan: &Plan, recipes: &[Recipe], generator: &DeviceGenerator) -> Result<DeviceArena, DeviceFillError> {
         let held: Vec<Vec<std::ops::Range<u64>>> = plan.tensors.iter().map(|tp| held_ranges(&layout.allocs[tp.index], tp)).collect();
         let sizes: Vec<u64> = layout.allocs.iter().map(|a| a.total_bytes()).collect();
-        let arena = DeviceArena::allocate(&sizes, &held).map_err(DeviceFillError::Cuda)?;
-        for tp in &plan.tensors {
+        let arena = DeviceArena::allocate(&sizes, &held, POOL.load(Ordering::Relaxed)).map_err(DeviceFillError::Cuda)?;
+        arena.write_recipes(layout, plan, recipes, generator, &held, &|_| true)?;
+        Ok(arena)
+    }
+
+    /// Writes back, on the device, the initial contents of the tensors `which` selects, as
+    /// [`DeviceArena::fill`] first wrote them (before a second run of the same case).
+    pub fn refill(
+        &self,
+        layout: &ArenaLayout,
+        plan: &Plan,
+        recipes: &[Recipe],
+        generator: &DeviceGenerator,
+        which: &dyn Fn(&crate::core::plan::TensorPlan) -> bool,
+    ) -> Result<(), DeviceFillError> {
+        let held: Vec<Vec<std::ops::Range<u64>>> = plan.tensors.iter().map(|tp| held_ranges(&layout.allocs[tp.index], tp)).collect();
+        self.write_recipes(layout, plan, recipes, generator, &held, which)
+    }
+
+    /// Writes each selected tensor's allocation per its recipe: canary, then its elements.
+    fn write_recipes(
+        &self,
+        layout: &ArenaLayout,
+        plan: &Plan,
+        recipes: &[Recipe],
+        generator: &DeviceGenerator,
+        held: &[Vec<std::ops::Range<u64>>],
+        which: &dyn Fn(&crate::core::plan::TensorPlan) -> bool,
+    ) -> Result<(), DeviceFillError> {
+        let arena = self;
+        for tp in plan.tensors.iter().filter(|tp| which(tp)) {
             let (i, a) = (tp.index, &layout.allocs[tp.index]);
             let (ptr, len) = arena.allocs[i];
             let memset = |start: u64, bytes: u64| arena.memset(i, start, bytes, a.canary).map_err(DeviceFillError::Cuda);
@@ -258,7 +289,7 @@ impl DeviceArena {
                 }
             }
         }
-        Ok(arena)
+        Ok(())
     }
 
     /// Re-uploads allocation `i` from the image (e.g. the output before a second run). An

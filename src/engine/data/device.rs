@@ -15,31 +15,11 @@ use cudarc::driver::result;
 use super::scheme2::DgTensor;
 use crate::core::case::Dtype;
 use crate::core::plan::TensorPlan;
-use crate::engine::compile::{CompileError, CompileRequest, Compiler};
 use crate::engine::gpu::{CudaStatus, Gpu};
 use crate::engine::launch::module::Module;
 
-/// Why the GPU generator could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum DeviceGenError {
-    /// NVRTC could not build datagen.cu.
-    #[error("building {path}: {source}")]
-    Compile {
-        /// The source.
-        path: std::path::PathBuf,
-        /// NVRTC's error.
-        #[source]
-        source: CompileError,
-    },
-    /// A CUDA call failed.
-    #[error("{what}: {status}")]
-    Cuda {
-        /// The step.
-        what: &'static str,
-        /// What the driver said.
-        status: CudaStatus,
-    },
-}
+/// Why the GPU generator could not be built or run.
+pub type DeviceGenError = crate::engine::launch::module::HarnessError;
 
 /// The generator loaded on an open GPU.
 pub struct DeviceGenerator {
@@ -51,10 +31,11 @@ const FILL: usize = 0;
 const STORE: usize = 1;
 const CONST: usize = 2;
 
-/// `cf_dg_layout` of datagen.cu: where a tensor's stored elements sit in its data span.
+/// `cf_dg_layout` of the harness's `layout.h`: where a tensor's elements sit in its data span
+/// (its stored elements for the generator, its logical ones for the device oracles).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-struct DgLayout {
+pub(crate) struct DgLayout {
     extent: [u64; MAX_RANK],
     stride: [u64; MAX_RANK],
     n: u64,
@@ -70,17 +51,33 @@ const _: () = assert!(MAX_RANK >= crate::core::case::MAX_RANK);
 
 impl DgLayout {
     /// The layout of `tp`'s stored elements (a broadcast dimension counts once), byte strides.
-    fn of(tp: &TensorPlan) -> DgLayout {
-        assert!(tp.rank() <= MAX_RANK, "{}: rank {} is past the device fill's {MAX_RANK}", tp.name, tp.rank());
+    pub(crate) fn of(tp: &TensorPlan) -> DgLayout {
         let (stored, n) = super::stored_extents(tp);
+        DgLayout::over(tp, &stored, n as u64)
+    }
+
+    /// The layout of `tp`'s logical elements (a broadcast dimension counts in full), in the
+    /// row-major order the host reads them in (`for_each_offset`).
+    pub(crate) fn logical(tp: &TensorPlan) -> DgLayout {
+        DgLayout::over(tp, &tp.shape, tp.numel)
+    }
+
+    /// How many elements the layout places.
+    pub(crate) fn count(&self) -> u64 {
+        self.n
+    }
+
+    /// Elements of `tp` over `extents` (`n` of them), at its strides.
+    fn over(tp: &TensorPlan, extents: &[u64], n: u64) -> DgLayout {
+        assert!(tp.rank() <= MAX_RANK, "{}: rank {} is past the device layouts' {MAX_RANK}", tp.name, tp.rank());
         let mut l = DgLayout {
-            n: n as u64,
+            n,
             rank: tp.rank() as u32,
             elem: Dtype::EVERY.iter().position(|&d| d == tp.dtype).expect("every dtype is listed") as u32,
             elem_bytes: tp.elem_bytes,
             ..DgLayout::default()
         };
-        for (d, (&e, &s)) in stored.iter().zip(&tp.strides).enumerate() {
+        for (d, (&e, &s)) in extents.iter().zip(&tp.strides).enumerate() {
             l.extent[d] = e;
             l.stride[d] = s * tp.elem_bytes as u64;
         }
@@ -91,13 +88,7 @@ impl DgLayout {
 impl DeviceGenerator {
     /// Compiles and loads `harness/datagen.cu` of the kernels directory for `gpu`.
     pub fn load(gpu: &Gpu) -> Result<DeviceGenerator, DeviceGenError> {
-        // The host build never contracts into fused multiply-adds; nor may this one.
-        let req = CompileRequest::harness("datagen.cu", "cf_dg_fill", vec!["--fmad=false".into()], gpu.info.arch);
-        let compiled = Compiler::new(None).and_then(|c| c.compile(&req)).map_err(|e| DeviceGenError::Compile { path: req.source.clone(), source: e })?;
-        let loading = |status| DeviceGenError::Cuda { what: "loading the generator", status };
-        let mut module = Module::load(&compiled.cubin, &req.entry).map_err(loading)?;
-        module.add_step("cf_dg_store").map_err(loading)?;
-        module.add_step("cf_dg_const").map_err(loading)?;
+        let module = Module::harness("datagen.cu", &["cf_dg_fill", "cf_dg_store", "cf_dg_const"], gpu.info.arch, "loading the generator")?;
         Ok(DeviceGenerator { module })
     }
 
@@ -153,14 +144,9 @@ impl DeviceGenerator {
 
     /// Launches entry `at` over `n` elements (a grid-stride loop), parameters as given.
     fn launch(&self, at: usize, n: u64, mut params: Vec<*mut c_void>) -> Result<(), DeviceGenError> {
-        if n == 0 {
-            return Ok(());
-        }
-        let blocks = n.div_ceil(256).min(65535) as u32;
-        // SAFETY: the parameters match the entry's signature in datagen.cu (structs by value, as
-        // C lays them out) and point at locals of the caller that outlive this call, which
-        // copies them; the data pointer is the caller's live allocation.
-        unsafe { result::launch_kernel(self.module.function_at(at), (blocks, 1, 1), (256, 1, 1), 0, std::ptr::null_mut(), &mut params) }
-            .map_err(|e| DeviceGenError::Cuda { what: "launching the generator", status: CudaStatus::from_driver(e) })
+        // SAFETY: the parameters match the entry's signature in datagen.cu and point at locals
+        // of the caller that outlive this call, which copies them; the data pointer is the
+        // caller's live allocation.
+        unsafe { self.module.launch_over(at, n, &mut params) }.map_err(|status| DeviceGenError::Cuda { what: "launching the generator", status })
     }
 }

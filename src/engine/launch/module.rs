@@ -11,6 +11,29 @@ use crate::core::coverage::{self, Coverage};
 use crate::core::manifest::ResolvedLaunch;
 use crate::engine::gpu::{CudaStatus, GpuInfo};
 
+/// Why one of the harness's own kernels (the data generator, the device oracles) could not be
+/// built, loaded or run.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// NVRTC could not build its source.
+    #[error("building {path}: {source}")]
+    Compile {
+        /// The source.
+        path: std::path::PathBuf,
+        /// NVRTC's error.
+        #[source]
+        source: crate::engine::compile::CompileError,
+    },
+    /// A CUDA call failed.
+    #[error("{what}: {status}")]
+    Cuda {
+        /// The step.
+        what: &'static str,
+        /// What the driver said.
+        status: CudaStatus,
+    },
+}
+
 /// Shared memory a block may use without opting in.
 pub const DEFAULT_SMEM_LIMIT: u32 = 48 * 1024;
 
@@ -35,6 +58,22 @@ impl Module {
         Ok(m)
     }
 
+    /// Builds `harness/<file>` of the kernels directory for `arch` with NVRTC, never contracting
+    /// into fused multiply-adds (the host's builds of the same arithmetic never do), and loads
+    /// its `entries` in order (entry `i` is [`Module::function_at`]`(i)`). `what` names the
+    /// module in errors.
+    pub fn harness(file: &str, entries: &[&str], arch: crate::engine::compile::Arch, what: &'static str) -> Result<Module, HarnessError> {
+        use crate::engine::compile::{CompileRequest, Compiler};
+        let req = CompileRequest::harness(file, entries[0], vec!["--fmad=false".into()], arch);
+        let compiled = Compiler::new(None).and_then(|c| c.compile(&req)).map_err(|e| HarnessError::Compile { path: req.source.clone(), source: e })?;
+        let loading = |status| HarnessError::Cuda { what, status };
+        let mut module = Module::load(&compiled.cubin, &req.entry).map_err(loading)?;
+        for entry in &entries[1..] {
+            module.add_step(entry).map_err(loading)?;
+        }
+        Ok(module)
+    }
+
     /// Looks up one more entry point of the module (a later launch of a sequence); its index is
     /// the number of entries before it.
     pub fn add_step(&mut self, entry: &str) -> Result<(), CudaStatus> {
@@ -53,6 +92,34 @@ impl Module {
     /// The function handle of entry `i` (0 the kernel's, then [`Module::add_step`]'s in order).
     pub fn function_at(&self, i: usize) -> sys::CUfunction {
         self.functions[i].0
+    }
+
+    /// Launches entry `at`, one of the harness's own grid-stride kernels, over `n` items (256
+    /// threads a block, at most 65,535 blocks) on the null stream; nothing when `n` is 0.
+    ///
+    /// # Safety
+    /// `params` must match the entry's parameters (structs by value, as C lays them out) and
+    /// point at values that live through this call; every device pointer among them must stay
+    /// allocated until the launch has run.
+    pub unsafe fn launch_over(&self, at: usize, n: u64, params: &mut [*mut c_void]) -> Result<(), CudaStatus> {
+        // SAFETY: the caller's promise.
+        unsafe { self.launch_rows(at, n, 1, params) }
+    }
+
+    /// [`Module::launch_over`] with `rows` rows of blocks (`blockIdx.y`), each over `n` items:
+    /// one launch for many small jobs. Nothing when either is 0.
+    ///
+    /// # Safety
+    /// As for [`Module::launch_over`].
+    pub unsafe fn launch_rows(&self, at: usize, n: u64, rows: u32, params: &mut [*mut c_void]) -> Result<(), CudaStatus> {
+        if n == 0 || rows == 0 {
+            return Ok(());
+        }
+        let blocks = n.div_ceil(256).min(65535) as u32;
+        // SAFETY: the caller's promise above; the function handle is this module's.
+        let mut params = params.to_vec();
+        unsafe { result::launch_kernel(self.function_at(at), (blocks, rows, 1), (256, 1, 1), 0, std::ptr::null_mut(), &mut params) }
+            .map_err(CudaStatus::from_driver)
     }
 
     /// Raises the dynamic shared memory limit when `launch` needs more than 48 KB, as

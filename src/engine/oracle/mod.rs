@@ -8,6 +8,7 @@
 //! ([`check_values`]: NaN the reference does not have, error beyond the tolerance) run on what is
 //! left, per judged output tensor; [`check_determinism`] compares two runs bit for bit.
 
+pub mod device;
 mod memory;
 mod values;
 

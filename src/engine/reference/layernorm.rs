@@ -74,6 +74,10 @@ impl OpReference for Layernorm {
         GpuReference { manifest: "layernorm_f64.toml", outputs: &[GpuOutput { role: "y", gold: "ref_y", baseline: "ref_y_lowp", cond: None }] }
     }
 
+    fn rule_reads_inputs(&self) -> bool {
+        true
+    }
+
     fn rule(&self, _role: &str, c: &OpCase, values: &OpValues, inputs: &RoleInputs<'_>) -> Rule {
         let y = &values["y"];
         let w = inputs.get("weight").map(|w| peak(w)).unwrap_or(1.0);

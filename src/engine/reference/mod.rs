@@ -106,9 +106,9 @@ pub struct Bound<'a> {
     pub plan: &'a Plan,
 }
 
-impl Bound<'_> {
+impl<'a> Bound<'a> {
     /// The tensor bound to `role`.
-    pub fn tensor(&self, role: &str) -> Option<&TensorPlan> {
+    pub fn tensor(&self, role: &str) -> Option<&'a TensorPlan> {
         self.plan.tensor(self.bind.get(role)?)
     }
 
@@ -215,6 +215,11 @@ pub trait OpReference: Sync {
     fn gpu(&self) -> GpuReference;
     /// How output `role` is judged, given every role's values and the inputs.
     fn rule(&self, role: &str, c: &OpCase, values: &OpValues, inputs: &RoleInputs<'_>) -> Rule;
+    /// Whether [`OpReference::rule`] reads the inputs (a condition from their values); when it
+    /// does not, a case judged on the device never brings them back to the host for it.
+    fn rule_reads_inputs(&self) -> bool {
+        false
+    }
 }
 
 /// Every built-in op's reference.
@@ -259,8 +264,7 @@ pub fn readable(b: &Bound<'_>, role: &str) -> Result<(), BindingError> {
 pub fn op_expected(r: &dyn OpReference, c: &OpCase, b: &Bound<'_>, mut values: OpValues, inputs: &RoleInputs<'_>) -> RefOutputs {
     let mut expected = Vec::new();
     for role in r.op().spec().tensors {
-        let target = b.tensor(role.name).or_else(|| b.tensor(role.in_place?));
-        let Some(t) = target.filter(|t| t.role.is_judged()) else { continue };
+        let Some(t) = judged_tensor(b, role) else { continue };
         if !values.contains_key(role.name) {
             continue;
         }
@@ -269,6 +273,13 @@ pub fn op_expected(r: &dyn OpReference, c: &OpCase, b: &Bound<'_>, mut values: O
         expected.push(Expected { index: t.index, name: t.name.clone(), gold, rule });
     }
     RefOutputs { expected }
+}
+
+/// The judged tensor of the case that an op's output role `role` is compared with: the tensor
+/// bound to it, or the one it is written into in place; `None` when that is not judged.
+pub fn judged_tensor<'p>(b: &Bound<'p>, role: &crate::core::manifest::TensorRole) -> Option<&'p TensorPlan> {
+    let target = b.tensor(role.name).or_else(|| b.tensor(role.in_place?));
+    target.filter(|t| t.role.is_judged())
 }
 
 /// The CPU reference of a case whose manifest binds a built-in op: `None` for a reference

@@ -5,7 +5,9 @@
 //! launch → synchronise → classify → download → oracles → determinism. It keeps loaded modules
 //! and manifests across cases, so a long-lived worker pays NVRTC and module loading once per
 //! configuration. The GPU references (the `attention_f64` kernel, a user's reference kernel)
-//! live in the `reference` module next to this one.
+//! live in the `reference` module next to this one; a case whose arena is filled on the device
+//! is made in `device_data`, and judged on the device in `device_judge` (a run its counts
+//! flag comes back to `Engine::finish_on_host`, this module's host path).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -92,9 +94,9 @@ pub enum EngineError {
     /// The case's arena could not be made on the device.
     #[error(transparent)]
     DeviceData(#[from] crate::engine::arena::device::DeviceFillError),
-    /// The GPU's data generator failed.
+    /// One of the harness's own kernels (the data generator, the device oracles) failed.
     #[error(transparent)]
-    Generator(#[from] crate::engine::data::device::DeviceGenError),
+    Harness(#[from] crate::engine::launch::module::HarnessError),
     /// A Python target's setup (import, setup callable) failed, or this worker cannot call
     /// Python.
     #[error("setting up the Python target of {manifest} failed:\n{log}")]
@@ -133,6 +135,11 @@ pub struct Engine {
     /// The GPU's build of the data generator, loaded by the first case that fills its arena on
     /// the device (`device_data`).
     pub(super) generator: Option<crate::engine::data::device::DeviceGenerator>,
+    /// The GPU's oracles, loaded by the first case judged on the device (`device_judge`).
+    pub(super) judge: Option<crate::engine::oracle::device::DeviceJudge>,
+    /// The gold values a built-in op's GPU reference left on the device for this case's value
+    /// oracles (`device_judge`).
+    pub(super) device_gold: Option<crate::engine::oracle::device::DeviceGold>,
     pub(super) gpu: Gpu,
     compiler: Compiler,
     manifests: HashMap<PathBuf, Manifest>,
@@ -147,16 +154,16 @@ pub struct Engine {
 /// What a case's verdict holds besides its outcome, filled in as the case moves through the
 /// stages, so a case that stops early still says how far it got.
 #[derive(Default)]
-struct Progress {
-    times: StageTimes,
+pub(super) struct Progress {
+    pub(super) times: StageTimes,
     contract: Option<ContractVerdict>,
-    reference: ReferenceUsed,
-    coverage: Option<Coverage>,
+    pub(super) reference: ReferenceUsed,
+    pub(super) coverage: Option<Coverage>,
     digest: Option<String>,
 }
 
 impl Progress {
-    fn verdict(&self, outcome: Outcome, sticky: bool) -> Verdict {
+    pub(super) fn verdict(&self, outcome: Outcome, sticky: bool) -> Verdict {
         Verdict {
             outcome,
             contract: self.contract.clone().unwrap_or(ContractVerdict::Inside),
@@ -171,17 +178,17 @@ impl Progress {
     }
 
     /// The harness could not go on: an [`Outcome::Error`].
-    fn error(&self, e: impl Into<EngineError>, sticky: bool) -> Verdict {
+    pub(super) fn error(&self, e: impl Into<EngineError>, sticky: bool) -> Verdict {
         self.verdict(Outcome::Error { message: chain(&e.into()) }, sticky)
     }
 
     /// The kernel failed: a finding.
-    fn failed(&self, findings: Vec<Finding>, sticky: bool) -> Verdict {
+    pub(super) fn failed(&self, findings: Vec<Finding>, sticky: bool) -> Verdict {
         self.verdict(Outcome::Fail { findings }, sticky)
     }
 }
 
-fn micros(t: Instant) -> u64 {
+pub(super) fn micros(t: Instant) -> u64 {
     t.elapsed().as_micros() as u64
 }
 
@@ -195,7 +202,14 @@ pub(super) struct Prepared<'a> {
     steps: Vec<ResolvedLaunch>,
     /// A Python target's call for the case.
     call: Option<ResolvedCall>,
-    pub(super) inputs: data::Inputs,
+    /// The drawn values, once known (a run judged on the device has them drawn on the host
+    /// only when something asks: [`Prepared::inputs`]).
+    inputs: std::cell::OnceCell<data::Inputs>,
+    /// The recipes of a run judged on the device (`device_judge`), whose values and image the
+    /// host has not made.
+    pub(super) pending: Option<Vec<data::Recipe>>,
+    /// The arena's layout, and its bytes unless the run is judged on the device (then
+    /// [`Prepared::image_with_bytes`] makes them).
     pub(super) image: HostImage,
     pub(super) case: &'a Case,
     /// The arena, when it was filled on the device (`device_data`); else it is uploaded from
@@ -216,6 +230,34 @@ impl Prepared<'_> {
     fn judged(&self, inside_contract: bool) -> Judged<'_> {
         Judged { case: self.case, plan: &self.plan, kernel: &self.label, inside_contract }
     }
+
+    /// The case's drawn values; a run judged on the device has them drawn on the host the first
+    /// time they are asked for (the same values: one generator source, two builds).
+    pub(super) fn inputs(&self) -> &data::Inputs {
+        self.inputs.get_or_init(|| data::drawn_on_host(self.pending.clone().expect("values are drawn or pending"), &self.plan))
+    }
+
+    /// The arena's image with its bytes, made on the host when it has none (a run judged on the
+    /// device that is judged again here).
+    pub(super) fn image_with_bytes(&self) -> std::borrow::Cow<'_, HostImage> {
+        match &self.pending {
+            Some(_) => std::borrow::Cow::Owned(HostImage::build(self.case, &self.plan, self.inputs())),
+            None => std::borrow::Cow::Borrowed(&self.image),
+        }
+    }
+
+    /// Whether the run is judged on the device (`device_judge`).
+    pub(super) fn judged_here(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Whether the arena is written back to its initial contents after the first run: for a
+    /// determinism run, and for a built-in op's GPU reference, which reads the case's inputs
+    /// where they lie.
+    pub(super) fn restores(&self, opts: &RunOptions) -> bool {
+        let reads_arena = opts.reference == ReferenceChoice::Gpu && matches!(self.manifest.reference, crate::core::manifest::ReferenceSpec::Op { .. });
+        opts.determinism || reads_arena
+    }
 }
 
 impl Engine {
@@ -229,6 +271,8 @@ impl Engine {
             marker: None,
             allocations: None,
             generator: None,
+            judge: None,
+            device_gold: None,
             gpu,
             compiler,
             manifests: HashMap::new(),
@@ -344,7 +388,7 @@ impl Engine {
         // outside a sanitizer only.
         crate::engine::arena::device::pooled(opts.sanitizer.is_none());
         let t = Instant::now();
-        let mut prep = self.prepare(case, manifest_path, opts.sanitizer.is_some(), p)?;
+        let mut prep = self.prepare(case, manifest_path, opts, p)?;
         p.times.prepare_us = micros(t);
         let filled = prep.arena.take();
         let judged = prep.judged(p.contract.as_ref().is_some_and(ContractVerdict::is_inside));
@@ -383,43 +427,67 @@ impl Engine {
         }
         let launcher = prep.launcher(module, ordinal);
         on_launch();
-        let first = run_once(&launcher, &arena, &prep.image, &judged);
-        p.times.kernel_us = micros(t);
-        let after = first.map_err(|stop| stop.verdict(p))?;
         // Read before a determinism run adds its own counts.
-        p.coverage = match (opts.coverage, module) {
+        let coverage = |module: Option<&Module>| match (opts.coverage, module) {
             (true, Some(module)) => module.coverage().ok().flatten(),
             _ => None,
         };
+        if prep.judged_here() {
+            let launched = launch_and_wait(&launcher, &arena, &prep.image, &judged);
+            p.times.kernel_us = micros(t);
+            launched.map_err(|stop| stop.verdict(p))?;
+            p.coverage = coverage(module);
+            return self.finish_on_device(&prep, &arena, &judged, opts, p);
+        }
+        let first = run_once(&launcher, &arena, &prep.image, &judged);
+        p.times.kernel_us = micros(t);
+        let after = first.map_err(|stop| stop.verdict(p))?;
+        p.coverage = coverage(module);
+        self.finish_on_host(&prep, &arena, &judged, opts, p, after)
+    }
 
+    /// The rest of a case judged on the host, from the first run's bytes `after`: memory oracles,
+    /// the arena written back, references, value oracles, the determinism run.
+    pub(super) fn finish_on_host(
+        &mut self,
+        prep: &Prepared<'_>,
+        arena: &DeviceArena,
+        judged: &Judged<'_>,
+        opts: &RunOptions,
+        p: &mut Progress,
+        after: Vec<Vec<u8>>,
+    ) -> Result<Verdict, Verdict> {
+        // A run first judged on the device has no image bytes on the host yet.
+        let image = prep.image_with_bytes();
         let t = Instant::now();
-        let mut findings = oracle::check_memory(&judged, &prep.image, &after);
-        p.times.judge_us = micros(t);
+        let mut findings = oracle::check_memory(judged, &image, &after);
+        p.times.judge_us += micros(t);
 
         // The reference runs after the kernel, so a case whose kernel faults (the commonest
         // failure, and one that costs its worker) never pays for it. The reference reads the
         // case's own input allocations and the determinism run needs the first run's starting
         // state, so whatever the kernel changed is written back first.
         let t = Instant::now();
-        let reads_arena = opts.reference == ReferenceChoice::Gpu && matches!(prep.manifest.reference, crate::core::manifest::ReferenceSpec::Op { .. });
-        if opts.determinism || reads_arena {
-            restore(&prep, &arena, &after).map_err(|s| p.failed(vec![failed_after_launch(&judged, &s).0], launch::is_sticky(&s)))?;
+        if prep.restores(opts) {
+            restore(prep, &image, arena, &after).map_err(|s| p.failed(vec![failed_after_launch(judged, &s).0], launch::is_sticky(&s)))?;
         }
         p.times.upload_us += micros(t);
 
         let t = Instant::now();
-        let (references, used) = self.references(&prep, &arena, opts.reference, opts.sanitizer.is_some()).map_err(|e| p.error(e, true))?;
+        let (references, used) = self.references(prep, arena, opts.reference, opts.sanitizer.is_some()).map_err(|e| p.error(e, true))?;
+        // Gold kept on the device is for the device's oracles only.
+        self.device_gold = None;
         p.times.reference_us = micros(t);
         p.reference = used;
 
         let t = Instant::now();
-        findings.extend(oracle::check_values(&judged, &prep.image, &after, &references));
+        findings.extend(oracle::check_values(judged, &image, &after, &references));
         if opts.digest {
-            p.digest = Some(output_digest(&prep.plan, &prep.image, &after));
+            p.digest = Some(output_digest(&prep.plan, &image, &after));
         }
         p.times.judge_us += micros(t);
         if opts.determinism {
-            self.determinism(&prep, &judged, &arena, &after, opts, &mut findings, p)?;
+            self.determinism(prep, judged, arena, &after, opts, &mut findings, p)?;
         }
         let outcome = if findings.is_empty() { Outcome::Pass } else { Outcome::Fail { findings } };
         Ok(p.verdict(outcome, false))
@@ -427,7 +495,8 @@ impl Engine {
 
     /// The host side of a case: manifest, params, plan, contract verdict, launch, inputs and
     /// the arena image.
-    fn prepare<'c>(&mut self, case: &'c Case, manifest_path: &Path, sanitized: bool, p: &mut Progress) -> Result<Prepared<'c>, Verdict> {
+    fn prepare<'c>(&mut self, case: &'c Case, manifest_path: &Path, opts: &RunOptions, p: &mut Progress) -> Result<Prepared<'c>, Verdict> {
+        let sanitized = opts.sanitizer.is_some();
         let manifest = self.manifest(manifest_path).map_err(|e| p.error(e, false))?;
         manifest.check_params(&case.params).map_err(|e| p.error(e, false))?;
         let plan = Plan::new(case, &manifest).map_err(|source| p.error(EngineError::Case { kernel: manifest.name.clone(), source }, false))?;
@@ -439,8 +508,14 @@ impl Engine {
         let recipes = data::recipes(case, &plan, &manifest);
         if Self::fills_on_device(case, &manifest, &recipes, sanitized) {
             use crate::engine::arena::device::DeviceFillError;
-            match self.prepare_on_device(case, &plan, &recipes) {
-                Ok((inputs, image, arena)) => return Ok(Prepared { manifest, plan, label, resolved, steps, call, inputs, image, case, arena: Some(arena) }),
+            // A digest reads every output on the host: such a run is judged there.
+            match self.prepare_on_device(case, &plan, &recipes, !opts.digest) {
+                Ok(filled) => {
+                    let pending = filled.inputs.is_none().then(|| recipes.clone());
+                    let inputs = filled.inputs.map(std::cell::OnceCell::from).unwrap_or_default();
+                    let (image, arena) = (filled.image, Some(filled.arena));
+                    return Ok(Prepared { manifest, plan, label, resolved, steps, call, inputs, pending, image, case, arena });
+                }
                 // Out of memory, or host-drawn values in a sparse allocation: the host path's
                 // upload takes the case, and says what it needs when it cannot either.
                 Err(EngineError::DeviceData(DeviceFillError::Cuda(s))) if s.code == 2 => {}
@@ -454,13 +529,24 @@ impl Engine {
         }
         let inputs = data::drawn_on_host(recipes, &plan);
         let image = HostImage::build(case, &plan, &inputs);
-        Ok(Prepared { manifest, plan, label, resolved, steps, call, inputs, image, case, arena: None })
+        let inputs = std::cell::OnceCell::from(inputs);
+        Ok(Prepared { manifest, plan, label, resolved, steps, call, inputs, pending: None, image, case, arena: None })
+    }
+
+    /// Launches the code under test again on the arena, as it stands, and waits for it.
+    pub(super) fn relaunch(&mut self, prep: &Prepared<'_>, arena: &DeviceArena, judged: &Judged<'_>, opts: &RunOptions) -> Result<(), Stop> {
+        let ordinal = self.gpu.info.ordinal as i32;
+        let module = match prep.call {
+            Some(_) => None,
+            None => Some(&*self.module(&prep.manifest, prep.case, opts.coverage).expect("compiled above")),
+        };
+        launch_and_wait(&prep.launcher(module, ordinal), arena, &prep.image, judged)
     }
 
     /// The determinism run: every written tensor rewritten with its initial contents, the
     /// kernel launched again, and every judged output compared bit for bit.
     #[allow(clippy::too_many_arguments)]
-    fn determinism(
+    pub(super) fn determinism(
         &mut self,
         prep: &Prepared<'_>,
         judged: &Judged<'_>,
@@ -471,12 +557,7 @@ impl Engine {
         p: &mut Progress,
     ) -> Result<(), Verdict> {
         let t = Instant::now();
-        let ordinal = self.gpu.info.ordinal as i32;
-        let module = match prep.call {
-            Some(_) => None,
-            None => Some(&*self.module(&prep.manifest, prep.case, opts.coverage).expect("compiled above")),
-        };
-        let again = rerun_outputs(&prep.launcher(module, ordinal), arena, &prep.image, judged);
+        let again = self.relaunch(prep, arena, judged, opts).and_then(|()| judged_outputs(arena, &prep.image, judged));
         p.times.kernel_us += micros(t);
         match again {
             Ok(second) => {
@@ -495,9 +576,9 @@ impl Engine {
 /// Writes back to its initial contents every tensor the kernel may write, and any other
 /// allocation the first run changed (a kernel that scribbles on an input: the memory oracle has
 /// already judged that from `after`).
-fn restore(prep: &Prepared<'_>, arena: &DeviceArena, after: &[Vec<u8>]) -> Result<(), CudaStatus> {
+fn restore(prep: &Prepared<'_>, image: &HostImage, arena: &DeviceArena, after: &[Vec<u8>]) -> Result<(), CudaStatus> {
     let written: Vec<usize> = prep.plan.tensors.iter().filter(|t| t.role.is_written()).map(|t| t.index).collect();
-    (0..after.len()).filter(|&i| written.contains(&i) || !prep.image.holds_same(i, &after[i])).try_for_each(|i| arena.write(&prep.image, i))
+    (0..after.len()).filter(|&i| written.contains(&i) || !image.holds_same(i, &after[i])).try_for_each(|i| arena.write(image, i))
 }
 
 /// Why a case could not be uploaded; out of memory names what the case needs and, for a case
@@ -549,7 +630,7 @@ enum Launcher<'a> {
 }
 
 /// Why a run of the code under test stopped the case.
-enum Stop {
+pub(super) enum Stop {
     /// A finding, and whether it poisoned the context.
     Finding(Box<Finding>, bool),
     /// The harness could not call the target.
@@ -559,7 +640,7 @@ enum Stop {
 }
 
 impl Stop {
-    fn verdict(self, p: &Progress) -> Verdict {
+    pub(super) fn verdict(self, p: &Progress) -> Verdict {
         match self {
             Stop::Finding(f, sticky) => p.failed(vec![*f], sticky),
             Stop::Error(e) => p.error(e, false),
@@ -581,11 +662,10 @@ fn run_once(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostImage, j: 
     Ok(arena.download(image).map_err(|s| failed_after_launch(j, &s))?)
 }
 
-/// The determinism run: launches again and downloads only the judged outputs, the allocations it
-/// compares (the others were judged after the first run, and for a case whose stride gaps span
-/// gigabytes a second whole download would double its cost). The others come back empty.
-fn rerun_outputs(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<Vec<Vec<u8>>, Stop> {
-    launch_and_wait(launcher, arena, image, j)?;
+/// After the determinism run: downloads only the judged outputs, the allocations it compares
+/// (the others were judged after the first run, and for a case whose stride gaps span gigabytes
+/// a second whole download would double its cost). The others come back empty.
+pub(super) fn judged_outputs(arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<Vec<Vec<u8>>, Stop> {
     Ok(j.plan
         .tensors
         .iter()

@@ -7,6 +7,7 @@
 //! `sticky: true` the worker exits with [`EXIT_STICKY`] so the next case gets a fresh context.
 
 mod device_data;
+mod device_judge;
 pub mod engine;
 mod reference;
 

@@ -22,12 +22,13 @@ use crate::engine::arena::{sentinel_bits, ArenaLayout, HostImage};
 use crate::engine::data::{self, Inputs};
 use crate::engine::launch;
 use crate::engine::reference::{
-    cpu_op_reference, gpu_case, gpu_viewed, kernel_expected, kernel_manifest, op_expected, op_reference, python_reference_manifest, reference_case,
-    role_inputs, Bound, OpReference, OpValues, RefOutputs, RoleValues,
+    cpu_op_reference, gpu_case, gpu_viewed, judged_tensor, kernel_expected, kernel_manifest, op_expected, op_reference, python_reference_manifest,
+    reference_case, role_inputs, Bound, OpReference, OpValues, RefOutputs, RoleValues,
 };
 
 use super::engine::{Engine, EngineError, Prepared};
 use crate::core::verdict::{ReferenceChoice, ReferenceUsed};
+use crate::engine::oracle::device::DeviceGold;
 
 impl Engine {
     /// The references of a prepared case: none, a built-in op's (on its GPU kernel when asked
@@ -41,6 +42,7 @@ impl Engine {
         choice: ReferenceChoice,
         sanitized: bool,
     ) -> Result<(RefOutputs, ReferenceUsed), EngineError> {
+        self.device_gold = None;
         match &prep.manifest.reference {
             // Under a sanitizer a Python reference would run its framework's kernels under the
             // tool too, for nothing: values are judged by the native runs. And a framework's own
@@ -55,7 +57,7 @@ impl Engine {
                         return Ok((refs, ReferenceUsed::Gpu));
                     }
                 }
-                let refs = cpu_op_reference(&prep.manifest, &prep.plan, &prep.inputs)
+                let refs = cpu_op_reference(&prep.manifest, &prep.plan, prep.inputs())
                     .expect("an op reference")
                     .map_err(|m| EngineError::Reference(format!("{op}: {m}")))?;
                 Ok((refs, ReferenceUsed::Cpu))
@@ -82,7 +84,7 @@ impl Engine {
         let rc = reference_case(prep.case, &rm, gold);
         let rplan = Plan::new(&rc, &rm).map_err(|e| reference(format!("the reference's plan: {}", crate::core::error::chain(&e))))?;
         let call = rm.resolve_python(&r.call, &rplan.vars, "reference")?;
-        let image = HostImage::build(&rc, &rplan, &prep.inputs);
+        let image = HostImage::build(&rc, &rplan, prep.inputs());
         let arena = DeviceArena::upload(&image).map_err(|s| reference(format!("reference allocation failed: {s}")))?;
         let ordinal = launch::call::ViewDevice::Cuda(self.gpu.info.ordinal as i32);
         let views = launch::views::device_views(&rplan, &image, |i| arena.data_ptr(&image, i), ordinal);
@@ -120,22 +122,34 @@ impl Engine {
             return Ok(None);
         }
         let resolved = refm.resolve(&rplan.vars)?;
-        // Copied inputs carry the case's values, in logical order, into the reference's roster.
+        // Copied inputs carry the case's values, in logical order, into the reference's roster
+        // (read back from the device only when some input is copied).
+        let copied = rplan.tensors.iter().any(|tp| tp.role == Role::Input && viewed(&tp.name).is_none());
+        let values = if copied { Some(prep.inputs()) } else { None };
         let copies = Inputs {
             values: rplan
                 .tensors
                 .iter()
                 .map(|tp| {
                     if tp.role == Role::Input && viewed(&tp.name).is_none() {
-                        b.tensor(&tp.name).and_then(|t| prep.inputs.get(t.index)).map(<[f64]>::to_vec)
+                        b.tensor(&tp.name).and_then(|t| values?.get(t.index)).map(<[f64]>::to_vec)
                     } else {
                         None
                     }
                 })
                 .collect(),
         };
-        let rimage = HostImage::build_selected(&rc, &rplan, &copies, &|tp| viewed(&tp.name).is_none());
-        let rarena = DeviceArena::upload(&rimage).map_err(|s| reference(format!("reference buffer allocation failed: {s}")))?;
+        let selected = |tp: &crate::core::plan::TensorPlan| viewed(&tp.name).is_none();
+        // A case judged on the device has its reference's buffers made there too.
+        let on_device = if prep.judged_here() { self.reference_arena_on_device(&rc, &rplan, &copies, &selected)? } else { None };
+        let (rimage, rarena) = match on_device {
+            Some(made) => made,
+            None => {
+                let rimage = HostImage::build_selected(&rc, &rplan, &copies, &selected);
+                let rarena = DeviceArena::upload(&rimage).map_err(|s| reference(format!("reference buffer allocation failed: {s}")))?;
+                (rimage, rarena)
+            }
+        };
         let gpu_info = self.gpu.info.clone();
         let module = self.module(&refm, &rc, false)?;
         module.reserve_shared(&resolved, &gpu_info).map_err(|r| reference(format!("reference kernel: {r}")))?;
@@ -174,7 +188,18 @@ impl Engine {
             };
             out.insert(o.role.to_string(), RoleValues { gold: values(o.gold)?, baseline: values(o.baseline)?, cond });
         }
-        let ri = role_inputs(op.op(), &b, &prep.inputs)?;
+        let ri = if op.rule_reads_inputs() { role_inputs(op.op(), &b, prep.inputs())? } else { Default::default() };
+        if prep.judged_here() {
+            // The gold stays where the reference wrote it, for the device's value oracles.
+            let at = gpu.outputs.iter().filter_map(|o| {
+                let role = op.op().spec().tensors.iter().find(|r| r.name == o.role)?;
+                let (target, gold) = (judged_tensor(&b, role)?, rplan.tensor(o.gold)?);
+                let dense = gold.dtype == crate::core::case::Dtype::F64 && gold.is_dense_row_major();
+                dense.then(|| (target.index, rarena.allocs[gold.index].0 + rimage.layout.allocs[gold.index].data_offset, gold.numel))
+            });
+            let at = at.collect();
+            self.device_gold = Some(DeviceGold { arena: rarena, at });
+        }
         Ok(Some(op_expected(op, &oc, &b, out, &ri)))
     }
 
@@ -193,7 +218,7 @@ impl Engine {
         let rc = reference_case(prep.case, &rm, gold);
         let rplan = Plan::new(&rc, &rm).map_err(|e| reference(format!("the reference kernel's plan: {}", crate::core::error::chain(&e))))?;
         let resolved = rm.resolve(&rplan.vars)?;
-        let image = HostImage::build(&rc, &rplan, &prep.inputs);
+        let image = HostImage::build(&rc, &rplan, prep.inputs());
         let arena = DeviceArena::upload(&image).map_err(|s| reference(format!("reference allocation failed: {s}")))?;
         let gpu_info = self.gpu.info.clone();
         let module = self.module(&rm, &rc, false)?;
