@@ -106,6 +106,8 @@ pub struct TensorCounts {
 }
 
 const _: () = assert!(std::mem::size_of::<TensorCounts>() == WORDS * 8);
+// cf_j_alloc's size in judge.cu: eight u64s, four u32s, cf_dg_tensor (64), cf_dg_layout (152).
+const _: () = assert!(std::mem::size_of::<JudgedAlloc>() == 296);
 
 /// What the device oracles counted for one run.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -137,22 +139,27 @@ fn tensor_needs_host(tp: &TensorPlan, c: &TensorCounts) -> bool {
     memory || c.nonfinite > 0 || c.special > 0 || c.over > 0
 }
 
-/// A device buffer that grows on demand, freed on drop.
+/// A device buffer that grows on demand, freed on drop. A buffer it outgrows is kept (zeroed)
+/// until then, not freed: between a case's two runs no memory may come or go that a kernel
+/// reading out of bounds could have reached in the first.
 #[derive(Debug, Default)]
 struct Scratch {
     ptr: sys::CUdeviceptr,
     bytes: usize,
+    outgrown: Vec<(sys::CUdeviceptr, usize)>,
 }
 
 impl Scratch {
     /// At least `bytes` bytes; what it held before is lost when it grows.
     fn reserve(&mut self, bytes: usize) -> Result<sys::CUdeviceptr, CudaStatus> {
         if bytes > self.bytes {
-            self.release();
             let want = bytes.next_power_of_two().max(4096);
             // SAFETY: a plain allocation of a positive size, freed once by `release`.
-            self.ptr = unsafe { result::malloc_sync(want) }.map_err(CudaStatus::from_driver)?;
-            self.bytes = want;
+            let ptr = unsafe { result::malloc_sync(want) }.map_err(CudaStatus::from_driver)?;
+            if self.bytes > 0 {
+                self.outgrown.push((self.ptr, self.bytes));
+            }
+            (self.ptr, self.bytes) = (ptr, want);
             self.clear()?;
         }
         Ok(self.ptr)
@@ -169,9 +176,12 @@ impl Scratch {
 
     fn release(&mut self) {
         if self.bytes > 0 {
-            // SAFETY: allocated by `reserve`, freed once; cuMemFree waits for the work using it.
-            let _ = unsafe { result::free_sync(self.ptr) };
+            self.outgrown.push((self.ptr, self.bytes));
             self.bytes = 0;
+        }
+        for (ptr, _) in self.outgrown.drain(..) {
+            // SAFETY: allocated by `reserve`, freed once; cuMemFree waits for the work using it.
+            let _ = unsafe { result::free_sync(ptr) };
         }
     }
 }

@@ -92,8 +92,11 @@ impl Engine {
             let t = Instant::now();
             let first = judged_outputs(arena, &prep.image, judged).map_err(|stop| stop.verdict(p))?;
             let generator = self.generator.as_ref().expect("the arena was filled by the generator");
+            // As the host path's restore: every tensor the kernel may write, and any other
+            // allocation it may have changed unseen (a capacity tail, which no oracle compares).
+            let layout = &prep.image.layout;
             arena
-                .refill(&prep.image.layout, plan, recipes, generator, &|tp| tp.role.is_written())
+                .refill(layout, plan, recipes, generator, &|tp| tp.role.is_written() || layout.allocs[tp.index].tail_bytes > 0)
                 .map_err(|e| p.error(crate::engine::worker::engine::EngineError::DeviceData(e), true))?;
             p.times.upload_us += micros(t);
             self.determinism(prep, judged, arena, &first, opts, &mut findings, p)?;
