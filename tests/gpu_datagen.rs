@@ -133,6 +133,7 @@ fn the_device_fill_writes_the_host_image() {
     }
     let gpu = cudafuzz::engine::gpu::Gpu::open(0).expect("open the GPU");
     let g = DeviceGenerator::load(&gpu).unwrap_or_else(|e| panic!("{e}"));
+    let mut staging = cudafuzz::engine::arena::staging::Staging::default();
     cudafuzz::engine::arena::device::pooled(true);
     let (mut cases, mut bytes, mut pushed, mut slowest) = (0usize, 0u64, 0usize, std::time::Duration::ZERO);
     for m in common::shipped() {
@@ -152,7 +153,7 @@ fn the_device_fill_writes_the_host_image() {
             let arena = DeviceArena::fill(&image.layout, &plan, &recipes, &g).unwrap_or_else(|e| panic!("{}: {}: {e}", m.name, case.summary()));
             cudafuzz::engine::gpu::synchronize().unwrap_or_else(|e| panic!("{}: {}: {e}", m.name, case.summary()));
             let took = t0.elapsed();
-            let after = arena.download(&image).unwrap();
+            let after = arena.download(&image, &mut staging).unwrap();
             for tp in &plan.tensors {
                 let i = tp.index;
                 let a = &image.layout.allocs[i];

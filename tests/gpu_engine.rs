@@ -254,12 +254,13 @@ fn a_tensor_pushed_past_int32_elements_has_memory_only_under_its_rows() {
     let v = plan.tensors.iter().find(|t| t.name == "v").unwrap().index;
     assert!(!image.holds_whole(v) && image.bytes[v].len() > 4 << 30);
     let _gpu = cudafuzz::engine::gpu::Gpu::open(0).unwrap();
+    let mut staging = cudafuzz::engine::arena::staging::Staging::default();
     pooled(true);
     let arena = DeviceArena::upload(&image).unwrap();
     assert!(arena.is_sparse(v), "v's gigabyte gap is not backed by memory");
     assert!((0..plan.tensors.len()).filter(|&i| i != v).all(|i| !arena.is_sparse(i)));
     // What was uploaded comes back: every held byte, canaries and data.
-    let after = arena.download(&image).unwrap();
+    let after = arena.download(&image, &mut staging).unwrap();
     assert!((0..after.len()).all(|i| image.holds_same(i, &after[i])));
     // Written again (an output restored before the determinism run), it is still the image.
     arena.write(&image, v).unwrap();

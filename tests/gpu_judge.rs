@@ -206,7 +206,12 @@ fn workers(path: &str) -> cudafuzz::run::supervisor::Supervisor {
 /// host, end the same way with the same findings, detail included. A race's findings vary from
 /// run to run in their counts and first elements: where either side reports a race
 /// (nondeterminism), or the host's own verdict changes when the case runs again, only the kinds
-/// of finding and their tensors are compared, and the case is counted as racy.
+/// of finding and their tensors are compared, and the case is counted as racy. A kernel that
+/// reads or writes past its tensors (a NaN leak: it read the canary; a redzone or gap
+/// overwritten) may reach past its arena too, into memory that neither path controls and that
+/// each path's references and oracles use in their own order between the two runs of a case:
+/// whether its second run reads the same there is not a property of the path, so a
+/// nondeterminism finding is left out of such a case's kinds.
 #[test]
 fn runs_judged_on_the_device_end_as_runs_judged_on_the_host() {
     use cudafuzz::core::finding::FindingKind;
@@ -215,8 +220,13 @@ fn runs_judged_on_the_device_end_as_runs_judged_on_the_host() {
         return;
     }
     // What a race's findings keep from run to run: their kinds, oracles and tensors.
-    let kinds = |o: &Outcome| match o {
-        Outcome::Fail { findings } => findings.iter().map(|f| format!("{:?} {:?} {:?}", f.kind, f.oracle, f.tensor)).collect::<std::collections::BTreeSet<_>>(),
+    let has = |o: &Outcome, kind: FindingKind| matches!(o, Outcome::Fail { findings } if findings.iter().any(|f| f.kind == kind));
+    let kinds = |o: &Outcome, outside: bool| match o {
+        Outcome::Fail { findings } => findings
+            .iter()
+            .filter(|f| !(outside && f.kind == FindingKind::Nondeterminism))
+            .map(|f| format!("{:?} {:?} {:?}", f.kind, f.oracle, f.tensor))
+            .collect::<std::collections::BTreeSet<_>>(),
         other => std::iter::once(format!("{other:?}")).collect(),
     };
     let (mut host, mut device) = (workers("fill"), workers("device"));
@@ -226,7 +236,7 @@ fn runs_judged_on_the_device_end_as_runs_judged_on_the_host() {
         path.contains("/mutants/") || (path.contains("/testing/") && !path.ends_with("hang.toml"))
     };
     let kernels: Vec<_> = common::shipped().into_iter().filter(planted).collect();
-    let (mut same, mut failing, mut racy) = (0usize, 0usize, 0usize);
+    let (mut same, mut failing, mut racy, mut outside) = (0usize, 0usize, 0usize, 0usize);
     for m in &kernels {
         let ctx = cudafuzz::core::generate::DecodeContext::new(m);
         let timeout = std::time::Duration::from_millis(m.launch.timeout_ms.unwrap_or(10_000));
@@ -236,18 +246,24 @@ fn runs_judged_on_the_device_end_as_runs_judged_on_the_host() {
             let opts = RunOptions::default();
             let on_host = host.run(&case, m, &opts, timeout).unwrap();
             let on_device = device.run(&case, m, &opts, timeout).unwrap();
-            let raced = |o: &Outcome| matches!(o, Outcome::Fail { findings } if findings.iter().any(|f| f.kind == FindingKind::Nondeterminism));
+            let raced = |o: &Outcome| has(o, FindingKind::Nondeterminism);
             if on_host.outcome != on_device.outcome {
                 let unstable = raced(&on_host.outcome) || raced(&on_device.outcome) || host.run(&case, m, &opts, timeout).unwrap().outcome != on_host.outcome;
+                let outside_tensors = |o: &Outcome| has(o, FindingKind::NanLeak) || has(o, FindingKind::CanaryDamage);
+                let read_outside = outside_tensors(&on_host.outcome) && outside_tensors(&on_device.outcome);
                 assert!(
-                    unstable && kinds(&on_host.outcome) == kinds(&on_device.outcome),
+                    unstable && kinds(&on_host.outcome, read_outside) == kinds(&on_device.outcome, read_outside),
                     "{}: {}: judged on the host {:#?}\non the device {:#?}",
                     m.name,
                     case.summary(),
                     on_host.outcome,
                     on_device.outcome
                 );
-                racy += 1;
+                if read_outside && kinds(&on_host.outcome, false) != kinds(&on_device.outcome, false) {
+                    outside += 1;
+                } else {
+                    racy += 1;
+                }
                 continue;
             }
             failing += usize::from(matches!(on_host.outcome, Outcome::Fail { .. }));
@@ -255,7 +271,7 @@ fn runs_judged_on_the_device_end_as_runs_judged_on_the_host() {
         }
     }
     eprintln!(
-        "{same} cases of {} kernels end the same judged on the device and on the host ({failing} with findings); {racy} racy cases with the same kinds of finding",
+        "{same} cases of {} kernels end the same judged on the device and on the host ({failing} with findings); {racy} racy cases with the same kinds of finding; {outside} cases reaching past their tensors that differ only in a nondeterminism finding",
         kernels.len()
     );
     assert!(same > 100 && failing > 20, "{same} cases, {failing} failing");

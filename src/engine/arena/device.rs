@@ -25,11 +25,13 @@
 //! lease is out keeps its memory until the last view's deleter has run, so no arena memory is
 //! handed out again while anything can still reach it.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys};
 
+use super::staging::Staging;
 use super::{held_ranges, AllocationTable, ArenaLayout, HostImage};
 use crate::core::plan::Plan;
 use crate::engine::data::device::{DeviceGenError, DeviceGenerator};
@@ -340,8 +342,69 @@ impl DeviceArena {
 
     /// Downloads every allocation: whole, or only its held ranges (zeros elsewhere, never
     /// written, as in the image).
-    pub fn download(&self, image: &HostImage) -> Result<Vec<Vec<u8>>, CudaStatus> {
-        (0..self.allocs.len()).map(|i| self.download_one(image, i)).collect()
+    pub fn download(&self, image: &HostImage, staging: &mut Staging) -> Result<Vec<Vec<u8>>, CudaStatus> {
+        let every: Vec<usize> = (0..self.allocs.len()).collect();
+        Ok(self.download_staged(image, &every, staging)?.into_iter().map(Cow::into_owned).collect())
+    }
+
+    /// Downloads allocations `which`, as [`DeviceArena::download_one`] downloads each, with one
+    /// synchronisation: into `staging` (pinned) when they fit it together, else one by one
+    /// into pageable memory. Their bytes in `which` order, borrowed from `staging` or owned.
+    pub fn download_staged<'s>(&self, image: &HostImage, which: &[usize], staging: &'s mut Staging) -> Result<Vec<Cow<'s, [u8]>>, CudaStatus> {
+        let Some(buf) = staging.reserve(self.download_bytes(which))? else {
+            return which.iter().map(|&i| self.download_one(image, i).map(Cow::Owned)).collect();
+        };
+        // SAFETY: `buf` is pinned (staging) and is read only after the synchronisation.
+        unsafe { self.queue_download(image, which, buf) }?;
+        crate::engine::gpu::synchronize()?;
+        Ok(self.split(which, buf).into_iter().map(Cow::Borrowed).collect())
+    }
+
+    /// The bytes [`DeviceArena::queue_download`] of `which` needs.
+    pub fn download_bytes(&self, which: &[usize]) -> usize {
+        which.iter().map(|&i| self.allocs[i].1 as usize).sum()
+    }
+
+    /// Queues, on the null stream, the download of allocations `which` into `into`, one after
+    /// another (as [`DeviceArena::download_one`] makes each: held ranges, zeros elsewhere);
+    /// nothing waits. [`DeviceArena::split`] cuts `into` into them once the stream has been
+    /// synchronised.
+    ///
+    /// # Safety
+    /// `into` must be pinned host memory ([`Staging`]) of at least
+    /// [`DeviceArena::download_bytes`] bytes that stays allocated, and is not read, until the
+    /// stream has been synchronised.
+    pub unsafe fn queue_download(&self, image: &HostImage, which: &[usize], into: &mut [u8]) -> Result<(), CudaStatus> {
+        let mut at = 0;
+        for &i in which {
+            let (ptr, len) = self.allocs[i];
+            let region = &mut into[at..at + len as usize];
+            let held = &image.held[i];
+            if held.iter().map(|r| r.end - r.start).sum::<u64>() != len {
+                region.fill(0);
+            }
+            for r in held {
+                // SAFETY: `ptr` is a live allocation of `len` bytes and the range lies inside it;
+                // the region is pinned and outlives the copy (the caller's promise).
+                unsafe { result::memcpy_dtoh_async(&mut region[r.start as usize..r.end as usize], ptr + r.start, std::ptr::null_mut()) }
+                    .map_err(CudaStatus::from_driver)?;
+            }
+            at += len as usize;
+        }
+        Ok(())
+    }
+
+    /// `bytes`, filled by [`DeviceArena::queue_download`] of `which`, cut into its allocations.
+    pub fn split<'b>(&self, which: &[usize], bytes: &'b [u8]) -> Vec<&'b [u8]> {
+        let mut at = 0;
+        which
+            .iter()
+            .map(|&i| {
+                let len = self.allocs[i].1 as usize;
+                at += len;
+                &bytes[at - len..at]
+            })
+            .collect()
     }
 
     /// Downloads allocation `i` as [`DeviceArena::download`] does.

@@ -14,6 +14,7 @@
 
 pub mod device;
 pub mod sparse;
+pub mod staging;
 /// The arena's pure host arithmetic, kept with the other plain types in [`crate::core::layout`].
 pub use crate::core::layout;
 

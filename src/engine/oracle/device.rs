@@ -31,6 +31,7 @@ use crate::core::manifest::Role;
 use crate::core::plan::{Plan, TensorPlan};
 use crate::engine::arena::device::DeviceArena;
 use crate::engine::arena::sentinel_bits;
+use crate::engine::arena::staging::Staging;
 use crate::engine::data::device::DgLayout;
 use crate::engine::data::scheme2::DgTensor;
 use crate::engine::data::Recipe;
@@ -201,6 +202,11 @@ pub struct DeviceJudge {
     allocs: Scratch,
     /// The gold values of the run's judged outputs.
     gold: Scratch,
+    /// Pinned host memory the counts come back into ([`DeviceJudge::queue_read`]).
+    landing: Staging,
+    /// Pinned host memory the memory launch's allocations go up from: a copy from pageable
+    /// memory would wait for the run queued before it.
+    table: Staging,
     /// Tensors of the run being judged, and whether a rule was left undecided.
     tensors: usize,
     undecided: bool,
@@ -210,7 +216,16 @@ impl DeviceJudge {
     /// Compiles and loads `harness/judge.cu` of the kernels directory for `gpu`.
     pub fn load(gpu: &Gpu) -> Result<DeviceJudge, DeviceJudgeError> {
         let module = Module::harness("judge.cu", &["cf_j_memory", "cf_j_values"], gpu.info.arch, "loading the device oracles")?;
-        Ok(DeviceJudge { module, summary: Scratch::default(), allocs: Scratch::default(), gold: Scratch::default(), tensors: 0, undecided: false })
+        Ok(DeviceJudge {
+            module,
+            summary: Scratch::default(),
+            allocs: Scratch::default(),
+            gold: Scratch::default(),
+            landing: Staging::default(),
+            table: Staging::default(),
+            tensors: 0,
+            undecided: false,
+        })
     }
 
     /// Starts judging a run of a plan with `tensors` tensors: every count set to zero.
@@ -257,9 +272,15 @@ impl DeviceJudge {
         if jobs.is_empty() {
             return Ok(true);
         }
-        let mut table = self.allocs.reserve(std::mem::size_of_val(jobs.as_slice())).map_err(cuda("allocating the memory checks"))?;
-        // SAFETY: the table holds every job; JudgedAlloc is plain data laid out as judge.cu's.
-        unsafe { result::memcpy_htod_sync(table, &jobs) }.map_err(|e| cuda("uploading the memory checks")(CudaStatus::from_driver(e)))?;
+        let bytes = std::mem::size_of_val(jobs.as_slice());
+        let mut table = self.allocs.reserve(bytes).map_err(cuda("allocating the memory checks"))?;
+        let host = self.table.reserve(bytes).map_err(cuda("allocating the memory checks"))?.expect("a table is far below the staging limit");
+        // SAFETY: JudgedAlloc is plain data laid out as judge.cu's, `bytes` long in all.
+        host.copy_from_slice(unsafe { std::slice::from_raw_parts(jobs.as_ptr().cast::<u8>(), bytes) });
+        // SAFETY: the table holds every job; the source is pinned and is written again only by
+        // the next run's `memory`, after this run's checks have been waited for.
+        unsafe { result::memcpy_htod_async(table, &*host, std::ptr::null_mut()) }
+            .map_err(|e| cuda("uploading the memory checks")(CudaStatus::from_driver(e)))?;
         let items = jobs.iter().map(|j| j.len.max(j.stored.count())).max().unwrap_or(0).min(MEMORY_BLOCKS * 256);
         let mut summary = self.summary.ptr;
         let mut params = [ptr(&mut table), ptr(&mut summary)];
@@ -311,21 +332,43 @@ impl DeviceJudge {
     }
 
     /// Waits for the run's checks and downloads their counts.
-    pub fn read(&self) -> Result<DeviceSummary, DeviceJudgeError> {
-        let mut tensors = vec![TensorCounts::default(); self.tensors];
+    pub fn read(&mut self) -> Result<DeviceSummary, DeviceJudgeError> {
+        self.queue_read()?;
         crate::engine::gpu::synchronize().map_err(cuda("running the device oracles"))?;
-        if self.tensors > 0 {
-            // SAFETY: TensorCounts is WORDS plain u64s (asserted above); the summary buffer holds
-            // `self.tensors` rows.
-            let words = unsafe { std::slice::from_raw_parts_mut(tensors.as_mut_ptr().cast::<u64>(), self.tensors * WORDS) };
-            unsafe { result::memcpy_dtoh_sync(words, self.summary.ptr) }.map_err(|e| cuda("downloading the summary")(CudaStatus::from_driver(e)))?;
+        Ok(self.take())
+    }
+
+    /// Queues the counts' download behind the run's checks, and the buffers' clearing behind
+    /// it; nothing waits. After the stream is synchronised, [`DeviceJudge::take`] reads them.
+    pub fn queue_read(&mut self) -> Result<(), DeviceJudgeError> {
+        let bytes = self.tensors * WORDS * 8;
+        let landing = self.landing.reserve(bytes).map_err(cuda("allocating the summary's landing"))?.expect("a summary is far below the staging limit");
+        if bytes > 0 {
+            // SAFETY: the landing is pinned and lives in `self` until `take` reads it after the
+            // caller's synchronisation; the summary buffer holds `self.tensors` rows.
+            unsafe { result::memcpy_dtoh_async(landing, self.summary.ptr, std::ptr::null_mut()) }
+                .map_err(|e| cuda("downloading the summary")(CudaStatus::from_driver(e)))?;
         }
         // Left as they were found: zeros. A kernel that reads out of bounds may reach these
         // buffers; what it reads there must not change between its two runs of a case.
         for scratch in [&self.summary, &self.allocs, &self.gold] {
             scratch.clear().map_err(cuda("clearing the device oracles' buffers"))?;
         }
-        Ok(DeviceSummary { tensors, undecided: self.undecided })
+        Ok(())
+    }
+
+    /// The counts [`DeviceJudge::queue_read`] queued, once the stream has been synchronised.
+    pub fn take(&mut self) -> DeviceSummary {
+        let bytes = self.tensors * WORDS * 8;
+        let landing = self.landing.reserve(bytes).ok().flatten().expect("reserved by queue_read");
+        let tensors = landing
+            .chunks_exact(WORDS * 8)
+            .map(|row| {
+                let w = |k: usize| u64::from_le_bytes(row[k * 8..k * 8 + 8].try_into().expect("8 bytes"));
+                TensorCounts { outside: w(0), span: w(1), elements: w(2), noncanary: w(3), sentinel: w(4), nonfinite: w(5), special: w(6), over: w(7) }
+            })
+            .collect();
+        DeviceSummary { tensors, undecided: self.undecided }
     }
 
     /// The device address of tensor `i`'s counts.

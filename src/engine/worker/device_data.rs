@@ -88,7 +88,7 @@ impl Engine {
             return Ok(Filled { inputs: None, image, arena });
         }
         // The fill is queued on the null stream; the downloads wait for it.
-        image.bytes = arena.download(&image).map_err(DeviceFillError::Cuda)?;
+        image.bytes = arena.download(&image, &mut self.staging).map_err(DeviceFillError::Cuda)?;
         let inputs = read_back(recipes.to_vec(), plan, &image, &image.bytes);
         Ok(Filled { inputs: Some(inputs), image, arena })
     }

@@ -1,33 +1,44 @@
-//! A run judged on the device (issue 30, step 2): the case's arena was filled on the GPU
+//! A run judged on the device (issue 30, steps 2 and 3): the case's arena was filled on the GPU
 //! (`device_data`), so the oracles count on the device ([`DeviceJudge`]) and only their counts
 //! come back. A run whose counts show something is downloaded and judged by the host oracles,
 //! exactly as on the host path; a quiet run's arena never leaves the GPU.
 //!
-//! The order: the memory oracles right after the run, their counts read at once. Damage (a
-//! redzone, a gap, an input changed, a sentinel left) sends the run to the host path whole
-//! ([`Engine::finish_on_host`], from the run's downloaded bytes). Otherwise the inputs are as
-//! drawn, so the references read them where they lie without the arena being written back;
-//! the value oracles compare the outputs in the arena with the gold (left on the device by a
-//! built-in op's GPU reference, else uploaded). The determinism run keeps the first run's
-//! judged outputs on the host, as the host path does, and writes the written tensors' initial
-//! contents again on the device. Nothing of the case is copied on the device: a copy would be
-//! memory that a kernel reading out of bounds reaches.
+//! The order, in two batches of queued work with one synchronisation each (a third when the
+//! determinism run's launch needs its own), because with several workers sharing a GPU each
+//! synchronisation waits for the other contexts' turns:
+//! 1. the run (launched by the engine, not waited for), the memory oracles, a built-in op's
+//!    GPU reference (reading the inputs where they lie), and the downloads the host needs next:
+//!    the counts, the reference's outputs (its rules are made on the host), and for the
+//!    determinism run the first run's judged outputs. Damage (a redzone, a gap, an input
+//!    changed, a sentinel left) sends the run to the host path whole ([`Engine::finish_on_host`],
+//!    from the run's downloaded bytes: the arena still holds them).
+//! 2. the value oracles against the gold (left on the device by the reference, else uploaded)
+//!    and, for the determinism run, the written tensors made again on the device, the second
+//!    run, and its judged outputs' download.
+//!
+//! A fault at a synchronisation is the run's: the oracles and the built-in references are this
+//! harness's own kernels, launched inside their contracts (a user's reference kernel, a Python
+//! reference or the CPU reference runs after the first batch has been waited for). Nothing of
+//! the case is copied on the device: a copy would be memory that a kernel reading out of
+//! bounds reaches.
 
 use std::time::Instant;
 
 use crate::core::finding::Finding;
-use crate::core::verdict::{Outcome, RunOptions, Verdict};
+use crate::core::verdict::{Outcome, ReferenceUsed, RunOptions, Verdict};
 use crate::engine::arena::device::DeviceArena;
+use crate::engine::arena::HostImage;
 use crate::engine::gpu::CudaStatus;
 use crate::engine::oracle::device::{DeviceJudge, DeviceJudgeError};
 use crate::engine::oracle::{self, Judged};
 use crate::engine::reference::Expected;
 
-use super::engine::{judged_outputs, micros, Engine, Prepared, Progress};
+use super::engine::{judged_outputs, micros, run_failed, Engine, EngineError, Prepared, Progress, Stop};
+use super::reference::finish_gpu_op;
 
 impl Engine {
-    /// Judges the run that just ended on `arena`, runs the references and the determinism run,
-    /// and gives the case's verdict.
+    /// Judges the run just launched (not waited for) on `arena`, runs the references and the
+    /// determinism run, and gives the case's verdict.
     pub(super) fn finish_on_device(
         &mut self,
         prep: &Prepared<'_>,
@@ -36,31 +47,108 @@ impl Engine {
         opts: &RunOptions,
         p: &mut Progress,
     ) -> Result<Verdict, Verdict> {
-        // A harness failure here comes after a clean synchronisation of the kernel: the worker
-        // restarts to be safe.
+        // A harness failure here comes after the run: the worker restarts to be safe.
         let failed = |p: &Progress, e: DeviceJudgeError| p.error(e, true);
+        // While a run is queued and not waited for, its fault shows at whatever call comes next:
+        // a context that carries one makes it the run's finding.
+        let in_flight = |p: &Progress, e: EngineError| match crate::engine::gpu::synchronize() {
+            Err(s) => run_failed(judged, &s).verdict(p),
+            Ok(()) => p.error(e, true),
+        };
         let recipes = prep.pending.as_deref().expect("a run judged on the device has its recipes");
         let plan = &prep.plan;
+        let layout = &prep.image.layout;
+        let outputs: Vec<usize> = plan.tensors.iter().filter(|t| t.role.is_judged()).map(|t| t.index).collect();
+
+        // Batch 1: memory oracles, the reference, downloads.
         let t = Instant::now();
         if self.judge.is_none() {
-            self.judge = Some(DeviceJudge::load(&self.gpu).map_err(|e| failed(p, e))?);
+            self.judge = Some(DeviceJudge::load(&self.gpu).map_err(|e| in_flight(p, e.into()))?);
         }
         let judge = self.judge.as_mut().expect("loaded above");
-        judge.begin(plan.tensors.len()).map_err(|e| failed(p, e))?;
+        judge.begin(plan.tensors.len()).map_err(|e| in_flight(p, e.into()))?;
         let bases: Vec<u64> = arena.allocs.iter().map(|&(ptr, _)| ptr).collect();
-        let judged_here = judge.memory(plan, &prep.image.layout.allocs, &bases, recipes).map_err(|e| failed(p, e))?;
-        let memory = judge.read().map_err(|e| failed(p, e))?;
+        let judged_here = judge.memory(plan, &layout.allocs, &bases, recipes).map_err(|e| in_flight(p, e.into()))?;
+        if !judged_here {
+            crate::engine::gpu::synchronize().map_err(|s| run_failed(judged, &s).verdict(p))?;
+            let after = arena.download(&prep.image, &mut self.staging).map_err(|s| failed(p, cuda("downloading the run's results", s)))?;
+            return self.finish_on_host(prep, arena, judged, opts, p, after);
+        }
+        judge.queue_read().map_err(|e| in_flight(p, e.into()))?;
         p.times.judge_us = micros(t);
-        if !judged_here || memory.needs_host(plan) {
-            let after = arena.download(&prep.image).map_err(|s| failed(p, cuda("downloading the run's results", s)))?;
+
+        let t = Instant::now();
+        self.device_gold = None;
+        let queued = self.queue_references(prep, arena, opts.reference).map_err(|e| in_flight(p, e))?;
+        p.times.reference_us = micros(t);
+
+        let t = Instant::now();
+        let firsts: &[usize] = if opts.determinism { &outputs } else { &[] };
+        let ref_bytes = queued.as_ref().map_or(0, |q| q.arena().0.download_bytes(&q.read));
+        let staged =
+            self.staging.reserve(ref_bytes + arena.download_bytes(firsts)).map_err(|s| in_flight(p, cuda("allocating the download buffer", s).into()))?;
+        if let Some(buf) = staged {
+            let (into_ref, into_firsts) = buf.split_at_mut(ref_bytes);
+            // SAFETY: both halves are the staging buffer's (pinned), read only after the
+            // synchronisation below, and the buffer is not touched in between.
+            let queued_downloads = unsafe {
+                match &queued {
+                    Some(q) => q.arena().0.queue_download(q.arena().1, &q.read, into_ref),
+                    None => Ok(()),
+                }
+                .and_then(|()| arena.queue_download(&prep.image, firsts, into_firsts))
+            };
+            queued_downloads.map_err(|s| in_flight(p, cuda("queueing the downloads", s).into()))?;
+        }
+        let synced = crate::engine::gpu::synchronize();
+        // The GPU's queue: the run, the oracles, the reference.
+        p.times.kernel_us += micros(t);
+        synced.map_err(|s| run_failed(judged, &s).verdict(p))?;
+        let memory = self.judge.as_mut().expect("loaded above").take();
+        if memory.needs_host(plan) {
+            drop(queued);
+            let after = arena.download(&prep.image, &mut self.staging).map_err(|s| failed(p, cuda("downloading the run's results", s)))?;
             return self.finish_on_host(prep, arena, judged, opts, p, after);
         }
 
         let t = Instant::now();
-        let (references, used) = self.references(prep, arena, opts.reference, false).map_err(|e| p.error(e, true))?;
-        p.times.reference_us = micros(t);
-        p.reference = used;
+        // What batch 1 downloaded (or, past the staging buffer's size, what is downloaded now):
+        // the first run's judged outputs out of the buffer before anything reuses it, then the
+        // reference's outputs, read into its rules.
+        let staged_bytes = ref_bytes + arena.download_bytes(firsts);
+        let first = match self.staging.reserve(staged_bytes).map_err(|s| failed(p, cuda("reading the downloads", s)))? {
+            _ if !opts.determinism => None,
+            Some(buf) => Some(spread(plan.tensors.len(), firsts, arena.split(firsts, &buf[ref_bytes..]).into_iter().map(<[u8]>::to_vec))),
+            None => Some(judged_outputs(arena, &prep.image, judged, &mut self.staging).map_err(|stop| stop.verdict(p))?),
+        };
+        let references = match queued {
+            Some(q) => {
+                let (references, gold) = match self.staging.reserve(staged_bytes).map_err(|s| failed(p, cuda("reading the downloads", s)))? {
+                    Some(buf) => {
+                        let bytes = q.arena().0.split(&q.read, &buf[..ref_bytes]);
+                        finish_gpu_op(prep, q, &bytes)
+                    }
+                    None => {
+                        let got = q.arena().0.download_staged(q.arena().1, &q.read, &mut self.staging);
+                        let got = got.map_err(|s| p.error(EngineError::Reference(format!("reference kernel failed: {s}")), true))?;
+                        let bytes: Vec<&[u8]> = got.iter().map(|b| &**b).collect();
+                        finish_gpu_op(prep, q, &bytes)
+                    }
+                }
+                .map_err(|e| p.error(e, true))?;
+                self.device_gold = gold;
+                p.reference = ReferenceUsed::Gpu;
+                references
+            }
+            None => {
+                let (references, used) = self.references(prep, arena, opts.reference, false).map_err(|e| p.error(e, true))?;
+                p.reference = used;
+                references
+            }
+        };
+        p.times.reference_us += micros(t);
 
+        // Batch 2: value oracles; the determinism run.
         let t = Instant::now();
         let judge = self.judge.as_mut().expect("loaded above");
         judge.begin(plan.tensors.len()).map_err(|e| failed(p, e))?;
@@ -74,35 +162,118 @@ impl Engine {
                 Some(at) => at,
                 None => staged.next().expect("one staged gold per output not kept on the device"),
             };
-            let data = arena.allocs[e.index].0 + prep.image.layout.allocs[e.index].data_offset;
+            let data = arena.allocs[e.index].0 + layout.allocs[e.index].data_offset;
             judge.values(&plan.tensors[e.index], data, gold, e.gold.len() as u64, &e.rule).map_err(|e| failed(p, e))?;
         }
-        let values = judge.read().map_err(|e| failed(p, e))?;
+        judge.queue_read().map_err(|e| failed(p, e))?;
+        // Freed in stream order, behind the oracles that read it: the second run finds the
+        // reference's memory as the host path leaves it, given back.
         drop(kept);
+        p.times.judge_us += micros(t);
+
+        let mut second = None;
+        if let Some(first) = &first {
+            let t = Instant::now();
+            let generator = self.generator.as_ref().expect("the arena was filled by the generator");
+            // As the host path's restore: every tensor the kernel may write, and any other
+            // allocation it may have changed unseen (a capacity tail, which no oracle compares).
+            arena
+                .refill(layout, plan, recipes, generator, &|tp| tp.role.is_written() || layout.allocs[tp.index].tail_bytes > 0)
+                .map_err(|e| p.error(EngineError::DeviceData(e), true))?;
+            p.times.upload_us += micros(t);
+            let t = Instant::now();
+            let relaunched = self.relaunch(prep, arena, judged, opts, true);
+            second = Some(match relaunched {
+                Ok(()) => {
+                    self.queue_judged_outputs(arena, &prep.image, &outputs).map_err(|s| in_flight(p, cuda("queueing the second run's download", s).into()))?
+                }
+                Err(stop) => {
+                    // Refused at its launch: the first run's values are still judged.
+                    let findings = oracle::check_values(judged, &prep.image, first, &references);
+                    return Err(with_findings(findings, stop, p));
+                }
+            });
+            p.times.kernel_us += micros(t);
+        }
+        let t = Instant::now();
+        let synced = crate::engine::gpu::synchronize();
+        p.times.kernel_us += micros(t);
+        if let Err(s) = synced {
+            // The second run faulted (the oracles before it are ours): the first run's values
+            // are judged on the host, from its download, and the fault is the second run's.
+            let Some(first) = &first else { return Err(failed(p, cuda("running the device oracles", s))) };
+            let findings = oracle::check_values(judged, &prep.image, first, &references);
+            return Err(with_findings(findings, run_failed(judged, &s), p));
+        }
+
+        let t = Instant::now();
+        let values = self.judge.as_mut().expect("loaded above").take();
         // Judged again on the host from the run's bytes: its findings, with their detail (the
         // memory oracles found nothing, so these are the value oracles').
         let mut findings: Vec<Finding> = Vec::new();
         if values.needs_host(plan) {
-            let after = arena.download(&prep.image).map_err(|s| failed(p, cuda("downloading the run's results", s)))?;
-            findings.extend(oracle::check_values(judged, &prep.image, &after, &references));
+            findings = match &first {
+                // The first run's outputs: the arena holds the second run's now.
+                Some(first) => oracle::check_values(judged, &prep.image, first, &references),
+                None => {
+                    let after = arena.download(&prep.image, &mut self.staging).map_err(|s| failed(p, cuda("downloading the run's results", s)))?;
+                    oracle::check_values(judged, &prep.image, &after, &references)
+                }
+            };
+        }
+        if let (Some(first), Some(second)) = (&first, second) {
+            let second = self.take_judged_outputs(arena, &prep.image, &outputs, second, judged).map_err(|stop| stop.verdict(p))?;
+            findings.extend(oracle::check_determinism(judged, &prep.image, first, &second));
         }
         p.times.judge_us += micros(t);
-
-        if opts.determinism {
-            let t = Instant::now();
-            let first = judged_outputs(arena, &prep.image, judged).map_err(|stop| stop.verdict(p))?;
-            let generator = self.generator.as_ref().expect("the arena was filled by the generator");
-            // As the host path's restore: every tensor the kernel may write, and any other
-            // allocation it may have changed unseen (a capacity tail, which no oracle compares).
-            let layout = &prep.image.layout;
-            arena
-                .refill(layout, plan, recipes, generator, &|tp| tp.role.is_written() || layout.allocs[tp.index].tail_bytes > 0)
-                .map_err(|e| p.error(crate::engine::worker::engine::EngineError::DeviceData(e), true))?;
-            p.times.upload_us += micros(t);
-            self.determinism(prep, judged, arena, &first, opts, &mut findings, p)?;
-        }
         let outcome = if findings.is_empty() { Outcome::Pass } else { Outcome::Fail { findings } };
         Ok(p.verdict(outcome, false))
+    }
+
+    /// Queues the download of the judged outputs `outputs` into the staging buffer, when they
+    /// fit it (`true`); else they are downloaded after the synchronisation.
+    fn queue_judged_outputs(&mut self, arena: &DeviceArena, image: &HostImage, outputs: &[usize]) -> Result<bool, CudaStatus> {
+        let Some(buf) = self.staging.reserve(arena.download_bytes(outputs))? else { return Ok(false) };
+        // SAFETY: pinned, read by `take_judged_outputs` after the synchronisation.
+        unsafe { arena.queue_download(image, outputs, buf) }?;
+        Ok(true)
+    }
+
+    /// The judged outputs [`Engine::queue_judged_outputs`] queued (`staged`), or downloaded now,
+    /// in [`judged_outputs`]'s form.
+    fn take_judged_outputs(
+        &mut self,
+        arena: &DeviceArena,
+        image: &HostImage,
+        outputs: &[usize],
+        staged: bool,
+        judged: &Judged<'_>,
+    ) -> Result<Vec<Vec<u8>>, Stop> {
+        if !staged {
+            return judged_outputs(arena, image, judged, &mut self.staging);
+        }
+        let buf = self.staging.reserve(arena.download_bytes(outputs)).map_err(|s| run_failed(judged, &s))?.expect("reserved when queued");
+        Ok(spread(judged.plan.tensors.len(), outputs, arena.split(outputs, buf).into_iter().map(<[u8]>::to_vec)))
+    }
+}
+
+/// Per tensor of `n`: the bytes of those in `which` (in order), empty for the others.
+fn spread(n: usize, which: &[usize], bytes: impl Iterator<Item = Vec<u8>>) -> Vec<Vec<u8>> {
+    let mut out = vec![Vec::new(); n];
+    for (&i, b) in which.iter().zip(bytes) {
+        out[i] = b;
+    }
+    out
+}
+
+/// The verdict of a determinism run that stopped (`stop`), with the first run's `findings`.
+fn with_findings(mut findings: Vec<Finding>, stop: Stop, p: &Progress) -> Verdict {
+    match stop {
+        Stop::Finding(f, sticky) => {
+            findings.push(*f);
+            p.failed(findings, sticky)
+        }
+        other => other.verdict(p),
     }
 }
 

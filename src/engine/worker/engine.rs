@@ -11,10 +11,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::Instant;
 
 use crate::core::layout::AllocationTable;
 use crate::engine::arena::device::DeviceArena;
+use crate::engine::arena::staging::Staging;
 use thiserror::Error;
 
 use crate::core::verdict::{kernel_label, Outcome, ReferenceChoice, ReferenceUsed, RunOptions, StageTimes, Verdict};
@@ -140,9 +142,13 @@ pub struct Engine {
     /// The gold values a built-in op's GPU reference left on the device for this case's value
     /// oracles (`device_judge`).
     pub(super) device_gold: Option<crate::engine::oracle::device::DeviceGold>,
+    /// Pinned host memory the case's downloads land in, kept from case to case.
+    pub(super) staging: Staging,
     pub(super) gpu: Gpu,
     compiler: Compiler,
-    manifests: HashMap<PathBuf, Manifest>,
+    /// Loaded manifests, shared by the cases that use them (a clone per case cost more than
+    /// planning it).
+    manifests: HashMap<PathBuf, Rc<Manifest>>,
     /// Which loaded module serves a configuration: skips hashing sources per case.
     module_keys: HashMap<ModuleMemo, String>,
     /// Where the built-in ops' GPU reference kernels are (`<op>_f64.toml`).
@@ -194,7 +200,7 @@ pub(super) fn micros(t: Instant) -> u64 {
 
 /// A case ready to run: everything [`Engine::run_case`] computed on the host.
 pub(super) struct Prepared<'a> {
-    pub(super) manifest: Manifest,
+    pub(super) manifest: Rc<Manifest>,
     pub(super) plan: Plan,
     label: String,
     resolved: ResolvedLaunch,
@@ -272,6 +278,7 @@ impl Engine {
             allocations: None,
             generator: None,
             judge: None,
+            staging: Staging::default(),
             device_gold: None,
             gpu,
             compiler,
@@ -288,12 +295,12 @@ impl Engine {
         &self.gpu.info
     }
 
-    pub(super) fn manifest(&mut self, path: &Path) -> Result<Manifest, EngineError> {
+    pub(super) fn manifest(&mut self, path: &Path) -> Result<Rc<Manifest>, EngineError> {
         if let Some(m) = self.manifests.get(path) {
-            return Ok(m.clone());
+            return Ok(Rc::clone(m));
         }
-        let m = Manifest::load(path)?;
-        self.manifests.insert(path.to_path_buf(), m.clone());
+        let m = Rc::new(Manifest::load(path)?);
+        self.manifests.insert(path.to_path_buf(), Rc::clone(&m));
         Ok(m)
     }
 
@@ -419,6 +426,9 @@ impl Engine {
 
         let t = Instant::now();
         let ordinal = self.gpu.info.ordinal as i32;
+        // Out of `self` while the launcher borrows the module (a stop on the way costs only a
+        // new staging buffer next case).
+        let mut staging = std::mem::take(&mut self.staging);
         let module = if python { None } else { Some(&*self.module(&prep.manifest, case, opts.coverage).expect("compiled above")) };
         if let (true, Some(module)) = (opts.coverage, module) {
             module
@@ -433,16 +443,20 @@ impl Engine {
             _ => None,
         };
         if prep.judged_here() {
-            let launched = launch_and_wait(&launcher, &arena, &prep.image, &judged);
+            // Not waited for: the device oracles and the reference queue up behind it.
+            let launched = launch_queued(&launcher, &arena, &prep.image, &judged);
             p.times.kernel_us = micros(t);
+            // Counted only for a run that went through, as before (the read waits for it).
+            p.coverage = if launched.is_ok() { coverage(module) } else { None };
+            self.staging = staging;
             launched.map_err(|stop| stop.verdict(p))?;
-            p.coverage = coverage(module);
             return self.finish_on_device(&prep, &arena, &judged, opts, p);
         }
-        let first = run_once(&launcher, &arena, &prep.image, &judged);
+        let first = run_once(&launcher, &arena, &prep.image, &judged, &mut staging);
         p.times.kernel_us = micros(t);
+        p.coverage = if first.is_ok() { coverage(module) } else { None };
+        self.staging = staging;
         let after = first.map_err(|stop| stop.verdict(p))?;
-        p.coverage = coverage(module);
         self.finish_on_host(&prep, &arena, &judged, opts, p, after)
     }
 
@@ -533,14 +547,20 @@ impl Engine {
         Ok(Prepared { manifest, plan, label, resolved, steps, call, inputs, pending: None, image, case, arena: None })
     }
 
-    /// Launches the code under test again on the arena, as it stands, and waits for it.
-    pub(super) fn relaunch(&mut self, prep: &Prepared<'_>, arena: &DeviceArena, judged: &Judged<'_>, opts: &RunOptions) -> Result<(), Stop> {
+    /// Launches the code under test again on the arena, as it stands, and waits for it (or,
+    /// `queued`, only launches it: [`launch_queued`]).
+    pub(super) fn relaunch(&mut self, prep: &Prepared<'_>, arena: &DeviceArena, judged: &Judged<'_>, opts: &RunOptions, queued: bool) -> Result<(), Stop> {
         let ordinal = self.gpu.info.ordinal as i32;
         let module = match prep.call {
             Some(_) => None,
             None => Some(&*self.module(&prep.manifest, prep.case, opts.coverage).expect("compiled above")),
         };
-        launch_and_wait(&prep.launcher(module, ordinal), arena, &prep.image, judged)
+        let launcher = prep.launcher(module, ordinal);
+        if queued {
+            launch_queued(&launcher, arena, &prep.image, judged)
+        } else {
+            launch_and_wait(&launcher, arena, &prep.image, judged)
+        }
     }
 
     /// The determinism run: every written tensor rewritten with its initial contents, the
@@ -557,7 +577,7 @@ impl Engine {
         p: &mut Progress,
     ) -> Result<(), Verdict> {
         let t = Instant::now();
-        let again = self.relaunch(prep, arena, judged, opts).and_then(|()| judged_outputs(arena, &prep.image, judged));
+        let again = self.relaunch(prep, arena, judged, opts, false).and_then(|()| judged_outputs(arena, &prep.image, judged, &mut self.staging));
         p.times.kernel_us += micros(t);
         match again {
             Ok(second) => {
@@ -657,24 +677,33 @@ impl From<(Finding, bool)> for Stop {
 
 /// Launches once, synchronises and downloads everything; a CUDA error becomes a finding, with
 /// whether it poisoned the context.
-fn run_once(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<Vec<Vec<u8>>, Stop> {
+fn run_once(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>, staging: &mut Staging) -> Result<Vec<Vec<u8>>, Stop> {
     launch_and_wait(launcher, arena, image, j)?;
-    Ok(arena.download(image).map_err(|s| failed_after_launch(j, &s))?)
+    Ok(arena.download(image, staging).map_err(|s| failed_after_launch(j, &s))?)
 }
 
 /// After the determinism run: downloads only the judged outputs, the allocations it compares
 /// (the others were judged after the first run, and for a case whose stride gaps span gigabytes
 /// a second whole download would double its cost). The others come back empty.
-pub(super) fn judged_outputs(arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<Vec<Vec<u8>>, Stop> {
-    Ok(j.plan
-        .tensors
-        .iter()
-        .map(|t| if t.role.is_judged() { arena.download_one(image, t.index) } else { Ok(Vec::new()) })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|s| failed_after_launch(j, &s))?)
+pub(super) fn judged_outputs(arena: &DeviceArena, image: &HostImage, j: &Judged<'_>, staging: &mut Staging) -> Result<Vec<Vec<u8>>, Stop> {
+    let judged: Vec<usize> = j.plan.tensors.iter().filter(|t| t.role.is_judged()).map(|t| t.index).collect();
+    let mut got = arena.download_staged(image, &judged, staging).map_err(|s| failed_after_launch(j, &s))?.into_iter();
+    Ok(j.plan.tensors.iter().map(|t| if t.role.is_judged() { got.next().expect("one download per judged output").into_owned() } else { Vec::new() }).collect())
 }
 
 fn launch_and_wait(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<(), Stop> {
+    launch_queued(launcher, arena, image, j)?;
+    match launcher {
+        Launcher::Kernel(..) => Ok(crate::engine::gpu::synchronize().map_err(|s| failed_after_launch(j, &s))?),
+        // Called and waited for.
+        Launcher::Python { .. } => Ok(()),
+    }
+}
+
+/// Launches the code under test on the null stream without waiting for it: a launch refused is
+/// the finding; a fault shows at the next synchronisation ([`run_failed`]). A Python target is
+/// called and waited for (its callable may use streams of its own).
+fn launch_queued(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<(), Stop> {
     match launcher {
         Launcher::Kernel(module, resolved, steps) => {
             launch::launch(module, resolved, arena, image).map_err(|r| Stop::Finding(Box::new(rejection_finding(j, &r)), false))?;
@@ -683,10 +712,15 @@ fn launch_and_wait(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostIma
             for (i, s) in steps.iter().enumerate() {
                 launch::launch_at(module, i + 1, s, arena, image).map_err(|r| Stop::Finding(Box::new(rejection_finding(j, &r)), false))?;
             }
-            Ok(crate::engine::gpu::synchronize().map_err(|s| failed_after_launch(j, &s))?)
+            Ok(())
         }
         Launcher::Python { manifest, call, ordinal } => call_python(manifest, call, *ordinal, arena, image, j),
     }
+}
+
+/// A synchronisation after the code under test was launched failed with `s`: the run's finding.
+pub(super) fn run_failed(j: &Judged<'_>, s: &CudaStatus) -> Stop {
+    failed_after_launch(j, s).into()
 }
 
 /// Calls a Python target, then synchronises the whole context (the callable may have used

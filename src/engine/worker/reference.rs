@@ -18,12 +18,13 @@
 use crate::core::manifest::{PythonReference, ReferenceKernel, ReferenceSpec, Role};
 use crate::core::plan::{check_contract, Plan};
 use crate::engine::arena::device::DeviceArena;
+use crate::engine::arena::staging::Staging;
 use crate::engine::arena::{sentinel_bits, ArenaLayout, HostImage};
 use crate::engine::data::{self, Inputs};
 use crate::engine::launch;
 use crate::engine::reference::{
     cpu_op_reference, gpu_case, gpu_viewed, judged_tensor, kernel_expected, kernel_manifest, op_expected, op_reference, python_reference_manifest,
-    reference_case, role_inputs, Bound, OpReference, OpValues, RefOutputs, RoleValues,
+    reference_case, role_inputs, Bound, OpCase, OpReference, OpValues, RefOutputs, RoleValues,
 };
 
 use super::engine::{Engine, EngineError, Prepared};
@@ -96,7 +97,7 @@ impl Engine {
         if outcome != launch::call::CallOutcome::Returned {
             return Err(reference(format!("the Python reference {} ({run} run) did not return normally: {outcome:?}; fix the reference", r.call.callable)));
         }
-        judged_outputs(&rplan, &arena, &image, &format!("the Python reference {} ({run} run)", r.call.callable))
+        judged_outputs(&rplan, &arena, &image, &format!("the Python reference {} ({run} run)", r.call.callable), &mut self.staging)
     }
 
     /// A built-in op on its GPU reference kernel; `None` when there is no such kernel, the
@@ -105,10 +106,39 @@ impl Engine {
     fn gpu_op(
         &mut self,
         prep: &Prepared<'_>,
-        op: &dyn OpReference,
+        op: &'static dyn OpReference,
         bind: &std::collections::BTreeMap<String, String>,
         arena: &DeviceArena,
     ) -> Result<Option<RefOutputs>, EngineError> {
+        let Some(queued) = self.queue_gpu_op(prep, op, bind, arena)? else { return Ok(None) };
+        let bytes = queued
+            .rarena
+            .download_staged(&queued.rimage, &queued.read, &mut self.staging)
+            .map_err(|s| EngineError::Reference(format!("reference kernel failed: {s}")))?;
+        let bytes: Vec<&[u8]> = bytes.iter().map(|b| &**b).collect();
+        let (refs, gold) = finish_gpu_op(prep, queued, &bytes)?;
+        self.device_gold = gold;
+        Ok(Some(refs))
+    }
+
+    /// The GPU reference of a case whose manifest binds a built-in op, launched and not waited
+    /// for, when `choice` asks for the GPU and the op's reference kernel can take the case
+    /// (else `None`: [`Engine::references`] runs the reference after the run is waited for).
+    pub(super) fn queue_references(&mut self, prep: &Prepared<'_>, arena: &DeviceArena, choice: ReferenceChoice) -> Result<Option<QueuedOp>, EngineError> {
+        match &prep.manifest.reference {
+            ReferenceSpec::Op { op, bind } if choice == ReferenceChoice::Gpu => self.queue_gpu_op(prep, op_reference(*op), bind, arena),
+            _ => Ok(None),
+        }
+    }
+
+    /// [`Engine::gpu_op`] up to its launch: plan, contract, buffers, launch; nothing waits.
+    fn queue_gpu_op(
+        &mut self,
+        prep: &Prepared<'_>,
+        op: &'static dyn OpReference,
+        bind: &std::collections::BTreeMap<String, String>,
+        arena: &DeviceArena,
+    ) -> Result<Option<QueuedOp>, EngineError> {
         let reference = |m: String| EngineError::Reference(m);
         let gpu = op.gpu();
         let Some(path) = self.reference_dir.as_ref().map(|d| d.join(gpu.manifest)).filter(|p| p.is_file()) else { return Ok(None) };
@@ -170,37 +200,17 @@ impl Engine {
             }
         }
         let view_image = HostImage { layout: ArenaLayout { allocs: layouts }, bytes: Vec::new(), data_uninit: Vec::new(), held: Vec::new() };
-        let result = launch::launch(module, &resolved, &view, &view_image)
-            .map_err(|r| reference(format!("reference kernel launch: {r}")))
-            .and_then(|()| crate::engine::gpu::synchronize().map_err(|s| reference(format!("reference kernel failed: {s}"))));
+        let launched = launch::launch(module, &resolved, &view, &view_image).map_err(|r| reference(format!("reference kernel launch: {r}")));
         view.allocs.clear();
-        result?;
-        let values = |name: &str| -> Result<Vec<f64>, EngineError> {
-            let tp = rplan.tensor(name).ok_or_else(|| reference(format!("{} has no tensor `{name}`", refm.name)))?;
-            let bytes = rarena.download_one(&rimage, tp.index).map_err(|s| reference(s.to_string()))?;
-            Ok(data::read_strided(rimage.data(tp.index, &bytes), tp))
-        };
-        let mut out = OpValues::new();
+        launched?;
+        // Every output the rules read: per output, gold, baseline and its condition if any.
+        let tensor = |name: &str| rplan.tensor(name).map(|tp| tp.index).ok_or_else(|| reference(format!("{} has no tensor `{name}`", refm.name)));
+        let mut read = Vec::new();
         for o in gpu.outputs {
-            let cond = match o.cond {
-                Some(name) => values(name)?,
-                None => Vec::new(),
-            };
-            out.insert(o.role.to_string(), RoleValues { gold: values(o.gold)?, baseline: values(o.baseline)?, cond });
+            read.extend([tensor(o.gold)?, tensor(o.baseline)?]);
+            read.extend(o.cond.map(tensor).transpose()?);
         }
-        let ri = if op.rule_reads_inputs() { role_inputs(op.op(), &b, prep.inputs())? } else { Default::default() };
-        if prep.judged_here() {
-            // The gold stays where the reference wrote it, for the device's value oracles.
-            let at = gpu.outputs.iter().filter_map(|o| {
-                let role = op.op().spec().tensors.iter().find(|r| r.name == o.role)?;
-                let (target, gold) = (judged_tensor(&b, role)?, rplan.tensor(o.gold)?);
-                let dense = gold.dtype == crate::core::case::Dtype::F64 && gold.is_dense_row_major();
-                dense.then(|| (target.index, rarena.allocs[gold.index].0 + rimage.layout.allocs[gold.index].data_offset, gold.numel))
-            });
-            let at = at.collect();
-            self.device_gold = Some(DeviceGold { arena: rarena, at });
-        }
-        Ok(Some(op_expected(op, &oc, &b, out, &ri)))
+        Ok(Some(QueuedOp { op, bind: bind.clone(), oc, rplan, rimage, rarena, read }))
     }
 
     /// A user's reference kernel, run as gold (every floating tensor f64) and as baseline (the
@@ -227,17 +237,19 @@ impl Engine {
             .map_err(|r| reference(format!("reference kernel {} launch: {r}", k.entry)))
             .and_then(|()| crate::engine::gpu::synchronize().map_err(|s| reference(format!("reference kernel {} failed: {s}", k.entry))))?;
         let run = if gold { "gold" } else { "same-precision" };
-        judged_outputs(&rplan, &arena, &image, &format!("the reference kernel {} ({run} run)", k.entry))
+        judged_outputs(&rplan, &arena, &image, &format!("the reference kernel {} ({run} run)", k.entry), &mut self.staging)
     }
 }
 
 /// The judged outputs of one reference run (`what`, for messages), in roster order; an output
 /// whose initial contents mark unwritten elements must have none left.
-fn judged_outputs(rplan: &Plan, arena: &DeviceArena, image: &HostImage, what: &str) -> Result<Vec<Vec<f64>>, EngineError> {
+fn judged_outputs(rplan: &Plan, arena: &DeviceArena, image: &HostImage, what: &str, staging: &mut Staging) -> Result<Vec<Vec<f64>>, EngineError> {
+    let judged: Vec<&crate::core::plan::TensorPlan> = rplan.tensors.iter().filter(|t| t.role.is_judged()).collect();
+    let which: Vec<usize> = judged.iter().map(|tp| tp.index).collect();
+    let downloads = arena.download_staged(image, &which, staging).map_err(|s| EngineError::Reference(s.to_string()))?;
     let mut out = Vec::new();
-    for tp in rplan.tensors.iter().filter(|t| t.role.is_judged()) {
-        let bytes = arena.download_one(image, tp.index).map_err(|s| EngineError::Reference(s.to_string()))?;
-        let data = image.data(tp.index, &bytes);
+    for (tp, bytes) in judged.into_iter().zip(&downloads) {
+        let data = image.data(tp.index, bytes);
         if tp.init.marks_unwritten() {
             let sentinel = sentinel_bits(tp.dtype);
             let left = data::read_strided_bits(data, tp).iter().filter(|&&b| b == sentinel).count();
@@ -256,4 +268,51 @@ fn two_runs_expected(prep: &Prepared<'_>, factor: f64, floor: Option<f64>, gold:
     let judged = prep.plan.tensors.iter().filter(|t| t.role.is_judged()).map(|t| t.index);
     let runs = judged.zip(gold.into_iter().zip(baseline)).map(|(i, (g, b))| (i, g, b)).collect();
     kernel_expected(factor, floor, &prep.plan, runs)
+}
+
+/// A built-in op's GPU reference, launched and not yet waited for ([`Engine::queue_references`]).
+pub(super) struct QueuedOp {
+    op: &'static dyn OpReference,
+    bind: std::collections::BTreeMap<String, String>,
+    oc: OpCase,
+    rplan: Plan,
+    rimage: HostImage,
+    rarena: DeviceArena,
+    /// The reference's tensors the rules read, in the order [`finish_gpu_op`] takes them.
+    pub(super) read: Vec<usize>,
+}
+
+impl QueuedOp {
+    /// The reference's arena and image, to queue the download of [`QueuedOp::read`] from.
+    pub(super) fn arena(&self) -> (&DeviceArena, &HostImage) {
+        (&self.rarena, &self.rimage)
+    }
+}
+
+/// The rules of a queued op reference from its outputs `bytes` (the [`QueuedOp::read`]
+/// allocations, downloaded after the reference ran), and, for a case judged on the device, the
+/// gold it leaves there for the device's value oracles.
+pub(super) fn finish_gpu_op(prep: &Prepared<'_>, q: QueuedOp, bytes: &[&[u8]]) -> Result<(RefOutputs, Option<DeviceGold>), EngineError> {
+    let (op, gpu) = (q.op, q.op.gpu());
+    let b = Bound { bind: &q.bind, plan: &prep.plan };
+    let mut values = q.read.iter().zip(bytes).map(|(&i, b)| data::read_strided(q.rimage.data(i, b), &q.rplan.tensors[i]));
+    let mut out = OpValues::new();
+    for o in gpu.outputs {
+        let (gold, baseline) = (values.next().expect("gold read"), values.next().expect("baseline read"));
+        let cond = if o.cond.is_some() { values.next().expect("cond read") } else { Vec::new() };
+        out.insert(o.role.to_string(), RoleValues { gold, baseline, cond });
+    }
+    let ri = if op.rule_reads_inputs() { role_inputs(op.op(), &b, prep.inputs())? } else { Default::default() };
+    let kept = prep.judged_here().then(|| {
+        // The gold stays where the reference wrote it, for the device's value oracles.
+        let at = gpu.outputs.iter().filter_map(|o| {
+            let role = op.op().spec().tensors.iter().find(|r| r.name == o.role)?;
+            let (target, gold) = (judged_tensor(&b, role)?, q.rplan.tensor(o.gold)?);
+            let dense = gold.dtype == crate::core::case::Dtype::F64 && gold.is_dense_row_major();
+            dense.then(|| (target.index, q.rarena.allocs[gold.index].0 + q.rimage.layout.allocs[gold.index].data_offset, gold.numel))
+        });
+        let at = at.collect();
+        DeviceGold { arena: q.rarena, at }
+    });
+    Ok((op_expected(op, &q.oc, &b, out, &ri), kept))
 }
