@@ -46,6 +46,9 @@ impl Staging {
             let want = bytes.next_power_of_two().max(1 << 16);
             // SAFETY: a pinned allocation of a positive size, freed once by `release`.
             let ptr = unsafe { result::malloc_host(want, 0) }.map_err(CudaStatus::from_driver)?;
+            // Zeroed once, so that no slice ever covers memory that was never written.
+            // SAFETY: `want` bytes were just allocated at `ptr`.
+            unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, want) };
             self.ptr = std::ptr::NonNull::new(ptr.cast::<u8>());
             self.bytes = want;
         }

@@ -184,9 +184,18 @@ impl Engine {
             let t = Instant::now();
             let relaunched = self.relaunch(prep, arena, judged, opts, true);
             second = Some(match relaunched {
-                Ok(()) => {
-                    self.queue_judged_outputs(arena, &prep.image, &outputs).map_err(|s| in_flight(p, cuda("queueing the second run's download", s).into()))?
-                }
+                Ok(()) => match self.queue_judged_outputs(arena, &prep.image, &outputs) {
+                    Ok(staged) => staged,
+                    // The second run's fault can show here already: as at the synchronisation
+                    // below, the first run's values are still judged.
+                    Err(s) => {
+                        let findings = oracle::check_values(judged, &prep.image, first, &references);
+                        return Err(match crate::engine::gpu::synchronize() {
+                            Err(fault) => with_findings(findings, run_failed(judged, &fault), p),
+                            Ok(()) => failed(p, cuda("queueing the second run's download", s)),
+                        });
+                    }
+                },
                 Err(stop) => {
                     // Refused at its launch: the first run's values are still judged.
                     let findings = oracle::check_values(judged, &prep.image, first, &references);
