@@ -191,7 +191,7 @@ impl DeviceArena {
     /// allocated whole as under a sanitizer (the same bytes, seconds slower).
     pub fn upload(image: &HostImage) -> Result<DeviceArena, CudaStatus> {
         let sizes: Vec<u64> = image.bytes.iter().map(|b| b.len() as u64).collect();
-        let arena = DeviceArena::allocate(&sizes, &image.held, POOL.load(Ordering::Relaxed))?;
+        let arena = DeviceArena::allocate(&sizes, &image.held)?;
         (0..sizes.len()).filter(|&i| sizes[i] > 0).try_for_each(|i| arena.write(image, i))?;
         Ok(arena)
     }
@@ -199,8 +199,9 @@ impl DeviceArena {
     /// Allocates `sizes[i]` bytes per allocation (0: left out, it stands for another arena's
     /// allocation); one held in more than one range ([`HostImage::held`]) is sparse outside a
     /// sanitizer. Nothing is written.
-    fn allocate(sizes: &[u64], held: &[Vec<std::ops::Range<u64>>], pool: usize) -> Result<DeviceArena, CudaStatus> {
+    fn allocate(sizes: &[u64], held: &[Vec<std::ops::Range<u64>>]) -> Result<DeviceArena, CudaStatus> {
         sweep_quarantine();
+        let pool = POOL.load(Ordering::Relaxed);
         let mut arena = DeviceArena { allocs: Vec::with_capacity(sizes.len()), backing: Vec::with_capacity(sizes.len()), leases: Arc::new(()) };
         for (i, &len) in sizes.iter().enumerate() {
             if len == 0 {
@@ -232,7 +233,7 @@ impl DeviceArena {
     pub fn fill(layout: &ArenaLayout, plan: &Plan, recipes: &[Recipe], generator: &DeviceGenerator) -> Result<DeviceArena, DeviceFillError> {
         let held: Vec<Vec<std::ops::Range<u64>>> = plan.tensors.iter().map(|tp| held_ranges(&layout.allocs[tp.index], tp)).collect();
         let sizes: Vec<u64> = layout.allocs.iter().map(|a| a.total_bytes()).collect();
-        let arena = DeviceArena::allocate(&sizes, &held, POOL.load(Ordering::Relaxed)).map_err(DeviceFillError::Cuda)?;
+        let arena = DeviceArena::allocate(&sizes, &held).map_err(DeviceFillError::Cuda)?;
         arena.write_recipes(layout, plan, recipes, generator, &held, &|_| true)?;
         Ok(arena)
     }

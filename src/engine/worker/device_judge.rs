@@ -33,7 +33,7 @@ use crate::engine::oracle::device::{DeviceJudge, DeviceJudgeError};
 use crate::engine::oracle::{self, Judged};
 use crate::engine::reference::Expected;
 
-use super::engine::{judged_outputs, micros, run_failed, Engine, EngineError, Prepared, Progress, Stop};
+use super::engine::{judged_indices, judged_outputs, micros, run_failed, spread, Engine, EngineError, Prepared, Progress, Stop};
 use super::reference::finish_gpu_op;
 
 impl Engine {
@@ -58,7 +58,7 @@ impl Engine {
         let recipes = prep.pending.as_deref().expect("a run judged on the device has its recipes");
         let plan = &prep.plan;
         let layout = &prep.image.layout;
-        let outputs: Vec<usize> = plan.tensors.iter().filter(|t| t.role.is_judged()).map(|t| t.index).collect();
+        let outputs = judged_indices(plan);
 
         // Batch 1: memory oracles, the reference, downloads.
         let t = Instant::now();
@@ -191,7 +191,7 @@ impl Engine {
                     Err(s) => {
                         let findings = oracle::check_values(judged, &prep.image, first, &references);
                         return Err(match crate::engine::gpu::synchronize() {
-                            Err(fault) => with_findings(findings, run_failed(judged, &fault), p),
+                            Err(fault) => run_failed(judged, &fault).verdict_after(findings, p),
                             Ok(()) => failed(p, cuda("queueing the second run's download", s)),
                         });
                     }
@@ -199,7 +199,7 @@ impl Engine {
                 Err(stop) => {
                     // Refused at its launch: the first run's values are still judged.
                     let findings = oracle::check_values(judged, &prep.image, first, &references);
-                    return Err(with_findings(findings, stop, p));
+                    return Err(stop.verdict_after(findings, p));
                 }
             });
             p.times.kernel_us += micros(t);
@@ -212,7 +212,7 @@ impl Engine {
             // are judged on the host, from its download, and the fault is the second run's.
             let Some(first) = &first else { return Err(failed(p, cuda("running the device oracles", s))) };
             let findings = oracle::check_values(judged, &prep.image, first, &references);
-            return Err(with_findings(findings, run_failed(judged, &s), p));
+            return Err(run_failed(judged, &s).verdict_after(findings, p));
         }
 
         let t = Instant::now();
@@ -263,26 +263,6 @@ impl Engine {
         }
         let buf = self.staging.reserve(arena.download_bytes(outputs)).map_err(|s| run_failed(judged, &s))?.expect("reserved when queued");
         Ok(spread(judged.plan.tensors.len(), outputs, arena.split(outputs, buf).into_iter().map(<[u8]>::to_vec)))
-    }
-}
-
-/// Per tensor of `n`: the bytes of those in `which` (in order), empty for the others.
-fn spread(n: usize, which: &[usize], bytes: impl Iterator<Item = Vec<u8>>) -> Vec<Vec<u8>> {
-    let mut out = vec![Vec::new(); n];
-    for (&i, b) in which.iter().zip(bytes) {
-        out[i] = b;
-    }
-    out
-}
-
-/// The verdict of a determinism run that stopped (`stop`), with the first run's `findings`.
-fn with_findings(mut findings: Vec<Finding>, stop: Stop, p: &Progress) -> Verdict {
-    match stop {
-        Stop::Finding(f, sticky) => {
-            findings.push(*f);
-            p.failed(findings, sticky)
-        }
-        other => other.verdict(p),
     }
 }
 

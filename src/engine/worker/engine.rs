@@ -584,11 +584,7 @@ impl Engine {
                 findings.extend(oracle::check_determinism(judged, &prep.image, after, &second));
                 Ok(())
             }
-            Err(Stop::Finding(f, sticky)) => {
-                findings.push(*f);
-                Err(p.failed(std::mem::take(findings), sticky))
-            }
-            Err(stop) => Err(stop.verdict(p)),
+            Err(stop) => Err(stop.verdict_after(std::mem::take(findings), p)),
         }
     }
 }
@@ -661,8 +657,17 @@ pub(super) enum Stop {
 
 impl Stop {
     pub(super) fn verdict(self, p: &Progress) -> Verdict {
+        self.verdict_after(Vec::new(), p)
+    }
+
+    /// The verdict of a run that stopped (a determinism run) after the case's earlier runs
+    /// found `findings`: a finding joins them; anything else is the verdict alone.
+    pub(super) fn verdict_after(self, mut findings: Vec<Finding>, p: &Progress) -> Verdict {
         match self {
-            Stop::Finding(f, sticky) => p.failed(vec![*f], sticky),
+            Stop::Finding(f, sticky) => {
+                findings.push(*f);
+                p.failed(findings, sticky)
+            }
             Stop::Error(e) => p.error(e, false),
             Stop::Rejected(exception, message) => p.verdict(Outcome::Rejected { exception, message }, false),
         }
@@ -686,9 +691,24 @@ fn run_once(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostImage, j: 
 /// (the others were judged after the first run, and for a case whose stride gaps span gigabytes
 /// a second whole download would double its cost). The others come back empty.
 pub(super) fn judged_outputs(arena: &DeviceArena, image: &HostImage, j: &Judged<'_>, staging: &mut Staging) -> Result<Vec<Vec<u8>>, Stop> {
-    let judged: Vec<usize> = j.plan.tensors.iter().filter(|t| t.role.is_judged()).map(|t| t.index).collect();
-    let mut got = arena.download_staged(image, &judged, staging).map_err(|s| failed_after_launch(j, &s))?.into_iter();
-    Ok(j.plan.tensors.iter().map(|t| if t.role.is_judged() { got.next().expect("one download per judged output").into_owned() } else { Vec::new() }).collect())
+    let judged = judged_indices(j.plan);
+    let got = arena.download_staged(image, &judged, staging).map_err(|s| failed_after_launch(j, &s))?;
+    Ok(spread(j.plan.tensors.len(), &judged, got.into_iter().map(std::borrow::Cow::into_owned)))
+}
+
+/// The allocations of a plan's judged outputs, in roster order.
+pub(super) fn judged_indices(plan: &Plan) -> Vec<usize> {
+    plan.tensors.iter().filter(|t| t.role.is_judged()).map(|t| t.index).collect()
+}
+
+/// Per allocation of `n`: the bytes of those in `which` (in order), empty for the others (the
+/// form [`judged_outputs`] gives).
+pub(super) fn spread(n: usize, which: &[usize], bytes: impl Iterator<Item = Vec<u8>>) -> Vec<Vec<u8>> {
+    let mut out = vec![Vec::new(); n];
+    for (&i, b) in which.iter().zip(bytes) {
+        out[i] = b;
+    }
+    out
 }
 
 fn launch_and_wait(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<(), Stop> {
