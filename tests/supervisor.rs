@@ -327,3 +327,48 @@ fn sanitizer_batches_grow_from_a_measuring_pair_and_stop_at_the_deadline() {
     let next = pool.slots[0].next_chunk(None);
     assert!((10..=30).contains(&next), "6 s of 0.2 s cases: {next}");
 }
+
+/// Natively a pool writes each slot's next case to its worker while the case before runs. A
+/// worker that dies, faults or hangs with the case before takes that request with it: the case
+/// is sent again to the next worker and ends as it would alone. A run that ends with a request
+/// still waiting in the worker (here one that kills its worker) leaves nothing behind for the
+/// next run's cases to be blamed for.
+#[test]
+fn a_case_written_ahead_ends_as_it_would_alone_and_outlives_no_run() {
+    let (_dir, m, cfg) = setup();
+    let mut pool = pool_of(&cfg, 1);
+    let kinds = [1u64, 3, 1, 4, 1, 5, 1, 3, 3, 1, 2, 1];
+    let make = |i: u64, _: &AtomicBool| Some(case(kinds[i as usize]));
+    let mut got = Vec::new();
+    pool.run_indexed(kinds.len() as u64, None, &m, &opts(), Duration::from_millis(500), &make, &mut |i, slot| {
+        if let Slot::Ran(_, v) = slot {
+            got.push((i, *v));
+        }
+        Ok(std::ops::ControlFlow::Continue(()))
+    })
+    .unwrap();
+    assert_eq!(got.iter().map(|(i, _)| *i).collect::<Vec<_>>(), (0..kinds.len() as u64).collect::<Vec<_>>());
+    for (i, v) in &got {
+        let kind = kinds[*i as usize];
+        match kind {
+            1 | 5 => assert_eq!(v.outcome, Outcome::Pass, "case {i}"),
+            3 => assert_eq!(only_finding(v).kind, FindingKind::WorkerCrash, "case {i}"),
+            2 => assert_eq!(only_finding(v).kind, FindingKind::Hang, "case {i}"),
+            _ => assert!(v.sticky, "case {i}"),
+        }
+    }
+    // The run ends at its first result while the next case, one that kills its worker, waits
+    // in the worker; the next run's cases all pass.
+    let ends = |i: u64, _: &AtomicBool| Some(case(if i == 0 { 5 } else { 3 }));
+    pool.run_indexed(4, None, &m, &opts(), Duration::from_secs(5), &ends, &mut |_, _| Ok(std::ops::ControlFlow::Break(()))).unwrap();
+    let passes = |_: u64, _: &AtomicBool| Some(case(1));
+    let mut outcomes = Vec::new();
+    pool.run_indexed(3, None, &m, &opts(), Duration::from_secs(5), &passes, &mut |_, slot| {
+        if let Slot::Ran(_, v) = slot {
+            outcomes.push(v.outcome);
+        }
+        Ok(std::ops::ControlFlow::Continue(()))
+    })
+    .unwrap();
+    assert_eq!(outcomes, vec![Outcome::Pass; 3]);
+}

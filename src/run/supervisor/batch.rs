@@ -135,7 +135,7 @@ impl Supervisor {
                         limit = next;
                         break;
                     }
-                    let (v, _) = self.run_once(&tool_cases[next], manifest, &tool_opts, timeout.saturating_mul(SANITIZER_SLOWDOWN))?;
+                    let (v, _) = self.run_once(None, &tool_cases[next], manifest, &tool_opts, timeout.saturating_mul(SANITIZER_SLOWDOWN))?;
                     if crate::run::trace::on() {
                         crate::run::trace::line(serde_json::json!({ "event": "sanitizer_case", "tool": tool.name(), "sticky": v.sticky, "times": v.times }));
                     }
@@ -161,7 +161,7 @@ impl Supervisor {
                         ran.len()
                     );
                     for (idx, _) in ran {
-                        let (v, _) = self.run_once(&tool_cases[idx], manifest, &tool_opts, timeout.saturating_mul(SANITIZER_SLOWDOWN))?;
+                        let (v, _) = self.run_once(None, &tool_cases[idx], manifest, &tool_opts, timeout.saturating_mul(SANITIZER_SLOWDOWN))?;
                         let xml = self.end_process();
                         let _ = merge_records(tool, xml, &tool_cases, manifest, vec![(idx, v)], &mut verdicts);
                     }

@@ -9,6 +9,13 @@
 //! group, so the watchdog's SIGTERM, grace period and SIGKILL reach everything they started, and
 //! a terminal's Ctrl-C reaches only the supervisor, which stops cleanly. A [`Pool`] whose run
 //! ends early abandons the cases still running (their workers are killed, nothing waits).
+//!
+//! Natively a pool writes each worker's next case to it while the one before still runs
+//! ([`Supervisor::send_ahead`]), so the worker never waits for the supervisor between cases. A
+//! request written ahead is journalled like any other; when its worker is lost before its turn,
+//! the journal says so (`not_run`) and the case is sent again to the next worker, and a request
+//! whose turn never comes is run to its end, or killed with its worker, before the worker
+//! serves anything else ([`Supervisor::drain`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -173,6 +180,15 @@ pub struct SanitizerPass {
 pub(crate) struct RunLimits {
     cancel: Option<Arc<AtomicBool>>,
     deadline: Option<Instant>,
+}
+
+/// A request written to a worker ahead of its turn ([`Supervisor::send_ahead`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Sent {
+    /// The request's id.
+    id: u64,
+    /// The worker it was written to ([`process::WorkerHandle`]'s serial).
+    worker: u64,
 }
 
 /// One supervised worker slot and its journal.
@@ -549,30 +565,102 @@ impl Supervisor {
     }
 
     fn run_native(&mut self, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<Verdict, SupervisorError> {
-        let (first, hung) = self.run_once(case, manifest, opts, timeout)?;
+        self.run_sent(None, case, manifest, opts, timeout)
+    }
+
+    /// [`Supervisor::run`] natively, for a case whose request may have been written to the
+    /// worker ahead of its turn (`sent`, by [`Supervisor::send_ahead`]): when that worker is
+    /// still the one running, the case is not sent again.
+    pub fn run_sent(&mut self, sent: Option<Sent>, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<Verdict, SupervisorError> {
+        let (first, hung) = self.run_once(sent, case, manifest, opts, timeout)?;
         if !hung {
             return Ok(first);
         }
-        let (second, hung_again) = self.run_once(case, manifest, opts, timeout.saturating_mul(2))?;
+        let (second, hung_again) = self.run_once(None, case, manifest, opts, timeout.saturating_mul(2))?;
         Ok(if hung_again { first } else { second })
     }
 
-    /// One attempt; the flag says the watchdog killed a launched kernel.
-    fn run_once(&mut self, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<(Verdict, bool), SupervisorError> {
-        self.give_up()?;
-        let began = Instant::now();
-        self.fit(manifest);
-        self.ensure_worker()?;
-        let start_us = began.elapsed().as_micros() as u64;
+    /// A request written ahead ([`Supervisor::send_ahead`]) whose case's turn never came: the
+    /// worker runs it to its end and its verdict is dropped, or, when the run is interrupted or
+    /// cancelled meanwhile, the worker is killed with it. Either way the worker serves nothing
+    /// else first, so no later case is blamed for what this one does.
+    pub fn drain(&mut self, sent: Sent, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) {
+        if self.worker.as_ref().map(|w| w.serial) != Some(sent.worker) {
+            return;
+        }
+        let _ = self.run_once(Some(sent), case, manifest, opts, timeout);
+    }
+
+    /// Writes `case`'s request to the running worker now, while it still runs an earlier case,
+    /// so that the worker finds it waiting and neither side waits for the other between the
+    /// two (natively only: a sanitizer's batches are sent as they run). `None` when no worker is
+    /// running for `manifest`: the case is sent when its turn comes. The request is journalled
+    /// first, as every request is.
+    pub fn send_ahead(&mut self, case: &Case, manifest: &Manifest, opts: &RunOptions) -> Result<Option<Sent>, SupervisorError> {
+        if self.sanitized() || python::PythonWorker::for_manifest(manifest) != self.python {
+            return Ok(None);
+        }
+        let Some(serial) = self.worker.as_ref().map(|w| w.serial) else { return Ok(None) };
+        let id = self.write_request(case, manifest, opts)?;
+        Ok(id.map(|id| Sent { id, worker: serial }))
+    }
+
+    /// Journals and writes a request to the running worker; its id, or `None` when the write
+    /// failed (the worker is gone).
+    fn write_request(&mut self, case: &Case, manifest: &Manifest, opts: &RunOptions) -> Result<Option<u64>, SupervisorError> {
         let id = self.next_id;
         self.next_id += 1;
         self.journal(&JournalEntry { id, manifest: &manifest.path, case })?;
         let req = WorkerRequest { id, case: case.clone(), manifest: manifest.path.clone(), options: opts.clone() };
         let line = serde_json::to_string(&req).expect("requests serialize");
         let worker = self.worker.as_mut().expect("started");
-        if writeln!(worker.stdin, "{line}").and_then(|()| worker.stdin.flush()).is_err() {
-            return Ok((self.bury(case, manifest, None), false));
+        Ok(writeln!(worker.stdin, "{line}").and_then(|()| worker.stdin.flush()).is_ok().then_some(id))
+    }
+
+    /// One attempt; the flag says the watchdog killed a launched kernel. A request `sent` ahead
+    /// to the worker still running is the attempt's; one sent to a worker since lost is
+    /// journalled as not run, and the case is sent again.
+    fn run_once(
+        &mut self,
+        sent: Option<Sent>,
+        case: &Case,
+        manifest: &Manifest,
+        opts: &RunOptions,
+        timeout: Duration,
+    ) -> Result<(Verdict, bool), SupervisorError> {
+        let current = self.worker.as_ref().map(|w| w.serial);
+        if let Err(e) = self.give_up() {
+            // A request written ahead is in the worker: it goes with the worker, or the
+            // worker's next case would run after it and be blamed for what it does.
+            if sent.is_some_and(|s| Some(s.worker) == current) {
+                if let Some(w) = self.worker.take() {
+                    kill_now(w.child);
+                }
+            }
+            return Err(e);
         }
+        let began = Instant::now();
+        self.fit(manifest);
+        let current = self.worker.as_ref().map(|w| w.serial);
+        let ahead = match sent {
+            Some(s) if Some(s.worker) == current => Some(s.id),
+            Some(s) => {
+                self.journal(&serde_json::json!({ "id": s.id, "not_run": "its worker ended before its turn; the case was sent again" }))?;
+                None
+            }
+            None => None,
+        };
+        let (id, start_us) = match ahead {
+            Some(id) => (id, 0),
+            None => {
+                self.ensure_worker()?;
+                let start_us = began.elapsed().as_micros() as u64;
+                match self.write_request(case, manifest, opts)? {
+                    Some(id) => (id, start_us),
+                    None => return Ok((self.bury(case, manifest, None), false)),
+                }
+            }
+        };
         // Two runs of the kernel when checking determinism, plus host work around them.
         let kernel_budget = timeout.saturating_mul(if opts.determinism { 2 } else { 1 }).saturating_add(Duration::from_secs(2));
         let mut deadline = Instant::now() + SETUP_TIMEOUT;

@@ -22,7 +22,12 @@ pub(super) struct WorkerHandle {
     pub(super) stdin: ChildStdin,
     pub(super) events: Receiver<String>,
     pub(super) gpu: GpuInfo,
+    /// This worker among every worker of the process (a pid can come back).
+    pub(super) serial: u64,
 }
+
+/// The last [`WorkerHandle::serial`] given out.
+static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// A started worker process that has not said yet whether it opened the GPU.
 pub(super) struct Starting {
@@ -76,7 +81,10 @@ impl Starting {
             let slice = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
             match self.events.recv_timeout(slice) {
                 Ok(line) => match serde_json::from_str::<WorkerEvent>(&line) {
-                    Ok(WorkerEvent::Ready { gpu }) => return Ok(WorkerHandle { child: self.child, stdin: self.stdin, events: self.events, gpu }),
+                    Ok(WorkerEvent::Ready { gpu }) => {
+                        let serial = SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                        return Ok(WorkerHandle { child: self.child, stdin: self.stdin, events: self.events, gpu, serial });
+                    }
                     Ok(WorkerEvent::StartFailed { message, setup }) => {
                         let _ = self.child.wait();
                         return Err(if setup { StartFailure::Setup(message) } else { StartFailure::NoGpu(message) });
