@@ -14,8 +14,10 @@
 //! ([`Supervisor::send_ahead`]), so the worker never waits for the supervisor between cases. A
 //! request written ahead is journalled like any other; when its worker is lost before its turn,
 //! the journal says so (`not_run`) and the case is sent again to the next worker, and a request
-//! whose turn never comes is run to its end, or killed with its worker, before the worker
-//! serves anything else ([`Supervisor::drain`]).
+//! whose turn never comes (the run reached its deadline) is run to its end and reported, or
+//! killed with its worker when the run is cancelled, before the worker serves anything else
+//! ([`Supervisor::drain`]). Only requests of up to 16 KiB are written ahead: a longer write
+//! could wait for the running case, which nothing would watch meanwhile.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -180,6 +182,16 @@ pub struct SanitizerPass {
 pub(crate) struct RunLimits {
     cancel: Option<Arc<AtomicBool>>,
     deadline: Option<Instant>,
+}
+
+/// The longest request written to a worker ahead of its turn: well inside a pipe's 64 KiB, so
+/// the write never waits for the worker.
+const AHEAD_BYTES: usize = 16 << 10;
+
+/// The JSON line of a request with id `id`.
+fn request_line(id: u64, case: &Case, manifest: &Manifest, opts: &RunOptions) -> String {
+    let req = WorkerRequest { id, case: case.clone(), manifest: manifest.path.clone(), options: opts.clone() };
+    serde_json::to_string(&req).expect("requests serialize")
 }
 
 /// A request written to a worker ahead of its turn ([`Supervisor::send_ahead`]).
@@ -580,15 +592,17 @@ impl Supervisor {
         Ok(if hung_again { first } else { second })
     }
 
-    /// A request written ahead ([`Supervisor::send_ahead`]) whose case's turn never came: the
-    /// worker runs it to its end and its verdict is dropped, or, when the run is interrupted or
-    /// cancelled meanwhile, the worker is killed with it. Either way the worker serves nothing
-    /// else first, so no later case is blamed for what this one does.
-    pub fn drain(&mut self, sent: Sent, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) {
+    /// A request written ahead ([`Supervisor::send_ahead`]) whose case's turn never came (its
+    /// run reached its deadline or ended): the worker runs it to its end, and its verdict is
+    /// returned, since it ran; or, when the run is interrupted or cancelled meanwhile, the
+    /// worker is killed with it. Either way the worker serves nothing else first, so no later
+    /// case is blamed for what this one does. `None` when it did not run (journalled so).
+    pub fn drain(&mut self, sent: Sent, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Option<Verdict> {
         if self.worker.as_ref().map(|w| w.serial) != Some(sent.worker) {
-            return;
+            let _ = self.journal(&serde_json::json!({ "id": sent.id, "not_run": "its worker ended before its turn; its run ended" }));
+            return None;
         }
-        let _ = self.run_once(Some(sent), case, manifest, opts, timeout);
+        self.run_once(Some(sent), case, manifest, opts, timeout).ok().map(|(v, _)| v)
     }
 
     /// Writes `case`'s request to the running worker now, while it still runs an earlier case,
@@ -601,20 +615,29 @@ impl Supervisor {
             return Ok(None);
         }
         let Some(serial) = self.worker.as_ref().map(|w| w.serial) else { return Ok(None) };
-        let id = self.write_request(case, manifest, opts)?;
+        let line = request_line(self.next_id, case, manifest, opts);
+        // A write that does not fit the pipe would wait for the running case to end, and
+        // nothing would watch that case meanwhile: a long request waits for its turn.
+        if line.len() > AHEAD_BYTES {
+            return Ok(None);
+        }
+        let id = self.write_request(&line, case, manifest)?;
         Ok(id.map(|id| Sent { id, worker: serial }))
     }
 
-    /// Journals and writes a request to the running worker; its id, or `None` when the write
-    /// failed (the worker is gone).
-    fn write_request(&mut self, case: &Case, manifest: &Manifest, opts: &RunOptions) -> Result<Option<u64>, SupervisorError> {
+    /// Journals and writes request `line` (made by [`request_line`] with the next id) to the
+    /// running worker; its id, or `None` when the write failed (the worker is gone: the request
+    /// is journalled as not run).
+    fn write_request(&mut self, line: &str, case: &Case, manifest: &Manifest) -> Result<Option<u64>, SupervisorError> {
         let id = self.next_id;
         self.next_id += 1;
         self.journal(&JournalEntry { id, manifest: &manifest.path, case })?;
-        let req = WorkerRequest { id, case: case.clone(), manifest: manifest.path.clone(), options: opts.clone() };
-        let line = serde_json::to_string(&req).expect("requests serialize");
         let worker = self.worker.as_mut().expect("started");
-        Ok(writeln!(worker.stdin, "{line}").and_then(|()| worker.stdin.flush()).is_ok().then_some(id))
+        if writeln!(worker.stdin, "{line}").and_then(|()| worker.stdin.flush()).is_ok() {
+            return Ok(Some(id));
+        }
+        self.journal(&serde_json::json!({ "id": id, "not_run": "its worker's input was closed" }))?;
+        Ok(None)
     }
 
     /// One attempt; the flag says the watchdog killed a launched kernel. A request `sent` ahead
@@ -655,7 +678,8 @@ impl Supervisor {
             None => {
                 self.ensure_worker()?;
                 let start_us = began.elapsed().as_micros() as u64;
-                match self.write_request(case, manifest, opts)? {
+                let line = request_line(self.next_id, case, manifest, opts);
+                match self.write_request(&line, case, manifest)? {
                     Some(id) => (id, start_us),
                     None => return Ok((self.bury(case, manifest, None), false)),
                 }

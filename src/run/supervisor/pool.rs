@@ -216,9 +216,11 @@ fn drive_native(sup: &mut Supervisor, s: &Shared<'_>, tx: &Sender<Report>) {
     let mut ahead: Option<Ahead> = None;
     drive_ahead(sup, s, tx, &mut ahead);
     // A request written ahead whose turn never came is still in the worker: it runs there, or
-    // goes with the worker, before the slot serves anything else.
-    if let Some((_, Some((case, Some(sent))))) = ahead {
-        sup.drain(sent, &case, s.manifest, s.opts, s.timeout);
+    // goes with the worker, before the slot serves anything else; one that ran is reported.
+    if let Some((j, Some((case, Some(sent))))) = ahead {
+        if let Some(verdict) = sup.drain(sent, &case, s.manifest, s.opts, s.timeout) {
+            let _ = tx.send((j, Ok(Slot::Ran(Box::new(case), Box::new(verdict)))));
+        }
     }
 }
 
@@ -267,9 +269,16 @@ fn drive_ahead(sup: &mut Supervisor, s: &Shared<'_>, tx: &Sender<Report>, ahead:
         // Written now when it was not ahead, so that the next can queue behind it.
         let sent = match sent {
             Some(sent) => Some(sent),
-            None => sup.send_ahead(&case, s.manifest, s.opts).unwrap_or(None),
+            None => match sup.send_ahead(&case, s.manifest, s.opts) {
+                Ok(sent) => sent,
+                Err(e) => {
+                    let _ = tx.send((i, Err(e)));
+                    return;
+                }
+            },
         };
-        if !over() {
+        // Only behind this case's own request: a next case written before it would run first.
+        if sent.is_some() && !over() {
             let j = s.next.fetch_add(1, Ordering::SeqCst);
             if j < s.n {
                 // A `make` that would wait for earlier results (a campaign's steering) is not
@@ -278,6 +287,7 @@ fn drive_ahead(sup: &mut Supervisor, s: &Shared<'_>, tx: &Sender<Report>, ahead:
                 let now_or_later = AtomicBool::new(true);
                 *ahead = Some(match (s.make)(j, &now_or_later) {
                     Some(next) => {
+                        // A journal that cannot be written fails the case's own turn instead.
                         let sent = sup.send_ahead(&next, s.manifest, s.opts).unwrap_or(None);
                         (j, Some((next, sent)))
                     }
