@@ -372,3 +372,54 @@ fn a_case_written_ahead_ends_as_it_would_alone_and_outlives_no_run() {
     .unwrap();
     assert_eq!(outcomes, vec![Outcome::Pass; 3]);
 }
+
+/// Several slots whose `make` waits for earlier results (as a campaign's steering does) still
+/// run every case, in order: a slot never waits, while its own case runs, for a case of its own
+/// that is not done. A run cut by its deadline ends within the grace, and its workers serve the
+/// next run's cases as if nothing had been left in them.
+#[test]
+fn slots_whose_cases_wait_for_earlier_results_and_a_deadline_leave_nothing_behind() {
+    let (_dir, m, cfg) = setup();
+    let mut pool = pool_of(&cfg, 3);
+    let delivered = std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let make = |i: u64, abort: &AtomicBool| {
+        // Waits for every case two or more behind it to be delivered.
+        while !(0..i.saturating_sub(1)).all(|j| delivered.lock().unwrap().contains(&j)) {
+            if abort.load(Ordering::SeqCst) {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Some(case(if i % 4 == 2 { 5 } else { 1 }))
+    };
+    let mut seen = Vec::new();
+    pool.run_indexed(30, None, &m, &opts(), Duration::from_secs(5), &make, &mut |i, slot| {
+        delivered.lock().unwrap().insert(i);
+        assert!(matches!(&slot, Slot::Ran(_, v) if v.outcome == Outcome::Pass), "case {i}: {slot:?}");
+        seen.push(i);
+        Ok(std::ops::ControlFlow::Continue(()))
+    })
+    .unwrap();
+    assert_eq!(seen, (0..30).collect::<Vec<_>>());
+
+    let slow = |_: u64, _: &AtomicBool| Some(case(5));
+    let started = Instant::now();
+    let mut cut = Vec::new();
+    pool.run_indexed(1000, Some(Instant::now() + Duration::from_millis(700)), &m, &opts(), Duration::from_secs(5), &slow, &mut |i, _| {
+        cut.push(i);
+        Ok(std::ops::ControlFlow::Continue(()))
+    })
+    .unwrap();
+    assert!(started.elapsed() < Duration::from_millis(700) + cudafuzz::run::supervisor::DEADLINE_GRACE, "{:?}", started.elapsed());
+    assert!(!cut.is_empty() && cut.windows(2).all(|w| w[0] < w[1]), "{cut:?}");
+    let passes = |_: u64, _: &AtomicBool| Some(case(1));
+    let mut outcomes = Vec::new();
+    pool.run_indexed(6, None, &m, &opts(), Duration::from_secs(5), &passes, &mut |_, slot| {
+        if let Slot::Ran(_, v) = slot {
+            outcomes.push(v.outcome);
+        }
+        Ok(std::ops::ControlFlow::Continue(()))
+    })
+    .unwrap();
+    assert_eq!(outcomes, vec![Outcome::Pass; 6]);
+}
