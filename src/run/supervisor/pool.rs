@@ -204,6 +204,27 @@ fn drive(sup: &mut Supervisor, s: &Shared<'_>, tx: &Sender<Report>) {
     }
 }
 
+impl Shared<'_> {
+    /// Whether the run is over: ended early, or past its deadline.
+    fn over(&self) -> bool {
+        self.abort.load(Ordering::SeqCst) || self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+}
+
+/// Starts the slot's worker if it has none; whether the slot may take its next index. A start
+/// that fails is reported as the result of the index the slot would have taken.
+fn worker_ready(sup: &mut Supervisor, s: &Shared<'_>, tx: &Sender<Report>) -> bool {
+    if let Err(e) = sup.ready_for(s.manifest) {
+        let first = s.next.fetch_add(1, Ordering::SeqCst);
+        if first < s.n && !matches!(e, SupervisorError::Cancelled) {
+            let _ = tx.send((first, Err(e)));
+        }
+        return false;
+    }
+    // A worker's start may have outlasted the run.
+    !s.over()
+}
+
 /// A case index, and its case when it was made ahead of its turn, with its request when that
 /// was written to the worker ahead too.
 type Ahead = (u64, Option<(Case, Option<Sent>)>);
@@ -225,24 +246,14 @@ fn drive_native(sup: &mut Supervisor, s: &Shared<'_>, tx: &Sender<Report>) {
 }
 
 fn drive_ahead(sup: &mut Supervisor, s: &Shared<'_>, tx: &Sender<Report>, ahead: &mut Option<Ahead>) {
-    let over = || s.abort.load(Ordering::SeqCst) || s.deadline.is_some_and(|d| Instant::now() >= d);
     loop {
-        if over() {
+        if s.over() {
             return;
         }
         let (i, made) = match ahead.take() {
             Some(next) => next,
             None => {
-                if let Err(e) = sup.ready_for(s.manifest) {
-                    // The case this slot would have run carries the reason, like any failed start.
-                    let first = s.next.fetch_add(1, Ordering::SeqCst);
-                    if first < s.n && !matches!(e, SupervisorError::Cancelled) {
-                        let _ = tx.send((first, Err(e)));
-                    }
-                    return;
-                }
-                // A worker's start may have outlasted the run.
-                if over() {
+                if !worker_ready(sup, s, tx) {
                     return;
                 }
                 let i = s.next.fetch_add(1, Ordering::SeqCst);
@@ -278,7 +289,7 @@ fn drive_ahead(sup: &mut Supervisor, s: &Shared<'_>, tx: &Sender<Report>, ahead:
             },
         };
         // Only behind this case's own request: a next case written before it would run first.
-        if sent.is_some() && !over() {
+        if sent.is_some() && !s.over() {
             let j = s.next.fetch_add(1, Ordering::SeqCst);
             if j < s.n {
                 // A `make` that would wait for earlier results (a campaign's steering) is not
@@ -314,21 +325,8 @@ fn drive_ahead(sup: &mut Supervisor, s: &Shared<'_>, tx: &Sender<Report>, ahead:
 
 /// [`drive`] under a sanitizer: chunks of indices, each run as a batch in one tool process.
 fn drive_batches(sup: &mut Supervisor, s: &Shared<'_>, tx: &Sender<Report>) {
-    let over = || s.abort.load(Ordering::SeqCst) || s.deadline.is_some_and(|d| Instant::now() >= d);
     loop {
-        if over() {
-            return;
-        }
-        if let Err(e) = sup.ready_for(s.manifest) {
-            // The case this slot would have run carries the reason, like any failed start.
-            let first = s.next.fetch_add(1, Ordering::SeqCst);
-            if first < s.n && !matches!(e, SupervisorError::Cancelled) {
-                let _ = tx.send((first, Err(e)));
-            }
-            return;
-        }
-        // A worker's start may have outlasted the run.
-        if over() {
+        if s.over() || !worker_ready(sup, s, tx) {
             return;
         }
         let chunk = sup.next_chunk(s.deadline) as u64;
