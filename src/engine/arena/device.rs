@@ -231,15 +231,23 @@ impl DeviceArena {
     /// the host's values cross the bus, nothing the GPU can make itself. Queued on the null
     /// stream; a fault shows at the next synchronisation.
     pub fn fill(layout: &ArenaLayout, plan: &Plan, recipes: &[Recipe], generator: &DeviceGenerator) -> Result<DeviceArena, DeviceFillError> {
-        let held: Vec<Vec<std::ops::Range<u64>>> = plan.tensors.iter().map(|tp| held_ranges(&layout.allocs[tp.index], tp)).collect();
-        let sizes: Vec<u64> = layout.allocs.iter().map(|a| a.total_bytes()).collect();
-        let arena = DeviceArena::allocate(&sizes, &held).map_err(DeviceFillError::Cuda)?;
-        arena.write_recipes(layout, plan, recipes, generator, &held, &|_| true)?;
+        let arena = DeviceArena::for_layout(layout, plan)?;
+        arena.refill(layout, plan, recipes, generator, &|_| true)?;
         Ok(arena)
     }
 
-    /// Writes back, on the device, the initial contents of the tensors `which` selects, as
-    /// [`DeviceArena::fill`] first wrote them (before a second run of the same case).
+    /// The allocations [`DeviceArena::fill`] makes for `layout`, with nothing written yet: a
+    /// caller that queues the fill later ([`DeviceArena::refill`] of every tensor) puts it next
+    /// to the work that follows it.
+    pub fn for_layout(layout: &ArenaLayout, plan: &Plan) -> Result<DeviceArena, DeviceFillError> {
+        let held: Vec<Vec<std::ops::Range<u64>>> = plan.tensors.iter().map(|tp| held_ranges(&layout.allocs[tp.index], tp)).collect();
+        let sizes: Vec<u64> = layout.allocs.iter().map(|a| a.total_bytes()).collect();
+        DeviceArena::allocate(&sizes, &held).map_err(DeviceFillError::Cuda)
+    }
+
+    /// Writes, on the device, the initial contents of the tensors `which` selects, as
+    /// [`DeviceArena::fill`] writes them (before a second run of the same case, or the first
+    /// time into an arena made by [`DeviceArena::for_layout`]).
     pub fn refill(
         &self,
         layout: &ArenaLayout,

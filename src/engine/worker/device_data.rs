@@ -51,6 +51,16 @@ pub(super) struct Filled {
 }
 
 impl Engine {
+    /// Queues the fill of a case judged on the device, whose arena [`Engine::prepare_on_device`]
+    /// only allocated: right before the run, so that the fill, the run, the oracles and the
+    /// reference reach the GPU together (with several workers on a GPU, a context whose queue
+    /// ran dry waits for its turn again).
+    pub(super) fn fill_before_run(&self, prep: &super::engine::Prepared<'_>, arena: &DeviceArena) -> Result<(), EngineError> {
+        let recipes = prep.pending.as_deref().expect("a run judged on the device has its recipes");
+        let generator = self.generator.as_ref().expect("loaded by prepare_on_device");
+        Ok(arena.refill(&prep.image.layout, &prep.plan, recipes, generator, &|_| true)?)
+    }
+
     /// Whether a run on an arena filled on the device is judged there too: the device oracles
     /// make again what every allocation held (all held whole, each tensor drawn by v2 or one
     /// constant), and `CUDAFUZZ_DATA_PATH` is not `fill`.
@@ -72,21 +82,24 @@ impl Engine {
     }
 
     /// Fills the case's arena on the device. When the run is judged on the device
-    /// ([`Engine::judges_on_device`], and the caller allows it: `judged_here`), nothing comes back
-    /// yet; otherwise the image and drawn values are downloaded. The recipes stay the caller's: a
-    /// case the device cannot take (out of memory) goes on to the host path with them.
+    /// ([`Engine::judges_on_device`], and the caller allows it: `judged_here`), the arena is only
+    /// allocated, and nothing comes back: the engine queues its fill right before the run
+    /// ([`Engine::fill_before_run`]); otherwise the image and drawn values are downloaded. The
+    /// recipes stay the caller's: a case the device cannot take (out of memory) goes on to the
+    /// host path with them.
     pub(super) fn prepare_on_device(&mut self, case: &Case, plan: &Plan, recipes: &[Recipe], judged_here: bool) -> Result<Filled, EngineError> {
         if self.generator.is_none() {
             self.generator = Some(DeviceGenerator::load(&self.gpu).map_err(DeviceFillError::from)?);
         }
         let generator = self.generator.as_ref().expect("loaded above");
         let layout = ArenaLayout::new(case, plan);
-        let arena = DeviceArena::fill(&layout, plan, recipes, generator)?;
         let held = plan.tensors.iter().map(|tp| held_ranges(&layout.allocs[tp.index], tp)).collect();
         let mut image = HostImage { data_uninit: vec![false; layout.allocs.len()], layout, bytes: Vec::new(), held };
         if judged_here && Self::judges_on_device(&image, recipes) {
+            let arena = DeviceArena::for_layout(&image.layout, plan)?;
             return Ok(Filled { inputs: None, image, arena });
         }
+        let arena = DeviceArena::fill(&image.layout, plan, recipes, generator)?;
         // The fill is queued on the null stream; the downloads wait for it.
         image.bytes = arena.download(&image, &mut self.staging).map_err(DeviceFillError::Cuda)?;
         let inputs = read_back(recipes.to_vec(), plan, &image, &image.bytes);

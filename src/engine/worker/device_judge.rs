@@ -34,10 +34,11 @@ use crate::engine::oracle::{self, Judged};
 use crate::engine::reference::Expected;
 
 use super::engine::{judged_indices, judged_outputs, micros, run_failed, spread, Engine, EngineError, Prepared, Progress, Stop};
-use super::reference::finish_gpu_op;
+use super::reference::{finish_gpu_op, PlannedOp};
 
 impl Engine {
-    /// Judges the run just launched (not waited for) on `arena`, runs the references and the
+    /// Judges the run just launched (not waited for) on `arena`, runs the references (the
+    /// built-in op's GPU reference `planned` before the arena was filled, if any) and the
     /// determinism run, and gives the case's verdict.
     pub(super) fn finish_on_device(
         &mut self,
@@ -45,6 +46,7 @@ impl Engine {
         arena: &DeviceArena,
         judged: &Judged<'_>,
         opts: &RunOptions,
+        planned: Option<PlannedOp>,
         p: &mut Progress,
     ) -> Result<Verdict, Verdict> {
         // A harness failure here comes after the run: the worker restarts to be safe.
@@ -79,8 +81,8 @@ impl Engine {
 
         let t = Instant::now();
         self.device_gold = None;
-        let queued = self.queue_references(prep, arena, opts.reference).map_err(|e| in_flight(p, e))?;
-        p.times.reference_us = micros(t);
+        let queued = planned.map(|planned| self.queue_gpu_op(prep, planned, arena)).transpose().map_err(|e| in_flight(p, e))?;
+        p.times.reference_us += micros(t);
 
         let t = Instant::now();
         let firsts: &[usize] = if opts.determinism { &outputs } else { &[] };

@@ -399,6 +399,11 @@ impl Engine {
         p.times.prepare_us = micros(t);
         let filled = prep.arena.take();
         let judged = prep.judged(p.contract.as_ref().is_some_and(ContractVerdict::is_inside));
+        // A run judged on the device has its GPU reference planned now, before its arena is
+        // filled: the fill, the run, the oracles and the reference then reach the GPU together.
+        let t = Instant::now();
+        let planned = if prep.judged_here() { self.plan_references(&prep, opts.reference).map_err(|e| p.error(e, false))? } else { None };
+        p.times.reference_us = micros(t);
 
         let t = Instant::now();
         let python = prep.manifest.target.python().is_some();
@@ -419,6 +424,9 @@ impl Engine {
             Some(arena) => arena,
             None => DeviceArena::upload(&prep.image).map_err(|s| p.error(upload_failure(&s, &prep.image, &prep.plan), launch::is_sticky(&s)))?,
         };
+        if prep.judged_here() {
+            self.fill_before_run(&prep, &arena).map_err(|e| p.error(e, true))?;
+        }
         p.times.upload_us = micros(t);
         if opts.sanitizer.is_some() {
             self.allocations = Some(arena.table(&prep.image, &prep.plan));
@@ -450,7 +458,7 @@ impl Engine {
             p.coverage = if launched.is_ok() { coverage(module) } else { None };
             self.staging = staging;
             launched.map_err(|stop| stop.verdict(p))?;
-            return self.finish_on_device(&prep, &arena, &judged, opts, p);
+            return self.finish_on_device(&prep, &arena, &judged, opts, planned, p);
         }
         let first = run_once(&launcher, &arena, &prep.image, &judged, &mut staging);
         p.times.kernel_us = micros(t);

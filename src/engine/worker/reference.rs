@@ -110,7 +110,8 @@ impl Engine {
         bind: &std::collections::BTreeMap<String, String>,
         arena: &DeviceArena,
     ) -> Result<Option<RefOutputs>, EngineError> {
-        let Some(queued) = self.queue_gpu_op(prep, op, bind, arena)? else { return Ok(None) };
+        let Some(planned) = self.plan_gpu_op(prep, op, bind)? else { return Ok(None) };
+        let queued = self.queue_gpu_op(prep, planned, arena)?;
         let bytes = queued
             .rarena
             .download_staged(&queued.rimage, &queued.read, &mut self.staging)
@@ -121,25 +122,26 @@ impl Engine {
         Ok(Some(refs))
     }
 
-    /// The GPU reference of a case whose manifest binds a built-in op, launched and not waited
-    /// for, when `choice` asks for the GPU and the op's reference kernel can take the case
-    /// (else `None`: [`Engine::references`] runs the reference after the run is waited for).
-    pub(super) fn queue_references(&mut self, prep: &Prepared<'_>, arena: &DeviceArena, choice: ReferenceChoice) -> Result<Option<QueuedOp>, EngineError> {
+    /// The GPU reference of a case whose manifest binds a built-in op, planned on the host, when
+    /// `choice` asks for the GPU and the op's reference kernel can take the case (else `None`:
+    /// [`Engine::references`] runs the reference after the run is waited for). Planned before
+    /// the case's arena is filled, so that nothing the host does stands between the fill, the
+    /// run, the oracles and the reference's launch ([`Engine::queue_gpu_op`]).
+    pub(super) fn plan_references(&mut self, prep: &Prepared<'_>, choice: ReferenceChoice) -> Result<Option<PlannedOp>, EngineError> {
         match &prep.manifest.reference {
-            ReferenceSpec::Op { op, bind } if choice == ReferenceChoice::Gpu => self.queue_gpu_op(prep, op_reference(*op), bind, arena),
+            ReferenceSpec::Op { op, bind } if choice == ReferenceChoice::Gpu => self.plan_gpu_op(prep, op_reference(*op), bind),
             _ => Ok(None),
         }
     }
 
-    /// [`Engine::gpu_op`] up to its launch: plan, contract, buffers, launch; nothing waits.
-    fn queue_gpu_op(
+    /// [`Engine::gpu_op`]'s host half: the reference's case, plan, contract and launch, and
+    /// the case's values it copies; `None` when the GPU reference cannot take the case.
+    fn plan_gpu_op(
         &mut self,
         prep: &Prepared<'_>,
         op: &'static dyn OpReference,
         bind: &std::collections::BTreeMap<String, String>,
-        arena: &DeviceArena,
-    ) -> Result<Option<QueuedOp>, EngineError> {
-        let reference = |m: String| EngineError::Reference(m);
+    ) -> Result<Option<PlannedOp>, EngineError> {
         let gpu = op.gpu();
         let Some(path) = self.reference_dir.as_ref().map(|d| d.join(gpu.manifest)).filter(|p| p.is_file()) else { return Ok(None) };
         let refm = self.manifest(&path)?;
@@ -169,6 +171,16 @@ impl Engine {
                 })
                 .collect(),
         };
+        Ok(Some(PlannedOp { op, bind: bind.clone(), oc, refm, rc, rplan, resolved, copies }))
+    }
+
+    /// [`Engine::gpu_op`] up to its launch: the reference's buffers, its launch; nothing waits.
+    pub(super) fn queue_gpu_op(&mut self, prep: &Prepared<'_>, planned: PlannedOp, arena: &DeviceArena) -> Result<QueuedOp, EngineError> {
+        let reference = |m: String| EngineError::Reference(m);
+        let PlannedOp { op, bind, oc, refm, rc, rplan, resolved, copies } = planned;
+        let gpu = op.gpu();
+        let b = Bound { bind: &bind, plan: &prep.plan };
+        let viewed = |name: &str| gpu_viewed(&refm, &b, name);
         let selected = |tp: &crate::core::plan::TensorPlan| viewed(&tp.name).is_none();
         // A case judged on the device has its reference's buffers made there too.
         let on_device = if prep.judged_here() { self.reference_arena_on_device(&rc, &rplan, &copies, &selected)? } else { None };
@@ -210,7 +222,7 @@ impl Engine {
             read.extend([tensor(o.gold)?, tensor(o.baseline)?]);
             read.extend(o.cond.map(tensor).transpose()?);
         }
-        Ok(Some(QueuedOp { op, bind: bind.clone(), oc, rplan, rimage, rarena, read }))
+        Ok(QueuedOp { op, bind, oc, rplan, rimage, rarena, read })
     }
 
     /// A user's reference kernel, run as gold (every floating tensor f64) and as baseline (the
@@ -270,7 +282,20 @@ fn two_runs_expected(prep: &Prepared<'_>, factor: f64, floor: Option<f64>, gold:
     kernel_expected(factor, floor, &prep.plan, runs)
 }
 
-/// A built-in op's GPU reference, launched and not yet waited for ([`Engine::queue_references`]).
+/// A built-in op's GPU reference planned on the host ([`Engine::plan_references`]).
+pub(super) struct PlannedOp {
+    op: &'static dyn OpReference,
+    bind: std::collections::BTreeMap<String, String>,
+    oc: OpCase,
+    refm: std::rc::Rc<crate::core::manifest::Manifest>,
+    rc: crate::core::case::Case,
+    rplan: Plan,
+    resolved: crate::core::manifest::ResolvedLaunch,
+    /// The case's values of the inputs the reference reads from copies.
+    copies: Inputs,
+}
+
+/// A built-in op's GPU reference, launched and not yet waited for ([`Engine::queue_gpu_op`]).
 pub(super) struct QueuedOp {
     op: &'static dyn OpReference,
     bind: std::collections::BTreeMap<String, String>,
