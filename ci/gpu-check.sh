@@ -5,7 +5,7 @@
 #   bash ci/gpu-check.sh            # logs go to $OUT (if set) or ./gpu-check-logs
 #   GPU_CHECK_TESTS=0 bash ci/gpu-check.sh   # smoke campaigns only, no test suite
 #   GPU_CHECK_BENCH=0 bash ci/gpu-check.sh   # no bench row (it takes up to 4 minutes)
-#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke latency wraps counts vocab shipping varlen datagen modules away python pyext triton clean pytools bench)
+#   GPU_CHECK_STAGES="tests away" bash ci/gpu-check.sh   # only these stages (tests smoke latency wraps counts vocab shipping varlen datagen modules away python pyext triton clean pytools mps bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logs=gpu-check-logs
@@ -20,7 +20,7 @@ export CUDAFUZZ_KERNELS="$PWD/kernels"
 rows=()
 # GPU_CHECK_STAGES picks stages (default all but clean, latency, wraps and counts, which take
 # minutes): tests smoke latency wraps counts vocab shipping varlen datagen modules away python pyext triton clean pytools bench.
-want() { [[ " ${GPU_CHECK_STAGES:-tests smoke vocab shipping varlen datagen modules away python pyext triton pytools bench} " == *" $1 "* ]]; }
+want() { [[ " ${GPU_CHECK_STAGES:-tests smoke vocab shipping varlen datagen modules away python pyext triton pytools mps bench} " == *" $1 "* ]]; }
 # Each row is also printed as it is made: a call cut short by a time limit still shows them.
 row() { rows+=("$(printf '%-44s %-6s %s' "$1" "$2" "$3")"); echo "row: ${rows[-1]}"; }
 
@@ -472,6 +472,24 @@ else
   fi
 fi
 rm -rf "$pyroot"
+fi
+# 2g. Workers sharing the GPU through MPS (stage `mps`, issue 30 step 3): the default set's
+#     campaign with 8 workers under `--gpu-sharing mps` finds the same bugs on the same cases as
+#     `--gpu-sharing turns`, with no harness error (a fault under MPS reaches every worker; its
+#     cases run again alone), and leaves no MPS daemon behind; the bench row of 8 workers each way.
+if want mps; then
+  for mode in turns mps; do
+    timeout 300 $bin fuzz --cases 300 --jobs 8 --seed 5 --escalate none --gpu-sharing $mode --out "$logs/out-mps-$mode" > "$logs/mps-fuzz-$mode.log" 2>&1
+    grep -E '^NEW' "$logs/mps-fuzz-$mode.log" | sed -E 's/after [0-9.]+ s //' > "$logs/mps-new-$mode.txt"
+  done
+  errors=$(grep -E ': 300 cases in' "$logs/mps-fuzz-mps.log" | grep -vc ' 0 errors')
+  same=$(cmp -s "$logs/mps-new-turns.txt" "$logs/mps-new-mps.txt" && echo yes || echo no)
+  left=$(pgrep -c -f nvidia-cuda-mps-control)
+  row "mps: same bugs as turns, 0 errors" "$([ $same = yes ] && [ "$errors" = 0 ] && [ "$left" = 0 ] && [ -s "$logs/mps-new-mps.txt" ] && echo ok || echo FAIL)" "$(wc -l < "$logs/mps-new-mps.txt") new bugs; kernels with errors: $errors; daemons left: $left"
+  for mode in turns mps; do
+    timeout 120 $bin bench --cases 1000 --jobs 8 --gpu-sharing $mode --out "$logs/out-mps-bench" > "$logs/mps-bench-$mode.log" 2>&1; st=$?
+    row "  bench 8 workers, --gpu-sharing $mode" "$([ $st = 0 ] && echo ok || echo FAIL)" "$(grep -E 'workers on' "$logs/mps-bench-$mode.log" | awk '{for(i=1;i<=NF;i++) if ($i ~ /^[0-9]+$/ && $(i-1) ~ /^[0-9]+$/) {print $i " cases/s"; exit}}')"
+  done
 fi
 if [ "${GPU_CHECK_BENCH:-1}" = 0 ] || ! want bench; then
   echo "bench not run: GPU_CHECK_BENCH=0" > "$logs/bench.log"; row "bench (small cases)" SKIP "GPU_CHECK_BENCH=0"

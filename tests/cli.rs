@@ -303,3 +303,16 @@ fn bench_floor_measures_on_a_gpu_and_says_no_gpu_without_one() {
     // Three configurations, in one process and in two.
     assert_eq!(out.lines().filter(|l| l.starts_with("4096 B up, empty kernel")).count(), 6, "{out}");
 }
+
+#[test]
+fn mps_that_cannot_start_is_an_error_naming_the_way_without_it() {
+    if cudafuzz::run::supervisor::mps::on_path() {
+        println!("SKIP mps_that_cannot_start_is_an_error_naming_the_way_without_it: {} is installed here", cudafuzz::run::supervisor::mps::CONTROL);
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let o = cudafuzz(&["fuzz", "--kernel", "simple_attn", "--cases", "4", "--jobs", "2", "--gpu-sharing", "mps", "--out", out.path().to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(cudafuzz::core::exit::SETUP), "{err}");
+    assert!(err.contains("--gpu-sharing mps") && err.contains("nvidia-cuda-mps-control") && err.contains("--gpu-sharing turns"), "{err}");
+}

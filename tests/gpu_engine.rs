@@ -271,3 +271,44 @@ fn a_tensor_pushed_past_int32_elements_has_memory_only_under_its_rows() {
     assert!(!whole.is_sparse(v));
     assert!(image.holds_same(v, &whole.download_one(&image, v).unwrap()));
 }
+
+#[test]
+fn workers_sharing_the_gpu_through_mps_report_each_case_as_it_runs_alone() {
+    require_gpu!();
+    use cudafuzz::run::supervisor::mps::{self, MpsDaemon};
+    use cudafuzz::run::supervisor::Pool;
+    if !mps::on_path() {
+        println!("SKIP workers_sharing_the_gpu_through_mps_report_each_case_as_it_runs_alone: {} is not on PATH", mps::CONTROL);
+        return;
+    }
+    let m = manifest("kernels/testing/vec_load_q.toml");
+    let aligned = case_for(&m);
+    let mut shifted = aligned.clone();
+    shifted.layout_mut("q").offset_bytes = 8;
+    let daemon = Arc::new(MpsDaemon::start().expect("the MPS daemon starts"));
+    let mut slots: Vec<Supervisor> = (0..4).map(|_| supervisor(true)).collect();
+    slots.iter_mut().for_each(|s| s.share_gpu(daemon.clone()));
+    let mut pool = Pool::new(slots);
+    // Every eighth case faults: under MPS its fault reaches the other workers' cases too, which
+    // must still be reported as they run alone (a pass).
+    let faults = |i: u64| i % 8 == 3;
+    let make = |i: u64, _: &AtomicBool| Some(if faults(i) { shifted.clone() } else { aligned.clone() });
+    let (mut passed, mut faulted) = (0, 0);
+    let timeout = Duration::from_secs(10);
+    pool.run_indexed(64, None, &m, &RunOptions::default(), timeout, &make, &mut |i, slot| {
+        let cudafuzz::run::supervisor::Slot::Ran(_, v) = slot else { panic!("case {i} skipped") };
+        if faults(i) {
+            let f = findings(&v);
+            assert!(f.len() == 1 && f[0].kind == FindingKind::MisalignedAddress, "case {i}: the misaligned case faults with 716: {f:?}");
+            faulted += 1;
+        } else {
+            assert_eq!(v.outcome, Outcome::Pass, "case {i}: an aligned case passes, whatever faulted beside it: {v:?}");
+            passed += 1;
+        }
+        Ok(std::ops::ControlFlow::Continue(()))
+    })
+    .unwrap();
+    assert_eq!((passed, faulted), (56, 8));
+    let sharing = pool.slots.iter().filter(|s| s.shares_gpu()).count();
+    println!("under MPS: 56 aligned cases passed, 8 misaligned faulted with 716; {sharing} of 4 workers still share the GPU, {} worker starts", pool.starts());
+}

@@ -115,7 +115,8 @@ pub(super) fn bench(b: BenchArgs) -> Result<i32> {
     if cfg.jobs > 1 || cfg.gpus != GpuSelection::One {
         let mut pool = gpu_engine.pool().map_err(setup)?;
         let gpus = pool.gpus();
-        let label = format!("{}, gpu fp64 ref, {} workers on {} GPU(s)", sizes[0].name(), pool.slots.len(), gpus.len());
+        let mps = if pool.slots.iter().any(|s| s.shares_gpu()) { ", MPS" } else { "" };
+        let label = format!("{}, gpu fp64 ref, {} workers on {} GPU(s){mps}", sizes[0].name(), pool.slots.len(), gpus.len());
         let cases = b.cases * pool.slots.len() as u64;
         let work = bench::Workload { run: &m, drawn: &m, size: sizes[0], alignment };
         rows.push(bench::measure_pool(&mut pool, work, &plain, cases, &label).map_err(no_gpu)?);

@@ -19,6 +19,7 @@ use crate::core::registry;
 use crate::core::verdict::{ReferenceChoice, RunOptions};
 use crate::run::campaign::{CampaignSpec, CaseStream, Escalator};
 use crate::run::sanitizer::{Sanitizer, SanitizerError, Tool};
+use crate::run::supervisor::mps::MpsDaemon;
 use crate::run::supervisor::{kernel_timeout, Pool, SanitizerPass, Supervisor, SupervisorConfig, SupervisorError};
 
 /// The process's stop flag, set by Ctrl-C: installed on first use, shared afterwards (a second
@@ -102,6 +103,9 @@ pub enum ConfigError {
         /// `--gpus`.
         count: usize,
     },
+    /// `--gpu-sharing mps` cannot have its daemon.
+    #[error("--gpu-sharing mps: {0}; use --gpu-sharing turns (or auto) to run without MPS")]
+    Mps(String),
     /// A supervisor cannot start (its journal cannot be opened).
     #[error(transparent)]
     Supervisor(#[from] SupervisorError),
@@ -131,8 +135,25 @@ pub struct EngineConfig {
     pub sanitize_batch: usize,
     /// Compile kernels with their coverage points on.
     pub coverage: bool,
+    /// How several workers on one GPU share it.
+    pub gpu_sharing: GpuSharing,
     /// The stop flag every supervisor watches.
     pub stop: Arc<AtomicBool>,
+}
+
+/// How several worker processes on one GPU share it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GpuSharing {
+    /// Through a private MPS daemon ([`GpuSharing::Mps`]) when more than one native worker
+    /// shares a single GPU and the daemon starts; else in turns, with a note saying why.
+    Auto,
+    /// Through a private MPS daemon, started by the pool (an error when it cannot start): the
+    /// workers' work runs side by side, and a case that faults under it is run again alone.
+    Mps,
+    /// Each worker a context of its own, the GPU running them in turns. The default until MPS
+    /// as it now stands (every worker under it to the end) has had its GPU runs.
+    #[default]
+    Turns,
 }
 
 /// The case limit of a campaign that only its deadline or the user stops.
@@ -153,6 +174,7 @@ impl EngineConfig {
             sanitize: None,
             sanitize_batch: 200,
             coverage: false,
+            gpu_sharing: GpuSharing::default(),
             stop: stop_flag(),
         }
     }
@@ -184,7 +206,43 @@ impl EngineConfig {
                 self.slot_supervisor(gpus[j % gpus.len()], journal)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Pool::new(slots))
+        let mut pool = Pool::new(slots);
+        if let Some(daemon) = self.mps_daemon(jobs, gpus.len())? {
+            let daemon = Arc::new(daemon);
+            pool.slots.iter_mut().for_each(|s| s.share_gpu(daemon.clone()));
+        }
+        Ok(pool)
+    }
+
+    /// The MPS daemon a pool of `jobs` workers on `gpus` GPUs shares them through, as
+    /// `--gpu-sharing` asks: `auto` wants one for several native workers on a single GPU (one
+    /// daemon would tie several GPUs' fault recoveries together) and says so when it cannot
+    /// have it.
+    fn mps_daemon(&self, jobs: usize, gpus: usize) -> Result<Option<MpsDaemon>, ConfigError> {
+        match self.gpu_sharing {
+            GpuSharing::Turns => Ok(None),
+            GpuSharing::Mps if self.sanitize.is_some() => {
+                Err(ConfigError::Mps("workers under --sanitize take turns on the GPU; drop --gpu-sharing mps".into()))
+            }
+            GpuSharing::Mps => MpsDaemon::start().map(Some).map_err(ConfigError::Mps),
+            // A host without the NVIDIA driver's device has nothing to share (and workers say why).
+            GpuSharing::Auto if self.sanitize.is_some() || gpus > 1 || jobs <= gpus || !std::path::Path::new("/dev/nvidiactl").exists() => Ok(None),
+            GpuSharing::Auto => Ok(match MpsDaemon::start() {
+                Ok(daemon) => Some(daemon),
+                Err(why) => {
+                    static SAID: std::sync::Once = std::sync::Once::new();
+                    SAID.call_once(|| {
+                        use std::io::Write;
+                        let _ = writeln!(
+                            std::io::stderr(),
+                            "cudafuzz: {jobs} workers take turns on GPU {} without MPS ({why}); one worker may be as fast",
+                            self.gpu
+                        );
+                    });
+                    None
+                }
+            }),
+        }
     }
 
     /// The GPUs workers are spread over: never empty, and `--gpu` plus `--gpus N` must stay

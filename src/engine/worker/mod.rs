@@ -120,6 +120,28 @@ fn event_channel(python: bool) -> std::fs::File {
     }
 }
 
+/// The environment variable naming the directory of an MPS daemon's sockets: a CUDA program
+/// whose value names a running daemon's becomes its client.
+pub const MPS_PIPE_ENV: &str = "CUDA_MPS_PIPE_DIRECTORY";
+
+/// How often a worker waiting for its next case under MPS looks whether its context was lost.
+const IDLE_LOOK: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The request lines on stdin, read by a thread of their own so that the loop can wait for one
+/// with a timeout; the channel ends when stdin closes or fails.
+fn request_lines() -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 /// Runs the worker loop on stdin/stdout until stdin closes; returns the process exit status.
 ///
 /// `target` is a Python target's manifest, given to a worker started for one: its setup runs
@@ -142,9 +164,21 @@ pub fn main(gpu: usize, reference_dir: Option<PathBuf>, target: Option<PathBuf>)
         }
     }
     emit(&mut out, &WorkerEvent::Ready { gpu: engine.gpu().clone() });
-    let stdin = std::io::stdin();
-    for line in stdin.lock().lines() {
-        let Ok(line) = line else { break };
+    let requests = request_lines();
+    // An MPS client is reached by another client's fault while it waits for its next case, and
+    // the server takes no new worker until it has exited: it looks while it waits.
+    let watch = std::env::var_os(MPS_PIPE_ENV).is_some();
+    loop {
+        let line = match requests.recv_timeout(IDLE_LOOK) {
+            Ok(line) => line,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if watch && crate::engine::gpu::synchronize().is_err() {
+                    std::process::exit(EXIT_STICKY);
+                }
+                continue;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         if line.trim().is_empty() {
             continue;
         }

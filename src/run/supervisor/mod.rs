@@ -33,6 +33,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 mod batch;
+pub mod mps;
 mod pool;
 mod process;
 mod python;
@@ -235,7 +236,17 @@ pub struct Supervisor {
     prewarmed: Option<Prewarmed>,
     /// Time spent starting and ending workers (spawn to ready, stdin closed to exit).
     overhead: Duration,
+    /// The MPS daemon this slot's workers share their GPU through ([`Supervisor::share_gpu`]);
+    /// `None`: each worker has a context of its own.
+    mps: Option<Arc<mps::MpsDaemon>>,
+    /// Runs again, in a context of its own, a case whose run under MPS another worker's fault
+    /// may have ended ([`Supervisor::run_alone`]); started at the first such case.
+    alone: Option<Box<Supervisor>>,
 }
+
+/// How long a worker's start under MPS is retried while the server refuses new clients (it does
+/// until every worker that saw a fault has exited) before the slot leaves MPS.
+const MPS_REFUSAL_PATIENCE: Duration = Duration::from_secs(5);
 
 /// A sanitizer worker started before its case ([`Supervisor::prewarm`]).
 struct Prewarmed {
@@ -277,7 +288,54 @@ impl Supervisor {
             python: None,
             prewarmed: None,
             overhead: Duration::ZERO,
+            mps: None,
+            alone: None,
         })
+    }
+
+    /// Makes this slot's native workers clients of `daemon` from their next start: they share
+    /// the GPU's time with the other clients' instead of taking turns with them. A case whose
+    /// run then ends in what another client's fault could cause is run again alone and that run
+    /// is reported ([`mps::doubtful`]).
+    pub fn share_gpu(&mut self, daemon: Arc<mps::MpsDaemon>) {
+        self.end_process();
+        self.spares.drain(..).for_each(Starting::discard);
+        self.mps = Some(daemon);
+    }
+
+    /// Whether this slot's workers share their GPU through MPS now.
+    pub fn shares_gpu(&self) -> bool {
+        self.mps.is_some()
+    }
+
+    /// Ends MPS for this slot once any slot gave it up ([`mps::MpsDaemon::abandon`]): its
+    /// worker ends, and the next has a context of its own.
+    fn follow_mps(&mut self) {
+        if self.mps.as_ref().is_some_and(|d| d.abandoned()) {
+            self.mps = None;
+            self.reap();
+        }
+    }
+
+    /// Runs `case` again in a worker with a context of its own (not an MPS client), for a run
+    /// under MPS that ended in what another worker's fault could have caused; its verdict is the
+    /// case's. One that faults there too counts towards the slot leaving MPS.
+    fn run_alone(&mut self, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<Verdict, SupervisorError> {
+        // The worker's context may be lost without its knowing yet (a harness error): it ends.
+        self.reap();
+        let alone = match &mut self.alone {
+            Some(alone) => alone,
+            None => {
+                let journal = self.cfg.journal.as_ref().map(|j| j.with_extension("alone.jsonl"));
+                let cfg = SupervisorConfig { journal, ..self.cfg.clone() };
+                self.alone.insert(Box::new(Supervisor::new(cfg)?))
+            }
+        };
+        alone.limits = self.limits.clone();
+        let starts = alone.starts;
+        let verdict = alone.run_sent(None, case, manifest, opts, timeout);
+        self.starts += alone.starts - starts;
+        verdict
     }
 
     /// Switches the sanitizer pass (ends the current worker, which may be of the old kind, and
@@ -320,7 +378,9 @@ impl Supervisor {
     /// under a sanitizer (those processes live for one batch). A spare that cannot be started
     /// is no error: the next case starts its worker the usual way and reports why not.
     fn warm_spare(&mut self) {
-        if !self.lost_once || self.cfg.sanitizer.is_some() {
+        // An MPS client started before a fault is hit by it too, and the server takes no new
+        // client until it exits: a spare would hold every restart back.
+        if !self.lost_once || self.cfg.sanitizer.is_some() || self.mps.is_some() {
             return;
         }
         while self.spares.len() < SPARES {
@@ -422,8 +482,24 @@ impl Supervisor {
             }
         }
         let mut waits = RESTART_BACKOFF.iter();
+        let refused_since = Instant::now();
+        self.follow_mps();
         loop {
             match self.start_worker() {
+                Err(SupervisorError::NoGpu(message)) if self.mps.is_some() => {
+                    // After a fault the server takes no client until every one it reached has
+                    // exited (a waiting worker looks every few milliseconds): moments, unless one
+                    // is stuck. Anything else is MPS failing here.
+                    if message.contains("MPS_SERVER_NOT_READY") && refused_since.elapsed() < MPS_REFUSAL_PATIENCE {
+                        self.starts -= 1;
+                        self.pause(Duration::from_millis(10))?;
+                    } else {
+                        if let Some(daemon) = &self.mps {
+                            daemon.abandon(self.cfg.gpu, &format!("the MPS server refused a worker: {message}"));
+                        }
+                        self.follow_mps();
+                    }
+                }
                 Err(SupervisorError::NoGpu(message)) if self.opened_gpu => {
                     // Seen on an H100 after ~300 faults in a row: a fresh process's cuInit said
                     // CUDA_ERROR_NO_DEVICE while the driver recovered.
@@ -478,6 +554,9 @@ impl Supervisor {
         cmd.arg("worker").arg("--gpu").arg(self.cfg.gpu.to_string());
         if let Some(p) = &self.python {
             p.configure(&mut cmd, self.tool.is_some());
+        }
+        if let (Some(daemon), None) = (&self.mps, &self.cfg.sanitizer) {
+            daemon.configure(&mut cmd);
         }
         // A worker runs everything on the null stream, so one hardware queue serves it; the
         // default eight make each context dearer to create and to tear down, and a kernel that
@@ -584,7 +663,11 @@ impl Supervisor {
     /// worker ahead of its turn (`sent`, by [`Supervisor::send_ahead`]): when that worker is
     /// still the one running, the case is not sent again.
     pub fn run_sent(&mut self, sent: Option<Sent>, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<Verdict, SupervisorError> {
+        self.follow_mps();
         let (first, hung) = self.run_once(sent, case, manifest, opts, timeout)?;
+        if self.mps.is_some() && (hung || mps::doubtful(&first)) {
+            return self.run_alone(case, manifest, opts, timeout);
+        }
         if !hung {
             return Ok(first);
         }
@@ -602,7 +685,11 @@ impl Supervisor {
             let _ = self.journal(&serde_json::json!({ "id": sent.id, "not_run": "its worker ended before its turn; its run ended" }));
             return None;
         }
-        self.run_once(Some(sent), case, manifest, opts, timeout).ok().map(|(v, _)| v)
+        let (verdict, hung) = self.run_once(Some(sent), case, manifest, opts, timeout).ok()?;
+        if self.mps.is_some() && (hung || mps::doubtful(&verdict)) {
+            return self.run_alone(case, manifest, opts, timeout).ok();
+        }
+        Some(verdict)
     }
 
     /// Writes `case`'s request to the running worker now, while it still runs an earlier case,
