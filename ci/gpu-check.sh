@@ -484,7 +484,7 @@ if want mps; then
   done
   errors=$(grep -E ': 300 cases in' "$logs/mps-fuzz-mps.log" | grep -vc ' 0 errors')
   same=$(cmp -s "$logs/mps-new-turns.txt" "$logs/mps-new-mps.txt" && echo yes || echo no)
-  left=$(pgrep -c -f nvidia-cuda-mps-control)
+  left=$(pgrep -c -f 'nvidia-cuda-mps-(control|server)')
   row "mps: same bugs as turns, 0 errors" "$([ $same = yes ] && [ "$errors" = 0 ] && [ "$left" = 0 ] && [ -s "$logs/mps-new-mps.txt" ] && echo ok || echo FAIL)" "$(wc -l < "$logs/mps-new-mps.txt") new bugs; kernels with errors: $errors; daemons left: $left"
   for mode in turns mps; do
     timeout 120 $bin bench --cases 1000 --jobs 8 --gpu-sharing $mode --out "$logs/out-mps-bench" > "$logs/mps-bench-$mode.log" 2>&1; st=$?

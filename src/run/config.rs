@@ -144,11 +144,14 @@ pub struct EngineConfig {
 /// How several worker processes on one GPU share it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum GpuSharing {
-    /// Through a private MPS daemon ([`GpuSharing::Mps`]) when more than one native worker
-    /// shares a single GPU and the daemon starts; else in turns, with a note saying why.
+    /// Through a private MPS daemon ([`GpuSharing::Mps`]) when more than one worker shares a
+    /// single GPU and the daemon starts (a note says why not when it does not start); else in
+    /// turns.
     Auto,
     /// Through a private MPS daemon, started by the pool (an error when it cannot start): the
     /// workers' work runs side by side, and a case that faults under it is run again alone.
+    /// Workers under a sanitizer take turns whatever this says. With several GPUs one daemon
+    /// serves them all.
     Mps,
     /// Each worker a context of its own, the GPU running them in turns. The default until MPS
     /// as it now stands (every worker under it to the end) has had its GPU runs.
@@ -221,12 +224,11 @@ impl EngineConfig {
     fn mps_daemon(&self, jobs: usize, gpus: usize) -> Result<Option<MpsDaemon>, ConfigError> {
         match self.gpu_sharing {
             GpuSharing::Turns => Ok(None),
-            GpuSharing::Mps if self.sanitize.is_some() => {
-                Err(ConfigError::Mps("workers under --sanitize take turns on the GPU; drop --gpu-sharing mps".into()))
-            }
+            // compute-sanitizer's processes take turns (a gate's sanitizer pass clones this config).
+            _ if self.sanitize.is_some() => Ok(None),
             GpuSharing::Mps => MpsDaemon::start().map(Some).map_err(ConfigError::Mps),
             // A host without the NVIDIA driver's device has nothing to share (and workers say why).
-            GpuSharing::Auto if self.sanitize.is_some() || gpus > 1 || jobs <= gpus || !std::path::Path::new("/dev/nvidiactl").exists() => Ok(None),
+            GpuSharing::Auto if gpus > 1 || jobs <= gpus || !std::path::Path::new("/dev/nvidiactl").exists() => Ok(None),
             GpuSharing::Auto => Ok(match MpsDaemon::start() {
                 Ok(daemon) => Some(daemon),
                 Err(why) => {

@@ -199,6 +199,13 @@ pub fn main(gpu: usize, reference_dir: Option<PathBuf>, target: Option<PathBuf>)
             v.allocations = engine.take_allocations();
             v
         };
+        // Under MPS another client's fault can take the context while a case runs, and a
+        // harness call or a launch that meets it is not always told so as a fault: the context
+        // says. A lost one makes the verdict sticky, so the case runs again alone.
+        let mut verdict = verdict;
+        if watch && !verdict.sticky && crate::engine::gpu::synchronize().is_err() {
+            verdict.sticky = true;
+        }
         let sticky = verdict.sticky;
         emit(&mut out, &WorkerEvent::Done { id, verdict: Box::new(verdict) });
         if sticky {

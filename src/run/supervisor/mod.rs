@@ -236,6 +236,8 @@ pub struct Supervisor {
     prewarmed: Option<Prewarmed>,
     /// Time spent starting and ending workers (spawn to ready, stdin closed to exit).
     overhead: Duration,
+    /// How many spares it warms once it has lost a worker ([`SPARES`], or none).
+    spares_kept: usize,
     /// The MPS daemon this slot's workers share their GPU through ([`Supervisor::share_gpu`]);
     /// `None`: each worker has a context of its own.
     mps: Option<Arc<mps::MpsDaemon>>,
@@ -288,12 +290,14 @@ impl Supervisor {
             python: None,
             prewarmed: None,
             overhead: Duration::ZERO,
+            spares_kept: SPARES,
             mps: None,
             alone: None,
         })
     }
 
-    /// Makes this slot's native workers clients of `daemon` from their next start: they share
+    /// Makes this slot's workers (native or a Python target's) clients of `daemon` from their
+    /// next start: they share
     /// the GPU's time with the other clients' instead of taking turns with them. A case whose
     /// run then ends in what another client's fault could cause is run again alone and that run
     /// is reported ([`mps::doubtful`]).
@@ -308,27 +312,29 @@ impl Supervisor {
         self.mps.is_some()
     }
 
-    /// Ends MPS for this slot once any slot gave it up ([`mps::MpsDaemon::abandon`]): its
-    /// worker ends, and the next has a context of its own.
+    /// Ends MPS for this slot once any slot gave it up ([`mps::MpsDaemon::abandon`]), when it
+    /// starts its next worker: a running worker may hold a case written ahead, which must not
+    /// run unwatched, and a client of a server that gave up fails soon on its own.
     fn follow_mps(&mut self) {
         if self.mps.as_ref().is_some_and(|d| d.abandoned()) {
             self.mps = None;
-            self.reap();
         }
     }
 
     /// Runs `case` again in a worker with a context of its own (not an MPS client), for a run
     /// under MPS that ended in what another worker's fault could have caused; its verdict is the
-    /// case's. One that faults there too counts towards the slot leaving MPS.
+    /// case's. The MPS worker carries on when it can: one whose context was lost has said so
+    /// (its verdict is sticky, and it exits), and any case it runs next is judged the same way.
     fn run_alone(&mut self, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<Verdict, SupervisorError> {
-        // The worker's context may be lost without its knowing yet (a harness error): it ends.
-        self.reap();
         let alone = match &mut self.alone {
             Some(alone) => alone,
             None => {
                 let journal = self.cfg.journal.as_ref().map(|j| j.with_extension("alone.jsonl"));
                 let cfg = SupervisorConfig { journal, ..self.cfg.clone() };
-                self.alone.insert(Box::new(Supervisor::new(cfg)?))
+                let mut alone = Supervisor::new(cfg)?;
+                // Contexts of their own beside the MPS clients' shared one are few: no spares.
+                alone.spares_kept = 0;
+                self.alone.insert(Box::new(alone))
             }
         };
         alone.limits = self.limits.clone();
@@ -383,7 +389,7 @@ impl Supervisor {
         if !self.lost_once || self.cfg.sanitizer.is_some() || self.mps.is_some() {
             return;
         }
-        while self.spares.len() < SPARES {
+        while self.spares.len() < self.spares_kept {
             let Ok(s) = spawn(self.worker_command()) else { return };
             self.starts += 1;
             self.spares.push_back(s);
@@ -663,7 +669,6 @@ impl Supervisor {
     /// worker ahead of its turn (`sent`, by [`Supervisor::send_ahead`]): when that worker is
     /// still the one running, the case is not sent again.
     pub fn run_sent(&mut self, sent: Option<Sent>, case: &Case, manifest: &Manifest, opts: &RunOptions, timeout: Duration) -> Result<Verdict, SupervisorError> {
-        self.follow_mps();
         let (first, hung) = self.run_once(sent, case, manifest, opts, timeout)?;
         if self.mps.is_some() && (hung || mps::doubtful(&first)) {
             return self.run_alone(case, manifest, opts, timeout);

@@ -4,13 +4,14 @@
 //! Why: without MPS, eight worker processes on one GPU are eight contexts that the GPU runs one
 //! at a time, switching between them; each case's few short bursts of work wait for the other
 //! seven's turns (an H200: 1,263 small cases/s with eight workers, 2,243 with one). Under MPS
-//! their kernels and copies run side by side (5,319/s).
+//! their kernels and copies run side by side (8,435–10,184/s).
 //!
 //! The cost is isolation: under MPS a fatal fault of one client (an illegal address) reaches
 //! every client on the GPU, with nothing saying whose it was, and the server takes no new client
 //! until all of them have exited. So a case whose run under MPS ended in a fault, a crash, a hang
 //! or an error is never reported as it is: [`super::Supervisor`] runs it again alone, in a
-//! context of its own, and reports that run.
+//! context of its own, and reports that run. A worker under MPS asks its context after each case
+//! and while it waits for the next, and exits once it is lost (`engine/worker`).
 //!
 //! The daemon is this process's own: its pipe and log directories are a fresh temporary
 //! directory, so no other program's CUDA calls reach it, and it is told to quit (and, should
@@ -59,7 +60,9 @@ impl MpsDaemon {
             std::fs::create_dir(dir.path().join(sub)).map_err(|e| format!("cannot make its directory: {e}"))?;
         }
         let mut cmd = Command::new(CONTROL);
-        cmd.arg("-f").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        // A group of its own (with the server it starts): Ctrl-C at the terminal is cudafuzz's to
+        // handle, and the daemon must outlive it until the workers have stopped.
+        cmd.arg("-f").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
         Self::point(&mut cmd, dir.path());
         // SAFETY: prctl is async-signal-safe, and nothing else runs between fork and exec.
         unsafe {
@@ -97,7 +100,7 @@ impl MpsDaemon {
     /// said once.
     pub fn abandon(&self, gpu: usize, why: &str) {
         if !self.abandoned.swap(true, Ordering::SeqCst) {
-            let _ = writeln!(std::io::stderr(), "cudafuzz: the workers on GPU {gpu} leave MPS ({why}) and take turns on the GPU from now on");
+            let _ = writeln!(std::io::stderr(), "cudafuzz: the workers leave MPS (on GPU {gpu}: {why}); each takes turns on its GPU from its next start");
         }
     }
 
@@ -146,6 +149,17 @@ pub fn on_path() -> bool {
 
 impl Drop for MpsDaemon {
     fn drop(&mut self) {
+        let until = Instant::now() + QUIT_PATIENCE;
+        let exited = |c: &mut Child| matches!(c.try_wait(), Ok(Some(_)));
+        let wait = |c: &mut Child| {
+            while Instant::now() < until {
+                if exited(c) {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            exited(c)
+        };
         let mut quit = Command::new(CONTROL);
         quit.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null());
         Self::point(&mut quit, self.dir.path());
@@ -153,17 +167,18 @@ impl Drop for MpsDaemon {
             if let Some(mut stdin) = q.stdin.take() {
                 let _ = stdin.write_all(b"quit\n");
             }
-            let _ = q.wait();
-        }
-        let since = Instant::now();
-        while since.elapsed() < QUIT_PATIENCE {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+            // `quit` waits for the server, which waits for its clients: not forever.
+            if !wait(&mut q) {
+                let _ = q.kill();
+                let _ = q.wait();
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if !wait(&mut self.child) {
+            // The daemon and the server it started, which share its process group.
+            // SAFETY: a plain signal to the group this daemon leads.
+            unsafe { libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL) };
+            let _ = self.child.wait();
+        }
     }
 }
 
