@@ -186,6 +186,45 @@ impl Drop for MpsDaemon {
 mod tests {
     use super::*;
 
+    fn verdict(outcome: Outcome, sticky: bool) -> Verdict {
+        Verdict {
+            outcome,
+            contract: crate::core::plan::ContractVerdict::Inside,
+            reference: crate::core::verdict::ReferenceUsed::None,
+            sticky,
+            times: Default::default(),
+            allocations: None,
+            coverage: None,
+            output_digest: None,
+            notes: Vec::new(),
+        }
+    }
+
+    fn failing(kind: FindingKind) -> Outcome {
+        Outcome::Fail { findings: vec![crate::core::finding::Finding { kind, ..crate::testing::misaligned_fault("k", [16; 4]) }] }
+    }
+
+    #[test]
+    fn what_another_client_could_cause_runs_again_alone_and_wrong_values_stand() {
+        for kind in [
+            FindingKind::MisalignedAddress,
+            FindingKind::IllegalAddress,
+            FindingKind::LaunchFailure,
+            FindingKind::CudaError,
+            FindingKind::WorkerCrash,
+            FindingKind::Hang,
+        ] {
+            assert!(doubtful(&verdict(failing(kind), false)), "{kind:?}");
+        }
+        assert!(doubtful(&verdict(Outcome::Error { message: "loading the generator: CUDA_ERROR_MISALIGNED_ADDRESS (716)".into() }, false)));
+        // A lost context makes any verdict doubtful, even one the oracles passed.
+        assert!(doubtful(&verdict(Outcome::Pass, true)));
+        for kind in [FindingKind::NumericalError, FindingKind::CanaryDamage, FindingKind::UnwrittenOutput, FindingKind::NanLeak, FindingKind::Nondeterminism] {
+            assert!(!doubtful(&verdict(failing(kind), false)), "{kind:?}: another client cannot change what a run computes");
+        }
+        assert!(!doubtful(&verdict(Outcome::Pass, false)));
+    }
+
     #[test]
     fn a_missing_control_program_is_named_in_the_error() {
         if on_path() {
