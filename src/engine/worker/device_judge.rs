@@ -33,8 +33,9 @@ use crate::engine::oracle::device::{DeviceJudge, DeviceJudgeError};
 use crate::engine::oracle::{self, Judged};
 use crate::engine::reference::Expected;
 
-use super::engine::{judged_indices, judged_outputs, micros, run_failed, spread, Engine, EngineError, Prepared, Progress, Stop};
+use super::engine::{micros, Engine, EngineError, Prepared, Progress};
 use super::reference::{finish_gpu_op, PlannedOp};
+use super::run::{judged_indices, judged_outputs, run_failed, spread, Stop};
 
 impl Engine {
     /// Judges the run just launched (not waited for) on `arena`, runs the references (the

@@ -17,98 +17,28 @@ use std::time::Instant;
 use crate::core::layout::AllocationTable;
 use crate::engine::arena::device::DeviceArena;
 use crate::engine::arena::staging::Staging;
-use thiserror::Error;
 
 use crate::core::verdict::{kernel_label, Outcome, ReferenceChoice, ReferenceUsed, RunOptions, StageTimes, Verdict};
 
 use crate::core::case::Case;
 use crate::core::coverage::{self, Coverage};
 use crate::core::error::chain;
-use crate::core::finding::{Finding, FindingKind, Oracle};
-use crate::core::manifest::{Manifest, ManifestError, ResolvedLaunch};
+use crate::core::finding::Finding;
+use crate::core::manifest::{Manifest, ResolvedLaunch};
 use crate::core::plan::{check_contract, ContractVerdict, Plan};
 use crate::core::target::ResolvedCall;
 use crate::core::tool::Tool;
 use crate::engine::arena::HostImage;
-use crate::engine::compile::{request_for, CompileError, Compiler};
+use crate::engine::compile::{request_for, Compiler};
 use crate::engine::data;
-use crate::engine::gpu::{CudaStatus, Gpu, GpuError, GpuInfo};
-use crate::engine::launch::{self, LaunchRejection, Module};
-use crate::engine::marker::{Marker, MarkerError};
+use crate::engine::gpu::{CudaStatus, Gpu, GpuInfo};
+use crate::engine::launch::{self, Module};
+use crate::engine::marker::Marker;
 use crate::engine::oracle::{self, Judged};
 
-/// Why the engine could not run a case (or start): reported as an [`Outcome::Error`], never as
-/// a finding of the kernel's.
-#[derive(Debug, Error)]
-#[non_exhaustive]
-pub enum EngineError {
-    /// The GPU cannot be opened.
-    #[error(transparent)]
-    Gpu(#[from] GpuError),
-    /// NVRTC cannot be set up, or the kernel does not compile.
-    #[error(transparent)]
-    Compile(#[from] CompileError),
-    /// The manifest does not load or resolve for this case.
-    #[error(transparent)]
-    Manifest(#[from] ManifestError),
-    /// The compiled module does not load.
-    #[error("loading {} (entry `{entry}`) failed: {status}{hint}", source_file.display())]
-    ModuleLoad {
-        /// The kernel source.
-        source_file: PathBuf,
-        /// The entry point.
-        entry: String,
-        /// What the driver said.
-        status: CudaStatus,
-        /// What to do about it, when the versions explain it (empty otherwise).
-        hint: String,
-    },
-    /// The sanitizer's case markers cannot be set up or written.
-    #[error(transparent)]
-    Marker(#[from] MarkerError),
-    /// The case does not plan for its kernel (a seed edited by hand, or saved for another
-    /// version of the manifest).
-    #[error("the case does not fit {kernel}")]
-    Case {
-        /// The kernel.
-        kernel: String,
-        /// Why.
-        #[source]
-        source: crate::core::error::CaseError,
-    },
-    /// A GPU reference (the built-in op's kernel, or the user's) cannot run this case.
-    #[error("{0}")]
-    Reference(String),
-    /// The manifest binds a built-in op to tensors this case cannot give it.
-    #[error("the reference op's binding does not fit this case")]
-    Binding(#[from] crate::engine::reference::BindingError),
-    /// A CUDA call around the kernel (upload, coverage counters) failed.
-    #[error("{what} failed: {status}")]
-    Cuda {
-        /// What was being done.
-        what: &'static str,
-        /// What the driver said.
-        status: CudaStatus,
-    },
-    /// The case does not fit in the GPU's memory.
-    #[error("{0}")]
-    OutOfMemory(String),
-    /// The case's arena could not be made on the device.
-    #[error(transparent)]
-    DeviceData(#[from] crate::engine::arena::device::DeviceFillError),
-    /// One of the harness's own kernels (the data generator, the device oracles) failed.
-    #[error(transparent)]
-    Harness(#[from] crate::engine::launch::module::HarnessError),
-    /// A Python target's setup (import, setup callable) failed, or this worker cannot call
-    /// Python.
-    #[error("setting up the Python target of {manifest} failed:\n{log}")]
-    Setup {
-        /// The manifest.
-        manifest: PathBuf,
-        /// What Python said (the traceback).
-        log: String,
-    },
-}
+use super::run::{failed_after_launch, judged_outputs, launch_and_wait, launch_queued, rejection_finding, run_once, Launcher, Stop};
+
+pub use super::error::EngineError;
 
 /// Why a cubin may not load, when NVRTC's CUDA major is newer than the driver's (a CUDA 13
 /// NVRTC on a CUDA 12 driver); empty when the versions do not explain it. Within one major a
@@ -638,31 +568,6 @@ fn output_digest(plan: &Plan, image: &HostImage, after: &[Vec<u8>]) -> String {
 /// A kernel configuration as the engine memoises it: manifest, params, dtype, coverage build.
 type ModuleMemo = (PathBuf, Vec<(String, i64)>, crate::core::case::Dtype, bool);
 
-/// How the code under test is launched for a case (`crate::core::target`).
-enum Launcher<'a> {
-    /// A loaded NVRTC kernel and its resolved launch, then a sequence's later launches.
-    Kernel(&'a Module, &'a ResolvedLaunch, &'a [ResolvedLaunch]),
-    /// A Python target's call, through the process's installed caller.
-    Python {
-        /// The manifest.
-        manifest: &'a Manifest,
-        /// The call resolved for the case.
-        call: &'a ResolvedCall,
-        /// The device the views are on.
-        ordinal: i32,
-    },
-}
-
-/// Why a run of the code under test stopped the case.
-pub(super) enum Stop {
-    /// A finding, and whether it poisoned the context.
-    Finding(Box<Finding>, bool),
-    /// The harness could not call the target.
-    Error(EngineError),
-    /// The target refused the case (a Python target's own exception): its type and message.
-    Rejected(String, String),
-}
-
 impl Stop {
     pub(super) fn verdict(self, p: &Progress) -> Verdict {
         self.verdict_after(Vec::new(), p)
@@ -679,117 +584,6 @@ impl Stop {
             Stop::Error(e) => p.error(e, false),
             Stop::Rejected(exception, message) => p.verdict(Outcome::Rejected { exception, message }, false),
         }
-    }
-}
-
-impl From<(Finding, bool)> for Stop {
-    fn from((f, sticky): (Finding, bool)) -> Stop {
-        Stop::Finding(Box::new(f), sticky)
-    }
-}
-
-/// Launches once, synchronises and downloads everything; a CUDA error becomes a finding, with
-/// whether it poisoned the context.
-fn run_once(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>, staging: &mut Staging) -> Result<Vec<Vec<u8>>, Stop> {
-    launch_and_wait(launcher, arena, image, j)?;
-    Ok(arena.download(image, staging).map_err(|s| failed_after_launch(j, &s))?)
-}
-
-/// After the determinism run: downloads only the judged outputs, the allocations it compares
-/// (the others were judged after the first run, and for a case whose stride gaps span gigabytes
-/// a second whole download would double its cost). The others come back empty.
-pub(super) fn judged_outputs(arena: &DeviceArena, image: &HostImage, j: &Judged<'_>, staging: &mut Staging) -> Result<Vec<Vec<u8>>, Stop> {
-    let judged = judged_indices(j.plan);
-    let got = arena.download_staged(image, &judged, staging).map_err(|s| failed_after_launch(j, &s))?;
-    Ok(spread(j.plan.tensors.len(), &judged, got.into_iter().map(std::borrow::Cow::into_owned)))
-}
-
-/// The allocations of a plan's judged outputs, in roster order.
-pub(super) fn judged_indices(plan: &Plan) -> Vec<usize> {
-    plan.tensors.iter().filter(|t| t.role.is_judged()).map(|t| t.index).collect()
-}
-
-/// Per allocation of `n`: the bytes of those in `which` (in order), empty for the others (the
-/// form [`judged_outputs`] gives).
-pub(super) fn spread(n: usize, which: &[usize], bytes: impl Iterator<Item = Vec<u8>>) -> Vec<Vec<u8>> {
-    let mut out = vec![Vec::new(); n];
-    for (&i, b) in which.iter().zip(bytes) {
-        out[i] = b;
-    }
-    out
-}
-
-fn launch_and_wait(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<(), Stop> {
-    launch_queued(launcher, arena, image, j)?;
-    match launcher {
-        Launcher::Kernel(..) => Ok(crate::engine::gpu::synchronize().map_err(|s| failed_after_launch(j, &s))?),
-        // Called and waited for.
-        Launcher::Python { .. } => Ok(()),
-    }
-}
-
-/// Launches the code under test on the null stream without waiting for it: a launch refused is
-/// the finding; a fault shows at the next synchronisation ([`run_failed`]). A Python target is
-/// called and waited for (its callable may use streams of its own).
-fn launch_queued(launcher: &Launcher<'_>, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<(), Stop> {
-    match launcher {
-        Launcher::Kernel(module, resolved, steps) => {
-            launch::launch(module, resolved, arena, image).map_err(|r| Stop::Finding(Box::new(rejection_finding(j, &r)), false))?;
-            // A sequence's later kernels follow on the same stream; a launch one of them is
-            // refused is that launch's finding, whatever the earlier ones did.
-            for (i, s) in steps.iter().enumerate() {
-                launch::launch_at(module, i + 1, s, arena, image).map_err(|r| Stop::Finding(Box::new(rejection_finding(j, &r)), false))?;
-            }
-            Ok(())
-        }
-        Launcher::Python { manifest, call, ordinal } => call_python(manifest, call, *ordinal, arena, image, j),
-    }
-}
-
-/// A synchronisation after the code under test was launched failed with `s`: the run's finding.
-pub(super) fn run_failed(j: &Judged<'_>, s: &CudaStatus) -> Stop {
-    failed_after_launch(j, s).into()
-}
-
-/// Calls a Python target, then synchronises the whole context (the callable may have used
-/// streams of its own). The context's state speaks first: a sticky error is the finding even
-/// when the framework raised it too; then a CUDA error the framework raised; then any other
-/// exception, which is the target refusing the case.
-fn call_python(manifest: &Manifest, call: &ResolvedCall, ordinal: i32, arena: &DeviceArena, image: &HostImage, j: &Judged<'_>) -> Result<(), Stop> {
-    let views = launch::views::device_views(j.plan, image, |i| arena.data_ptr(image, i), launch::call::ViewDevice::Cuda(ordinal));
-    let frame = launch::call::Call { manifest, views, call, lease: arena.lease() };
-    let outcome = launch::call::with_caller(|c| c.call(&frame)).map_err(|log| Stop::Error(EngineError::Setup { manifest: manifest.path.clone(), log }))?;
-    drop(frame);
-    crate::engine::gpu::synchronize().map_err(|s| failed_after_launch(j, &s))?;
-    let _ = launch::call::with_caller(|c| c.release());
-    if let Some((kind, words, status)) = outcome.finding() {
-        let mut f = j.finding(kind, Oracle::CudaStatus, words);
-        f.cuda_error = status.map(|s| s.to_string());
-        return Err(Stop::Finding(Box::new(f), false));
-    }
-    match outcome {
-        launch::call::CallOutcome::Rejected { exception, message } => Err(Stop::Rejected(exception, message)),
-        _ => Ok(()),
-    }
-}
-
-/// A CUDA error after the launch as the run functions return it: the finding, and whether the
-/// error poisoned the context.
-fn failed_after_launch(j: &Judged<'_>, s: &CudaStatus) -> (Finding, bool) {
-    (status_finding(j, s, false), launch::is_sticky(s))
-}
-
-fn status_finding(j: &Judged<'_>, s: &CudaStatus, at_launch: bool) -> Finding {
-    let kind = launch::classify(s, at_launch);
-    let mut f = j.finding(kind, Oracle::CudaStatus, format!("the kernel failed with {s}"));
-    f.cuda_error = Some(s.to_string());
-    f
-}
-
-fn rejection_finding(j: &Judged<'_>, r: &LaunchRejection) -> Finding {
-    match r {
-        LaunchRejection::Cuda(s) => status_finding(j, s, true),
-        LaunchRejection::SharedMemory { .. } => j.finding(FindingKind::LaunchRejected, Oracle::CudaStatus, r.to_string()),
     }
 }
 

@@ -9,7 +9,9 @@
 mod device_data;
 mod device_judge;
 pub mod engine;
+mod error;
 mod reference;
+mod run;
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
