@@ -170,11 +170,13 @@ pub fn main(gpu: usize, reference_dir: Option<PathBuf>, target: Option<PathBuf>)
     // An MPS client is reached by another client's fault while it waits for its next case, and
     // the server takes no new worker until it has exited: it looks while it waits.
     let watch = std::env::var_os(MPS_PIPE_ENV).is_some();
+    let lost = || watch && crate::engine::gpu::synchronize().is_err();
     loop {
-        let line = match requests.recv_timeout(IDLE_LOOK) {
+        let next = if watch { requests.recv_timeout(IDLE_LOOK) } else { requests.recv().map_err(|_| std::sync::mpsc::RecvTimeoutError::Disconnected) };
+        let line = match next {
             Ok(line) => line,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                if watch && crate::engine::gpu::synchronize().is_err() {
+                if lost() {
                     std::process::exit(EXIT_STICKY);
                 }
                 continue;
@@ -192,7 +194,7 @@ pub fn main(gpu: usize, reference_dir: Option<PathBuf>, target: Option<PathBuf>)
             }
         };
         let id = req.id;
-        let verdict = {
+        let mut verdict = {
             let mut launch_out = out.try_clone().expect("the event channel can be shared");
             let mut on_launch = || emit(&mut launch_out, &WorkerEvent::Launched { id });
             *COMPILE_NOTICES.lock().unwrap_or_else(|p| p.into_inner()) = out.try_clone().ok().map(|o| (o, id));
@@ -204,8 +206,7 @@ pub fn main(gpu: usize, reference_dir: Option<PathBuf>, target: Option<PathBuf>)
         // Under MPS another client's fault can take the context while a case runs, and a
         // harness call or a launch that meets it is not always told so as a fault: the context
         // says. A lost one makes the verdict sticky, so the case runs again alone.
-        let mut verdict = verdict;
-        if watch && !verdict.sticky && crate::engine::gpu::synchronize().is_err() {
+        if !verdict.sticky && lost() {
             verdict.sticky = true;
         }
         let sticky = verdict.sticky;

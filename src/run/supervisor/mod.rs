@@ -246,7 +246,7 @@ pub struct Supervisor {
 }
 
 /// How long a worker's start under MPS is retried while the server refuses new clients (it does
-/// until every worker that saw a fault has exited) before the slot leaves MPS.
+/// until every worker that saw a fault has exited) before every worker leaves MPS.
 const MPS_REFUSAL_PATIENCE: Duration = Duration::from_secs(5);
 
 /// A sanitizer worker started before its case ([`Supervisor::prewarm`]).
@@ -296,10 +296,9 @@ impl Supervisor {
     }
 
     /// Makes this slot's workers (native or a Python target's) clients of `daemon` from their
-    /// next start: they share
-    /// the GPU's time with the other clients' instead of taking turns with them. A case whose
-    /// run then ends in what another client's fault could cause is run again alone and that run
-    /// is reported ([`mps::doubtful`]).
+    /// next start: they share the GPU's time with the other clients' instead of taking turns
+    /// with them. A case whose run then ends in what another client's fault could cause is run
+    /// again alone and that run is reported ([`mps::doubtful`]).
     pub fn share_gpu(&mut self, daemon: Arc<mps::MpsDaemon>) {
         self.end_process();
         self.spares.drain(..).for_each(Starting::discard);
